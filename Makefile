@@ -1,0 +1,32 @@
+# make demo / make test create .venv and install prefixsim on first use, so a fresh clone needs nothing else.
+VENV   := .venv
+PYTHON := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -e '.[dev,ray]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/prefixsim demo --out results/demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check sim workloads tests
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
+
+bench: $(STAMP)
+	$(PYTHON) -m sim.bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check sim workloads tests
+	$(VENV)/bin/ruff format --check sim workloads tests
+
+clean:
+	rm -rf $(VENV) results/*/

@@ -1,0 +1,30 @@
+"""The `prefixsim` command line: one Typer app; each area registers its commands from its own module."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sim.errors import InputError
+
+app = typer.Typer(
+    name="prefixsim",
+    help="Discrete-event simulator of vLLM v1 prefix caching under load.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; bad input prints one line on stderr and exits with status 2."""
+    try:
+        app(args=argv, prog_name="prefixsim", standalone_mode=True)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# Area modules attach their commands to `app` on import.
+from sim.cli import cache_cmd  # noqa: E402,F401

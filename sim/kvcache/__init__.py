@@ -1,0 +1,45 @@
+"""A faithful model of vLLM v1's KV block pool and prefix cache (stdlib + xxhash + cbor2 only)."""
+
+from sim.kvcache.block import FreeBlockQueue, KVBlock
+from sim.kvcache.block_pool import BlockPool
+from sim.kvcache.hashing import (
+    HASH_ALGOS,
+    NO_HASH_KEYS,
+    BlockHasher,
+    HashKeys,
+    MultiModalItem,
+    none_hash,
+)
+from sim.kvcache.manager import KVCacheManager
+from sim.kvcache.observer import (
+    BLOCK_CLEARED,
+    BLOCK_EVICTED,
+    BLOCK_HIT,
+    BLOCK_STORED,
+    CacheObserver,
+)
+from sim.kvcache.request import CacheRequest, RequestStatus
+from sim.kvcache.salt import cache_salt_problem
+from sim.kvcache.stats import PrefixCacheStats
+
+__all__ = [
+    "BLOCK_CLEARED",
+    "BLOCK_EVICTED",
+    "BLOCK_HIT",
+    "BLOCK_STORED",
+    "HASH_ALGOS",
+    "NO_HASH_KEYS",
+    "BlockHasher",
+    "BlockPool",
+    "CacheObserver",
+    "CacheRequest",
+    "FreeBlockQueue",
+    "HashKeys",
+    "KVBlock",
+    "KVCacheManager",
+    "MultiModalItem",
+    "PrefixCacheStats",
+    "RequestStatus",
+    "cache_salt_problem",
+    "none_hash",
+]

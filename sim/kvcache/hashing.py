@@ -1,0 +1,149 @@
+"""Chained block hashes, serialised exactly as vLLM 0.33 serialises them (spec §3).
+
+A block's hash is H((parent_hash, tuple(block_tokens), extra_keys_or_None)); block 0's parent is
+NONE_HASH = H(seed_string). `sha256`/`xxhash` serialise with pickle protocol 5, the `_cbor`
+variants with canonical CBOR, so digests are bit-identical to vLLM's for the same seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import cbor2
+import xxhash
+
+HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+DEFAULT_SHA256_SEED = "vllm-none-hash"
+
+HashFunction = Callable[[object], bytes]
+ExtraKeys = tuple[tuple[object, ...], ...] | None
+
+
+def _sha256_pickle(obj: object) -> bytes:
+    return hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+
+def _sha256_cbor(obj: object) -> bytes:
+    return hashlib.sha256(cbor2.dumps(obj, canonical=True)).digest()
+
+
+def _xxhash_pickle(obj: object) -> bytes:
+    return xxhash.xxh3_128_digest(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _xxhash_cbor(obj: object) -> bytes:
+    return xxhash.xxh3_128_digest(cbor2.dumps(obj, canonical=True))
+
+
+_HASH_FUNCTIONS: dict[str, HashFunction] = {
+    "sha256": _sha256_pickle,
+    "sha256_cbor": _sha256_cbor,
+    "xxhash": _xxhash_pickle,
+    "xxhash_cbor": _xxhash_cbor,
+}
+
+
+def get_hash_function(algo: str) -> HashFunction:
+    """The serialise-then-digest function vLLM uses for `prefix_caching_hash_algo=algo`."""
+    try:
+        return _HASH_FUNCTIONS[algo]
+    except KeyError:
+        raise ValueError(f"unknown hash_algo {algo!r}; allowed: {', '.join(HASH_ALGOS)}") from None
+
+
+def none_hash(algo: str, hash_seed: str | None = None) -> bytes:
+    """NONE_HASH, the parent of block 0: H(seed string).
+
+    `hash_seed` plays PYTHONHASHSEED's role. Unset, sha256 variants use "vllm-none-hash"; vLLM's
+    xxhash variants use 32 random bytes per process, which a simulator must not do (it would break
+    determinism), so they fall back to the same fixed string here; pass a seed to emulate a run.
+    """
+    seed = DEFAULT_SHA256_SEED if hash_seed is None else hash_seed
+    return get_hash_function(algo)(seed)
+
+
+@dataclass(slots=True, frozen=True)
+class MultiModalItem:
+    """A multimodal placeholder range in the prompt, identified by its content hash."""
+
+    identifier: str
+    offset: int  # first prompt token of the item
+    length: int
+
+
+@dataclass(slots=True, frozen=True)
+class HashKeys:
+    """What besides the tokens enters a request's block hashes (spec §3.4)."""
+
+    lora_name: str | None = None
+    lora_path: str | None = None
+    cache_salt: str | None = None
+    mm_items: tuple[MultiModalItem, ...] = ()
+    prompt_embeds: bytes | None = None  # raw tensor bytes of the prompt's embeddings
+    prompt_embeds_bytes_per_token: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no block of the request carries extra keys."""
+        return (
+            self.lora_name is None
+            and not self.cache_salt
+            and not self.mm_items
+            and self.prompt_embeds is None
+        )
+
+    def for_block(self, block_index: int, block_start: int, block_end: int) -> ExtraKeys:
+        """Extra keys of one block: LoRA, multimodal items, cache salt (block 0), prompt embeds."""
+        keys: list[tuple[object, ...]] = []
+        if self.lora_name is not None:
+            keys.append(("lora", self.lora_name, self.lora_path))
+        for item in self.mm_items:
+            if item.offset < block_end and item.offset + item.length > block_start:
+                keys.append(("mm", item.identifier, item.offset - block_start))
+        if block_index == 0 and self.cache_salt:
+            keys.append(("cache_salt", self.cache_salt))
+        if self.prompt_embeds is not None:
+            width = self.prompt_embeds_bytes_per_token
+            embeds = self.prompt_embeds[block_start * width : block_end * width]
+            if embeds:
+                keys.append(("prompt_embeds", hashlib.sha256(embeds).hexdigest()))
+        return tuple(keys) if keys else None
+
+
+NO_HASH_KEYS = HashKeys()
+
+
+class BlockHasher:
+    """Hashes full blocks of token lists into vLLM's chained block hashes."""
+
+    __slots__ = ("algo", "block_size", "none_hash", "_hash")
+
+    def __init__(self, algo: str = "sha256", block_size: int = 16, hash_seed: str | None = None):
+        self.algo = algo
+        self.block_size = block_size
+        self._hash = get_hash_function(algo)
+        self.none_hash = none_hash(algo, hash_seed)
+
+    def extend(
+        self,
+        block_hashes: list[bytes],
+        token_ids: Sequence[int],
+        keys: HashKeys = NO_HASH_KEYS,
+    ) -> int:
+        """Append the hashes of every newly full block of `token_ids`; return how many were added."""
+        block_size = self.block_size
+        start_block = len(block_hashes)
+        num_full_blocks = len(token_ids) // block_size
+        parent = block_hashes[-1] if block_hashes else self.none_hash
+        hash_fn = self._hash
+        plain = keys.is_empty
+        for index in range(start_block, num_full_blocks):
+            start = index * block_size
+            end = start + block_size
+            extra = None if plain else keys.for_block(index, start, end)
+            parent = hash_fn((parent, tuple(token_ids[start:end]), extra))
+            block_hashes.append(parent)
+        return num_full_blocks - start_block

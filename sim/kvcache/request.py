@@ -1,0 +1,78 @@
+"""The part of a request the KV cache sees: its tokens, block hashes and progress."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from sim.kvcache.hashing import NO_HASH_KEYS, BlockHasher, HashKeys
+
+
+class RequestStatus(enum.Enum):
+    """vLLM's request states that matter to the cache and scheduler."""
+
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    PREEMPTED = "PREEMPTED"
+    FINISHED_STOPPED = "FINISHED_STOPPED"
+    FINISHED_LENGTH_CAPPED = "FINISHED_LENGTH_CAPPED"
+    FINISHED_ABORTED = "FINISHED_ABORTED"
+
+    @property
+    def is_finished(self) -> bool:
+        """True for every FINISHED_* state."""
+        return self.value.startswith("FINISHED")
+
+
+class CacheRequest:
+    """Prompt plus outputs so far (`all_token_ids`), their full-block hashes, and progress."""
+
+    __slots__ = (
+        "request_id",
+        "all_token_ids",
+        "num_prompt_tokens",
+        "block_hashes",
+        "num_computed_tokens",
+        "status",
+        "num_preemptions",
+        "hash_keys",
+        "skip_reading_prefix_cache",
+        "_hasher",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        hasher: BlockHasher,
+        *,
+        hash_keys: HashKeys = NO_HASH_KEYS,
+        skip_reading_prefix_cache: bool = False,
+    ) -> None:
+        self.request_id = request_id
+        self.all_token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(self.all_token_ids)
+        self.block_hashes: list[bytes] = []
+        self.num_computed_tokens = 0
+        self.status = RequestStatus.WAITING
+        self.num_preemptions = 0
+        self.hash_keys = hash_keys
+        # vLLM sets this when prompt logprobs are requested: no hit, not counted, still cached.
+        self.skip_reading_prefix_cache = skip_reading_prefix_cache
+        self._hasher = hasher
+        hasher.extend(self.block_hashes, self.all_token_ids, hash_keys)
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus output tokens so far."""
+        return len(self.all_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        """Output tokens appended so far."""
+        return len(self.all_token_ids) - self.num_prompt_tokens
+
+    def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
+        """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""
+        self.all_token_ids.extend(token_ids)
+        return self._hasher.extend(self.block_hashes, self.all_token_ids, self.hash_keys)

@@ -14,7 +14,9 @@ from typing import IO
 def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
     """Open a temp file beside `path`; on success it replaces `path`, on error it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    descriptor, temp_name = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(descriptor, mode, encoding=encoding) as handle:

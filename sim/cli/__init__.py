@@ -1,4 +1,4 @@
-"""The `prefixsim` command line: one Typer app; each area registers its commands from its own module."""
+"""The `prefixsim` command line: one Typer app; areas register commands in own modules."""
 
 from __future__ import annotations
 
@@ -27,4 +27,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Area modules attach their commands to `app` on import.
-from sim.cli import cache_cmd  # noqa: E402,F401
+from sim.cli import replay_cmd  # noqa: E402,F401

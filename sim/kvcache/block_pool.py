@@ -31,7 +31,9 @@ class BlockPool:
         observer: CacheObserver | None = None,
     ) -> None:
         if num_gpu_blocks < 2:
-            raise ValueError(f"num_gpu_blocks must be at least 2 (one is the null block), got {num_gpu_blocks}")
+            raise ValueError(
+                f"num_gpu_blocks must be at least 2 (one is the null block), got {num_gpu_blocks}"
+            )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.observer = observer
@@ -76,7 +78,7 @@ class BlockPool:
         block_size: int,
         now: float = 0.0,
     ) -> None:
-        """Register blocks[num_cached_blocks:num_full_blocks] under their hashes, duplicates kept."""
+        """Register blocks[num_cached_blocks:num_full_blocks] under their hashes (no dedup)."""
         observer = self.observer
         cached_blocks = self.cached_blocks
         for index in range(num_cached_blocks, num_full_blocks):
@@ -99,7 +101,9 @@ class BlockPool:
                 entry[block.block_id] = block
             self.num_stored += 1
             if observer is not None:
-                observer.on_block_event(BLOCK_STORED, block_hash, block.block_id, block.num_tokens, now)
+                observer.on_block_event(
+                    BLOCK_STORED, block_hash, block.block_id, block.num_tokens, now
+                )
 
     def get_new_blocks(self, num_blocks: int, now: float = 0.0) -> list[KVBlock]:
         """Pop blocks from the free-queue front, evicting any cached ones; each gets ref_cnt 1."""
@@ -122,10 +126,12 @@ class BlockPool:
         block.block_hash = None
         self.num_evictions += 1
         if self.observer is not None:
-            self.observer.on_block_event(BLOCK_EVICTED, block_hash, block.block_id, block.num_tokens, now)
+            self.observer.on_block_event(
+                BLOCK_EVICTED, block_hash, block.block_id, block.num_tokens, now
+            )
 
     def touch(self, blocks: Iterable[KVBlock]) -> None:
-        """Take hit blocks: a free one leaves the free queue (so it cannot be evicted); ref_cnt += 1."""
+        """Take hit blocks: a free one leaves the free queue (cannot be evicted); ref_cnt += 1."""
         remove = self.free_block_queue.remove
         null_block = self.null_block
         for block in blocks:
@@ -134,7 +140,7 @@ class BlockPool:
             block.ref_cnt += 1
 
     def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
-        """Release blocks in the given order: unhashed ones to the front, cached ones to the back."""
+        """Release blocks in order: unhashed ones to the queue front, cached ones to the back."""
         unhashed: list[KVBlock] = []
         hashed: list[KVBlock] = []
         caching = self.enable_caching

@@ -133,7 +133,7 @@ class BlockHasher:
         token_ids: Sequence[int],
         keys: HashKeys = NO_HASH_KEYS,
     ) -> int:
-        """Append the hashes of every newly full block of `token_ids`; return how many were added."""
+        """Append hashes of every newly full block of `token_ids`; return how many were added."""
         block_size = self.block_size
         start_block = len(block_hashes)
         num_full_blocks = len(token_ids) // block_size

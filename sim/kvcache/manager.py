@@ -42,7 +42,9 @@ class KVCacheManager:
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         self.watermark_blocks = int(watermark * num_gpu_blocks)
-        self.block_pool = BlockPool(num_gpu_blocks, enable_caching=enable_caching, observer=observer)
+        self.block_pool = BlockPool(
+            num_gpu_blocks, enable_caching=enable_caching, observer=observer
+        )
         self.req_to_blocks: dict[str, list[KVBlock]] = {}
         # Leading blocks of each allocated request already registered in the cache.
         self.num_cached_block: dict[str, int] = {}
@@ -111,19 +113,21 @@ class KVCacheManager:
         has_running_requests: bool = False,
         now: float = 0.0,
     ) -> list[KVBlock] | None:
-        """Allocate blocks for `num_new_tokens` more tokens; None (and no change) if they don't fit."""
+        """Allocate blocks for `num_new_tokens` more tokens; None (no change) if they don't fit."""
         request_id = request.request_id
         max_model_len = self.max_model_len
         num_free = self.block_pool.free_block_queue.num_free_blocks
-        num_local_computed = min(request.num_computed_tokens + num_new_computed_tokens, max_model_len)
+        num_local_computed = min(
+            request.num_computed_tokens + num_new_computed_tokens, max_model_len
+        )
         watermark = (
-            self.watermark_blocks
-            if has_running_requests and request.status in _ADMITTING
-            else 0
+            self.watermark_blocks if has_running_requests and request.status in _ADMITTING else 0
         )
         if full_sequence_must_fit:
             num_full_sequence = min(request.num_tokens, max_model_len)
-            needed = self._num_blocks_to_allocate(request_id, num_full_sequence, new_computed_blocks)
+            needed = self._num_blocks_to_allocate(
+                request_id, num_full_sequence, new_computed_blocks
+            )
             if needed + watermark > num_free:
                 return None
         num_slots = min(num_local_computed + num_new_tokens, max_model_len)
@@ -173,7 +177,7 @@ class KVCacheManager:
         self.num_cached_block[request_id] = num_full
 
     def free(self, request: CacheRequest) -> None:
-        """Release the request's blocks, tail block first (its deepest cached block evicts first)."""
+        """Release the request's blocks tail first (its deepest cached block evicts first)."""
         blocks = self.req_to_blocks.pop(request.request_id, None)
         self.num_cached_block.pop(request.request_id, None)
         if blocks:

@@ -18,5 +18,8 @@ def cache_salt_problem(salt: object) -> str | None:
         return f"cache_salt is {len(salt)} characters; at most {MAX_CACHE_SALT_LENGTH} allowed"
     for character in FORBIDDEN_SALT_CHARACTERS:
         if character in salt:
-            return f"cache_salt {salt!r} contains {character!r}; '@', '/', '\\\\' and NUL are not allowed"
+            return (
+                f"cache_salt {salt!r} contains {character!r}; "
+                "'@', '/', '\\\\' and NUL are not allowed"
+            )
     return None

@@ -1,1 +1,1 @@
-"""JSON-lines replay harnesses that drive the cache or the scheduler op by op (replay_formats.md)."""
+"""JSON-lines replay harnesses driving the cache or the scheduler op by op (replay_formats.md)."""

@@ -17,10 +17,20 @@ from sim.kvcache import (
     KVCacheManager,
     RequestStatus,
 )
-from sim.replay.ops import Op, check_hash_algo, read_ops
+from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 
 CACHE_OPS = frozenset(
-    {"config", "arrive", "schedule", "output", "run", "preempt", "finish", "reset_prefix_cache", "snapshot"}
+    {
+        "config",
+        "arrive",
+        "schedule",
+        "output",
+        "run",
+        "preempt",
+        "finish",
+        "reset_prefix_cache",
+        "snapshot",
+    }
 )
 _CONFIG_KEYS = frozenset(
     {
@@ -91,7 +101,7 @@ class CacheReplayConfig:
 
 
 def parse_lora(op: Op) -> tuple[str | None, str | None]:
-    """The (name, path) a `lora` object contributes to block hashes; its integer id is not hashed."""
+    """The (name, path) a `lora` object adds to block hashes; its integer id is not hashed."""
     lora = op.fields.get("lora")
     if lora is None:
         return None, None
@@ -377,20 +387,20 @@ class CacheReplay:
         }
 
 
-def replay_cache(path: Path) -> Iterator[tuple[Op | None, dict[str, Any]]]:
-    """Yield (op, output line) for a cache op script: header, one line per op, then summary."""
+def replay_cache(path: Path) -> Iterator[ReplayLine]:
+    """Replay a cache op script: a header line, one line per op, then the summary."""
     ops = read_ops(path, CACHE_OPS)
     first = next(ops, None)
-    if first is not None and first.name == "config":
-        config = CacheReplayConfig.from_op(first)
-        pending: list[Op] = []
-    else:
-        config = CacheReplayConfig()
-        pending = [first] if first is not None else []
+    config_op = first if first is not None and first.name == "config" else None
+    config = CacheReplayConfig.from_op(config_op) if config_op is not None else CacheReplayConfig()
     replay = CacheReplay(config)
-    yield None, replay.header(path.name)
+    header = replay.header(path.name)
+    yield ReplayLine(None, header, header)
+    pending = [] if first is None or config_op is not None else [first]
     for op in itertools.chain(pending, ops):
         if op.name == "config":
             raise op.error("a config op may only be the first line")
-        yield op, replay.apply(op)
-    yield None, replay.summary()
+        line = replay.apply(op)
+        yield ReplayLine(op, line, {**line, **line["stats"]})
+    summary = replay.summary()
+    yield ReplayLine(None, summary, summary)

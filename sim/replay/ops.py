@@ -14,6 +14,16 @@ from sim.kvcache import HASH_ALGOS
 
 
 @dataclass(slots=True)
+class ReplayLine:
+    """One output line, the op that produced it (None for header/summary lines) and what
+    `--check` compares that op's `expect` with (the line plus its nested counters)."""
+
+    op: Op | None
+    line: dict[str, Any]
+    observed: dict[str, Any]
+
+
+@dataclass(slots=True)
 class Op:
     """One input line: its 1-based line number, op name and fields."""
 
@@ -52,7 +62,11 @@ class Op:
     def get_float(self, key: str, default: float, *, minimum: float, maximum: float) -> float:
         """A finite number in [minimum, maximum]."""
         value = self.fields.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             raise self.error(f"{key!r} must be a number in [{minimum}, {maximum}], got {value!r}")
         if not minimum <= value <= maximum:
             raise self.error(f"{key!r} must be in [{minimum}, {maximum}], got {value}")
@@ -65,7 +79,9 @@ class Op:
             raise self.error(f"{key!r} must be true or false, got {value!r}")
         return value
 
-    def get_str(self, key: str, default: str | None = None, *, choices: tuple[str, ...] = ()) -> str:
+    def get_str(
+        self, key: str, default: str | None = None, *, choices: tuple[str, ...] = ()
+    ) -> str:
         """A string field, optionally one of `choices`."""
         value = self.fields.get(key, default)
         if not isinstance(value, str) or (choices and value not in choices):
@@ -80,13 +96,17 @@ class Op:
             raise self.error(f"'id' must be a non-empty string, got {value!r}")
         return value
 
-    def get_tokens(self, key: str, *, required: bool = True, allow_empty: bool = False) -> list[int]:
+    def get_tokens(
+        self, key: str, *, required: bool = True, allow_empty: bool = False
+    ) -> list[int]:
         """A list of non-negative integer token ids."""
         value = self.fields.get(key)
         if value is None and not required:
             return []
         if not isinstance(value, list):
-            raise self.error(f"{key!r} must be a list of non-negative integer token ids, got {value!r}")
+            raise self.error(
+                f"{key!r} must be a list of non-negative integer token ids, got {value!r}"
+            )
         for position, token in enumerate(value):
             if isinstance(token, bool) or not isinstance(token, int) or token < 0:
                 raise self.error(
@@ -142,15 +162,11 @@ def check_hash_algo(op: Op) -> str:
     return op.get_str("hash_algo", "sha256", choices=HASH_ALGOS)
 
 
-def compare_expectations(op: Op, result: dict[str, Any], nested: str) -> str | None:
-    """The first expected field that differs from the result ("field: expected X, got Y")."""
+def compare_expectations(op: Op, observed: dict[str, Any]) -> str | None:
+    """The first expected field that differs from what was observed ("field: expected X, got Y")."""
     for field, expected in (op.fields.get("expect") or {}).items():
-        if field in result:
-            actual = result[field]
-        elif field in result.get(nested, {}):
-            actual = result[nested][field]
-        else:
+        if field not in observed:
             return f"{field}: expected {expected!r}, but the result has no such field"
-        if actual != expected:
-            return f"{field}: expected {expected!r}, got {actual!r}"
+        if observed[field] != expected:
+            return f"{field}: expected {expected!r}, got {observed[field]!r}"
     return None

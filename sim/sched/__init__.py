@@ -1,0 +1,15 @@
+"""vLLM v1's scheduler without a clock: budgets, chunked prefill, preemption (no SimPy here)."""
+
+from sim.sched.config import POLICIES, SchedulerConfig
+from sim.sched.request import Request
+from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
+
+__all__ = [
+    "POLICIES",
+    "Admission",
+    "Request",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerOutput",
+    "StepResult",
+]

@@ -1,0 +1,68 @@
+"""A request as the scheduler sees it: cache state plus limits, outputs to emit and timings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheRequest, HashKeys
+
+
+class Request(CacheRequest):
+    """A generation request whose fake model emits `planned_output_token_ids`, one per step."""
+
+    __slots__ = (
+        "arrival_at",
+        "priority",
+        "max_tokens",
+        "planned_output_token_ids",
+        "session_id",
+        "tenant",
+        "num_cached_tokens",
+        "num_computed_prefill_tokens",
+        "first_scheduled_at",
+        "first_token_at",
+        "last_token_at",
+        "finished_at",
+        "inter_token_latencies_s",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        planned_output_token_ids: Sequence[int],
+        hasher: BlockHasher,
+        *,
+        arrival_at: float = 0.0,
+        priority: int = 0,
+        hash_keys: HashKeys = NO_HASH_KEYS,
+        skip_reading_prefix_cache: bool = False,
+        session_id: str | None = None,
+        tenant: str | None = None,
+    ) -> None:
+        super().__init__(
+            request_id,
+            prompt_token_ids,
+            hasher,
+            hash_keys=hash_keys,
+            skip_reading_prefix_cache=skip_reading_prefix_cache,
+        )
+        if not planned_output_token_ids:
+            raise ValueError(f"request {request_id!r} must generate at least one token")
+        self.arrival_at = arrival_at
+        self.priority = priority
+        self.planned_output_token_ids = planned_output_token_ids
+        self.max_tokens = len(planned_output_token_ids)
+        self.session_id = session_id
+        self.tenant = tenant
+        self.num_cached_tokens = -1  # hit tokens at first admission; -1 until admitted
+        self.num_computed_prefill_tokens = 0
+        self.first_scheduled_at: float | None = None
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.finished_at: float | None = None
+        self.inter_token_latencies_s: list[float] = []
+
+    def sort_key(self) -> tuple[int, float, str]:
+        """Priority-policy order: lower priority value first, then earlier arrival, then id."""
+        return (self.priority, self.arrival_at, self.request_id)

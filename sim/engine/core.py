@@ -1,0 +1,145 @@
+"""One engine replica in simulated time: schedule, wait the step's cost, apply the output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import simpy
+
+from sim.costmodel.batch import BatchShape
+from sim.costmodel.model import CostModel
+from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
+from sim.sched import Request, Scheduler, SchedulerConfig
+
+
+class _BlockEventForwarder:
+    """Passes the cache's block events to the recorder as BlockEvent records."""
+
+    __slots__ = ("recorder",)
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def on_block_event(
+        self, kind: str, block_hash: bytes, block_id: int, num_tokens: int, now: float
+    ) -> None:
+        self.recorder.on_block_event(BlockEvent(kind, now, block_hash, block_id, num_tokens))
+
+
+def request_record(request: Request) -> RequestRecord:
+    """The finished request's row for requests.parquet."""
+    return RequestRecord(
+        request_id=request.request_id,
+        session_id=request.session_id,
+        tenant=request.tenant,
+        arrival_at=request.arrival_at,
+        first_scheduled_at=request.first_scheduled_at,
+        first_token_at=request.first_token_at,
+        finished_at=request.finished_at,
+        num_prompt_tokens=request.num_prompt_tokens,
+        num_cached_tokens=request.num_cached_tokens,
+        num_computed_prefill_tokens=request.num_computed_prefill_tokens,
+        num_output_tokens=request.num_output_tokens,
+        num_preemptions=request.num_preemptions,
+        inter_token_latencies_s=request.inter_token_latencies_s,
+    )
+
+
+class EngineCore:
+    """A vLLM engine replica: a Scheduler whose steps take `cost_model` time in a SimPy env.
+
+    Same-time rule: a step that starts at time t sees every request submitted at or before t
+    (the loop yields once to let pending same-time events run before it schedules).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        config: SchedulerConfig,
+        cost_model: CostModel,
+        *,
+        recorder: Recorder | None = None,
+        record_block_events: bool = True,
+        on_request_finished: Callable[[Request], None] | None = None,
+        on_step: Callable[[float], None] | None = None,
+    ) -> None:
+        self.env = env
+        self.recorder = recorder if recorder is not None else NullRecorder()
+        observer = _BlockEventForwarder(self.recorder) if record_block_events else None
+        self.scheduler = Scheduler(config, observer=observer)
+        self.cost_model = cost_model
+        self.on_request_finished = on_request_finished
+        self.on_step = on_step
+        self.num_steps = 0
+        self._wakeup: simpy.Event | None = None
+        self.process = env.process(self._run())
+
+    @property
+    def hasher(self):
+        """The block hasher requests for this replica must be built with."""
+        return self.scheduler.hasher
+
+    def submit(self, request: Request) -> None:
+        """Queue a request now; wakes the loop if it is idle."""
+        self.scheduler.add_request(request)
+        if self._wakeup is not None and not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def _run(self) -> Generator[simpy.Event, Any, None]:
+        env = self.env
+        scheduler = self.scheduler
+        kv_cache_manager = scheduler.kv_cache_manager
+        block_pool = kv_cache_manager.block_pool
+        recorder = self.recorder
+        cost_model = self.cost_model
+        while True:
+            if not scheduler.has_unfinished_requests:
+                self._wakeup = env.event()
+                yield self._wakeup
+                self._wakeup = None
+            if env.peek() == env.now:
+                yield env.timeout(0)
+            started_at = env.now
+            num_preemptions_before = scheduler.num_preemptions
+            num_evictions_before = block_pool.num_evictions
+            output = scheduler.schedule(started_at)
+            if output.total_num_scheduled_tokens == 0:
+                raise RuntimeError("engine step scheduled nothing while requests are unfinished")
+            num_running = len(scheduler.running)
+            num_waiting = len(scheduler.waiting)
+            duration_s = cost_model.step_time_s(
+                BatchShape(
+                    output.prefill_new_tokens,
+                    output.prefill_context_tokens,
+                    output.decode_context_lens,
+                )
+            )
+            yield env.timeout(duration_s)
+            finished_at = env.now
+            result = scheduler.update_from_output(output, finished_at)
+            stats = result.prefix_cache_stats
+            self.num_steps += 1
+            recorder.on_step(
+                StepRecord(
+                    step_index=self.num_steps,
+                    started_at=started_at,
+                    duration_s=duration_s,
+                    num_prefill_tokens=sum(output.prefill_new_tokens),
+                    num_decode_tokens=len(output.decode_context_lens),
+                    num_running=num_running,
+                    num_waiting=num_waiting,
+                    num_free_blocks=kv_cache_manager.num_free_blocks,
+                    usage=kv_cache_manager.usage,
+                    num_preemptions=scheduler.num_preemptions - num_preemptions_before,
+                    num_queries=stats.queries,
+                    num_hits=stats.hits,
+                    num_evictions=block_pool.num_evictions - num_evictions_before,
+                )
+            )
+            for request in result.finished:
+                recorder.on_request_finished(request_record(request))
+                if self.on_request_finished is not None:
+                    self.on_request_finished(request)
+            if self.on_step is not None:
+                self.on_step(finished_at)

@@ -1,0 +1,57 @@
+"""Turning a workload's request spec into a scheduler request, validated at the API boundary."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sim.errors import InputError
+from sim.kvcache import BlockHasher, HashKeys, cache_salt_problem
+from sim.sched import Request
+
+
+class LoraLike(Protocol):
+    name: str
+    path: str
+
+
+class SpecLike(Protocol):
+    """What the engine reads from a workload request spec (workloads.spec.RequestSpec)."""
+
+    request_id: str
+    arrival_at: float | None
+    session_id: str | None
+    think_time_s: float
+    output_tokens: list[int]
+    tenant: str | None
+    cache_salt: str | None
+    lora: LoraLike | None
+    prompt_logprobs: bool
+    priority: int
+
+    def prompt_tokens(self) -> list[int]: ...
+
+
+def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) -> Request:
+    """A scheduler Request for `spec`, arriving at `arrival_at`; a bad cache_salt is rejected
+    exactly as vLLM's OpenAI API rejects it."""
+    problem = cache_salt_problem(spec.cache_salt)
+    if problem is not None:
+        raise InputError(f"request {spec.request_id!r}: {problem}")
+    lora = spec.lora
+    keys = HashKeys(
+        lora_name=lora.name if lora is not None else None,
+        lora_path=lora.path if lora is not None else None,
+        cache_salt=spec.cache_salt,
+    )
+    return Request(
+        spec.request_id,
+        spec.prompt_tokens(),
+        spec.output_tokens,
+        hasher,
+        arrival_at=arrival_at,
+        priority=spec.priority,
+        hash_keys=keys,
+        skip_reading_prefix_cache=spec.prompt_logprobs,
+        session_id=spec.session_id,
+        tenant=spec.tenant,
+    )

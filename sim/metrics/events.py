@@ -1,0 +1,84 @@
+"""events.parquet: prefix-cache block stored / hit / evicted events with residency times.
+
+`age_since_stored_s` is the time since the block was last stored; `idle_s` the time since its
+last use, where a use is its `stored` or a `hit` event (recorders are not told when a block is
+freed, so idle time counts from the last lookup that reused it). Both are null on `stored` rows
+and when the block's `stored` event was never seen. Hashes are lowercase hex strings, as in the
+replay formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
+from sim.metrics.recorder import NullRecorder
+from sim.metrics.records import BLOCK_EVENT_KINDS, BlockEvent
+
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("at", pa.float64()),
+        ("kind", pa.string()),
+        ("block_hash", pa.string()),
+        ("block_id", pa.int64()),
+        ("num_tokens", pa.int64()),
+        ("age_since_stored_s", pa.float64()),
+        ("idle_s", pa.float64()),
+    ]
+)
+
+
+@dataclass(slots=True)
+class _Residency:
+    stored_at: float
+    last_used_at: float
+
+
+class EventsWriter(NullRecorder):
+    """Writes events.parquet; keeps one residency entry per cached block id."""
+
+    def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.sink = ParquetSink(path, EVENTS_SCHEMA, batch_rows=batch_rows)
+        self._residency_by_block_id: dict[int, _Residency] = {}
+
+    @property
+    def num_tracked_blocks(self) -> int:
+        """Cached blocks whose residency is tracked (at most the pool size)."""
+        return len(self._residency_by_block_id)
+
+    def on_block_event(self, event: BlockEvent) -> None:
+        """Append the event with its age and idle time, and update the block's residency."""
+        if event.kind not in BLOCK_EVENT_KINDS:
+            raise ValueError(f"block event kind {event.kind!r} is not one of {BLOCK_EVENT_KINDS}")
+        age_since_stored_s: float | None = None
+        idle_s: float | None = None
+        if event.kind == "stored":
+            self._residency_by_block_id[event.block_id] = _Residency(event.at, event.at)
+        else:
+            residency = (
+                self._residency_by_block_id.pop(event.block_id, None)
+                if event.kind in ("evicted", "cleared")
+                else self._residency_by_block_id.get(event.block_id)
+            )
+            if residency is not None:
+                age_since_stored_s = event.at - residency.stored_at
+                idle_s = event.at - residency.last_used_at
+                residency.last_used_at = event.at
+        self.sink.append(
+            (
+                event.at,
+                event.kind,
+                event.block_hash.hex(),
+                event.block_id,
+                event.num_tokens,
+                age_since_stored_s,
+                idle_s,
+            )
+        )
+
+    def close(self, end_at: float) -> None:
+        """Finish events.parquet."""
+        self.sink.close()

@@ -1,0 +1,65 @@
+"""Row-at-a-time parquet output with a bounded buffer and an atomic rename at close."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEFAULT_BATCH_ROWS = 50_000
+
+
+class ParquetSink:
+    """Buffers rows column-wise, writes one row group per `batch_rows` rows.
+
+    Rows go to a hidden `.<name>.partial` file next to `path`, which replaces `path` only at
+    `close`, so a crashed run never leaves a truncated file under the final name.
+    """
+
+    def __init__(
+        self, path: Path, schema: pa.Schema, *, batch_rows: int = DEFAULT_BATCH_ROWS
+    ) -> None:
+        if batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        self.path = Path(path)
+        self.schema = schema
+        self.batch_rows = batch_rows
+        self.num_rows_written = 0
+        self._partial_path = self.path.with_name(f".{self.path.name}.partial")
+        self._columns: list[list[Any]] = [[] for _ in schema]
+        self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
+
+    @property
+    def num_buffered_rows(self) -> int:
+        """Rows held in memory, not yet written."""
+        return len(self._columns[0])
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row (values in schema order); write a row group when the buffer is full."""
+        for column, value in zip(self._columns, row, strict=True):
+            column.append(value)
+        if self.num_buffered_rows >= self.batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one row group."""
+        num_rows = self.num_buffered_rows
+        if num_rows == 0:
+            return
+        arrays = [
+            pa.array(column, type=field.type)
+            for column, field in zip(self._columns, self.schema, strict=True)
+        ]
+        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        self.num_rows_written += num_rows
+        for column in self._columns:
+            column.clear()
+
+    def close(self) -> None:
+        """Write what is left, finish the file and move it into place."""
+        self.flush()
+        self._writer.close()
+        os.replace(self._partial_path, self.path)

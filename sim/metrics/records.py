@@ -1,0 +1,74 @@
+"""Plain records the engine hands to recorders, stamped with simulated time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# "cleared": dropped by reset_prefix_cache rather than evicted.
+BLOCK_EVENT_KINDS = ("stored", "hit", "evicted", "cleared")
+
+
+@dataclass(slots=True)
+class BlockEvent:
+    """A KV block entered the prefix cache, was reused by a lookup, or left the cache."""
+
+    kind: str  # one of BLOCK_EVENT_KINDS
+    at: float
+    block_hash: bytes  # full digest
+    block_id: int
+    num_tokens: int  # prefix tokens the block's hash covers: (block index + 1) * block_size
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One engine iteration: batch shape, queue lengths after scheduling, cache state and stats."""
+
+    step_index: int
+    started_at: float
+    duration_s: float
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    num_running: int  # after the step's schedule
+    num_waiting: int  # after the step's schedule
+    num_free_blocks: int
+    usage: float  # KV usage in 0..1; evictable cached blocks count as free
+    num_preemptions: int  # preemptions in this step
+    # Prefix-cache token lookups and hits counted in this step: the counters vLLM exports
+    # (vllm:prefix_cache_queries / _hits), which leave out re-lookups after preemption.
+    num_queries: int
+    num_hits: int
+    num_evictions: int
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """A finished request: its timeline, token counts and per-token gaps."""
+
+    request_id: str
+    session_id: str | None
+    tenant: str | None
+    arrival_at: float
+    first_scheduled_at: float
+    first_token_at: float
+    finished_at: float
+    num_prompt_tokens: int
+    num_cached_tokens: int  # prefix-cache hit tokens at first admission
+    num_computed_prefill_tokens: int  # incl. recomputation after preemption
+    num_output_tokens: int
+    num_preemptions: int
+    inter_token_latencies_s: list[float]  # gaps between consecutive output tokens
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token, from arrival (as vLLM measures it)."""
+        return self.first_token_at - self.arrival_at
+
+    @property
+    def e2e_s(self) -> float:
+        """End-to-end latency, from arrival to the last token."""
+        return self.finished_at - self.arrival_at
+
+    @property
+    def queue_s(self) -> float:
+        """Time spent waiting before the first schedule."""
+        return self.first_scheduled_at - self.arrival_at

@@ -1,0 +1,85 @@
+"""metrics.parquet: the Prometheus series as a scraper would have seen them, in long form.
+
+Rows are (at, name, le, value). Scrapes happen at every positive multiple of
+`scrape_interval_s` and once more at `close(end_at)` unless `end_at` is itself a scrape time.
+A scrape at time t includes every hook stamped at or before t (steps at `started_at`, finished
+requests at `finished_at`); when a hook arrives stamped after one or more pending scrape times,
+those scrapes are written first, with the state as it stood then. Histogram bucket rows carry the
+metric name and `le` (the edge, or "+Inf"); `<name>_sum` and `<name>_count`, counters and gauges
+have a null `le`. Counters are named without Prometheus' `_total` suffix, as vLLM declares them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from sim.errors import InputError
+from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
+from sim.metrics.prometheus import PrometheusState
+from sim.metrics.recorder import NullRecorder
+from sim.metrics.records import RequestRecord, StepRecord
+
+METRICS_SCHEMA = pa.schema(
+    [
+        ("at", pa.float64()),
+        ("name", pa.string()),
+        ("le", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+
+
+class MetricsScraper(NullRecorder):
+    """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid."""
+
+    def __init__(
+        self, path: Path, scrape_interval_s: float, *, batch_rows: int = DEFAULT_BATCH_ROWS
+    ) -> None:
+        if not scrape_interval_s > 0:
+            raise InputError(f"scrape_interval_s must be > 0 seconds, got {scrape_interval_s!r}")
+        self.scrape_interval_s = scrape_interval_s
+        self.state = PrometheusState()
+        self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
+        # Scrape times are index * interval, not repeated sums, so they do not drift.
+        self._next_scrape_index = 1
+        self._last_scrape_at: float | None = None
+        self._last_hook_at = 0.0
+
+    def on_step(self, step: StepRecord) -> None:
+        """Write scrapes due before the step starts, then apply it."""
+        self._scrape_until_before(step.started_at)
+        self.state.apply_step(step)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Write scrapes due before the request finished, then apply it."""
+        self._scrape_until_before(request.finished_at)
+        self.state.apply_finished_request(request)
+
+    def close(self, end_at: float) -> None:
+        """Write the scrapes due up to end_at, a final one at end_at, and finish the file."""
+        if end_at < self._last_hook_at:
+            raise ValueError(f"close at {end_at} is before the last hook at {self._last_hook_at}")
+        while self._next_scrape_at() <= end_at:
+            self._scrape_next()
+        if self._last_scrape_at != end_at:
+            self._scrape(end_at)
+        self.sink.close()
+
+    def _next_scrape_at(self) -> float:
+        return self._next_scrape_index * self.scrape_interval_s
+
+    def _scrape_until_before(self, at: float) -> None:
+        self._last_hook_at = max(self._last_hook_at, at)
+        while self._next_scrape_at() < at:
+            self._scrape_next()
+
+    def _scrape_next(self) -> None:
+        self._scrape(self._next_scrape_at())
+        self._next_scrape_index += 1
+
+    def _scrape(self, at: float) -> None:
+        for name, le, value in self.state.samples():
+            self.sink.append((at, name, le, value))
+        self._last_scrape_at = at

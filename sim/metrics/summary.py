@@ -1,0 +1,152 @@
+"""summary.json: one run's headline numbers over the measured window.
+
+Warm-up: requests arriving before `warmup_s` and steps starting before it are left out of every
+statistic; the measured window is [warmup_s, end_at]. Throughput counts the measured requests
+(and their output tokens) over that window. The hit rate is vLLM's exported token fraction,
+prefix-cache hits / queries summed over measured steps. Percentiles are numpy's
+`method="linear"` (the default: linear interpolation between closest ranks). KV usage mean is
+weighted by step duration. Floats are rounded to 9 decimals; undefined values (no samples, empty
+window) are written as null. Keys are sorted, so identical runs give identical bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+from sim.errors import InputError
+from sim.metrics.recorder import NullRecorder
+from sim.metrics.records import RequestRecord, StepRecord
+
+FLOAT_DECIMALS = 9
+
+
+def percentiles(values: array, qs: tuple[float, ...]) -> list[float]:
+    """Percentiles (0..100) by linear interpolation; NaN for each when there are no values."""
+    if len(values) == 0:
+        return [math.nan] * len(qs)
+    return [float(p) for p in np.percentile(np.asarray(values), qs, method="linear")]
+
+
+def _json_value(value: float | int | None) -> float | int | None:
+    if isinstance(value, float):
+        return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
+    return value
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator > 0 else math.nan
+
+
+def write_json_atomic(path: Path, document: dict[str, float | int | None]) -> None:
+    """Write sorted-key JSON to a hidden partial file next to path, then move it into place."""
+    partial_path = path.with_name(f".{path.name}.partial")
+    text = json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    partial_path.write_text(text, encoding="utf-8")
+    os.replace(partial_path, path)
+
+
+class SummaryRecorder(NullRecorder):
+    """Accumulates the measured requests and steps; writes summary.json at close.
+
+    Memory grows by 8 bytes per measured request latency and per inter-token gap.
+    """
+
+    def __init__(self, path: Path, *, warmup_s: float = 0.0) -> None:
+        if not warmup_s >= 0:
+            raise InputError(f"warmup_s must be >= 0 seconds, got {warmup_s!r}")
+        self.path = Path(path)
+        self.warmup_s = warmup_s
+        self.num_requests_in_warmup = 0
+        self.num_prompt_tokens = 0
+        self.num_cached_tokens = 0
+        self.num_computed_prefill_tokens = 0
+        self.num_output_tokens = 0
+        self.ttfts_s = array("d")
+        self.e2es_s = array("d")
+        self.queues_s = array("d")
+        self.inter_token_latencies_s = array("d")
+        self.num_steps = 0
+        self.num_queries = 0
+        self.num_hits = 0
+        self.num_preemptions = 0
+        self.num_evictions = 0
+        self.busy_s = 0.0
+        self.usage_time_s = 0.0  # integral of KV usage over step time
+        self.usage_max = -math.inf  # stays non-finite (written as null) without steps
+
+    def on_step(self, step: StepRecord) -> None:
+        """Add a measured step's counts and usage."""
+        if step.started_at < self.warmup_s:
+            return
+        self.num_steps += 1
+        self.num_queries += step.num_queries
+        self.num_hits += step.num_hits
+        self.num_preemptions += step.num_preemptions
+        self.num_evictions += step.num_evictions
+        self.busy_s += step.duration_s
+        self.usage_time_s += step.usage * step.duration_s
+        self.usage_max = max(self.usage_max, step.usage)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Add a measured request's latencies and token counts."""
+        if request.arrival_at < self.warmup_s:
+            self.num_requests_in_warmup += 1
+            return
+        self.num_prompt_tokens += request.num_prompt_tokens
+        self.num_cached_tokens += request.num_cached_tokens
+        self.num_computed_prefill_tokens += request.num_computed_prefill_tokens
+        self.num_output_tokens += request.num_output_tokens
+        self.ttfts_s.append(request.ttft_s)
+        self.e2es_s.append(request.e2e_s)
+        self.queues_s.append(request.queue_s)
+        self.inter_token_latencies_s.extend(request.inter_token_latencies_s)
+
+    def summary(self, end_at: float) -> dict[str, float | int | None]:
+        """The summary document for a run that ended at end_at (values not yet rounded)."""
+        window_s = end_at - self.warmup_s
+        ttft_p50_s, ttft_p90_s, ttft_p99_s = percentiles(self.ttfts_s, (50, 90, 99))
+        e2e_p50_s, e2e_p99_s = percentiles(self.e2es_s, (50, 99))
+        itl_p50_s, itl_p99_s = percentiles(self.inter_token_latencies_s, (50, 99))
+        queue_p50_s, queue_p99_s = percentiles(self.queues_s, (50, 99))
+        num_requests = len(self.ttfts_s)
+        return {
+            "end_at": end_at,
+            "e2e_p50_s": e2e_p50_s,
+            "e2e_p99_s": e2e_p99_s,
+            "hit_rate": _ratio(self.num_hits, self.num_queries),
+            "itl_p50_s": itl_p50_s,
+            "itl_p99_s": itl_p99_s,
+            "kv_usage_max": self.usage_max,
+            "kv_usage_mean": _ratio(self.usage_time_s, self.busy_s),
+            "num_computed_prefill_tokens": self.num_computed_prefill_tokens,
+            "num_evictions": self.num_evictions,
+            "num_hits": self.num_hits,
+            "num_output_tokens": self.num_output_tokens,
+            "num_preemptions": self.num_preemptions,
+            "num_prefill_tokens_saved": self.num_cached_tokens,
+            "num_prompt_tokens": self.num_prompt_tokens,
+            "num_queries": self.num_queries,
+            "num_requests": num_requests,
+            "num_requests_in_warmup": self.num_requests_in_warmup,
+            "num_steps": self.num_steps,
+            "output_tokens_per_s": _ratio(self.num_output_tokens, window_s),
+            "queue_p50_s": queue_p50_s,
+            "queue_p99_s": queue_p99_s,
+            "requests_per_s": _ratio(num_requests, window_s),
+            "ttft_p50_s": ttft_p50_s,
+            "ttft_p90_s": ttft_p90_s,
+            "ttft_p99_s": ttft_p99_s,
+            "warmup_s": self.warmup_s,
+            "window_s": window_s,
+        }
+
+    def close(self, end_at: float) -> None:
+        """Write summary.json."""
+        document = {key: _json_value(value) for key, value in self.summary(end_at).items()}
+        write_json_atomic(self.path, document)

@@ -1,0 +1,87 @@
+"""Per-request and per-step trace files: one parquet row per finished request or engine step.
+
+Column names equal the record's attribute names (ttft_s, e2e_s, queue_s are its properties).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
+from sim.metrics.recorder import NullRecorder
+from sim.metrics.records import RequestRecord, StepRecord
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("session_id", pa.string()),
+        ("tenant", pa.string()),
+        ("arrival_at", pa.float64()),
+        ("first_scheduled_at", pa.float64()),
+        ("first_token_at", pa.float64()),
+        ("finished_at", pa.float64()),
+        ("num_prompt_tokens", pa.int64()),
+        ("num_cached_tokens", pa.int64()),
+        ("num_computed_prefill_tokens", pa.int64()),
+        ("num_output_tokens", pa.int64()),
+        ("num_preemptions", pa.int64()),
+        ("ttft_s", pa.float64()),
+        ("e2e_s", pa.float64()),
+        ("queue_s", pa.float64()),
+    ]
+)
+
+STEPS_SCHEMA = pa.schema(
+    [
+        ("step_index", pa.int64()),
+        ("started_at", pa.float64()),
+        ("duration_s", pa.float64()),
+        ("num_prefill_tokens", pa.int64()),
+        ("num_decode_tokens", pa.int64()),
+        ("num_running", pa.int64()),
+        ("num_waiting", pa.int64()),
+        ("num_free_blocks", pa.int64()),
+        ("usage", pa.float64()),
+        ("num_preemptions", pa.int64()),
+        ("num_queries", pa.int64()),
+        ("num_hits", pa.int64()),
+        ("num_evictions", pa.int64()),
+    ]
+)
+
+
+def _row(record: RequestRecord | StepRecord, schema: pa.Schema) -> tuple[object, ...]:
+    """Read the record's attributes (fields and derived properties) in column order."""
+    return tuple(getattr(record, name) for name in schema.names)
+
+
+class RequestsWriter(NullRecorder):
+    """Writes requests.parquet, in the order requests finish."""
+
+    def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.sink = ParquetSink(path, REQUESTS_SCHEMA, batch_rows=batch_rows)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Append one row for the request."""
+        self.sink.append(_row(request, REQUESTS_SCHEMA))
+
+    def close(self, end_at: float) -> None:
+        """Finish requests.parquet."""
+        self.sink.close()
+
+
+class StepsWriter(NullRecorder):
+    """Writes steps.parquet, one row per engine step."""
+
+    def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.sink = ParquetSink(path, STEPS_SCHEMA, batch_rows=batch_rows)
+
+    def on_step(self, step: StepRecord) -> None:
+        """Append one row for the step."""
+        self.sink.append(_row(step, STEPS_SCHEMA))
+
+    def close(self, end_at: float) -> None:
+        """Finish steps.parquet."""
+        self.sink.close()

@@ -1,0 +1,203 @@
+"""metrics.parquet: scrape grid, state at each scrape time, vLLM names and bucket rows."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.errors import InputError
+from sim.metrics.prometheus import (
+    E2E_REQUEST_LATENCY_SECONDS,
+    HISTOGRAM_BUCKET_EDGES_S,
+    INTER_TOKEN_LATENCY_SECONDS,
+    REQUEST_QUEUE_TIME_SECONDS,
+    TIME_TO_FIRST_TOKEN_SECONDS,
+)
+from sim.metrics.scraper import METRICS_SCHEMA, MetricsScraper
+
+# 5 counters + 3 gauges + per histogram (edges + "+Inf" + _sum + _count): 22, 19, 21, 21 edges.
+ROWS_PER_SCRAPE = 5 + 3 + (22 + 3) + (19 + 3) + (21 + 3) + (21 + 3)
+
+
+def scrape(path: Path) -> dict[float, dict[tuple[str, str | None], float]]:
+    """Read metrics.parquet as {scrape time: {(name, le): value}}."""
+    scrapes: dict[float, dict[tuple[str, str | None], float]] = {}
+    for row in pq.read_table(path).to_pylist():
+        scrapes.setdefault(row["at"], {})[(row["name"], row["le"])] = row["value"]
+    return scrapes
+
+
+def test_steps_before_boundaries_give_scrapes_at_each_boundary_and_close(tmp_path, make_step):
+    # Steps at 0.0, 0.4 and 2.7 with a 1.0 s interval, closed at 2.9: scrapes at 1.0, 2.0, 2.9.
+    path = tmp_path / "metrics.parquet"
+    scraper = MetricsScraper(path, 1.0)
+    scraper.on_step(make_step(started_at=0.0, num_queries=100, num_hits=0, usage=0.1))
+    scraper.on_step(make_step(started_at=0.4, num_queries=50, num_hits=32, usage=0.3,
+                              num_running=2, num_waiting=1))  # fmt: skip
+    scraper.on_step(make_step(started_at=2.7, num_queries=10, num_hits=8, usage=0.5,
+                              num_preemptions=1, num_running=1))  # fmt: skip
+    scraper.close(end_at=2.9)
+
+    table = pq.read_table(path)
+    assert table.schema == METRICS_SCHEMA
+    assert table.num_rows == 3 * ROWS_PER_SCRAPE
+    scrapes = scrape(path)
+    assert sorted(scrapes) == [1.0, 2.0, 2.9]
+    for at in (1.0, 2.0):
+        assert scrapes[at][("vllm:prefix_cache_queries", None)] == 150.0
+        assert scrapes[at][("vllm:prefix_cache_hits", None)] == 32.0
+        assert scrapes[at][("vllm:kv_cache_usage_perc", None)] == 0.3
+        assert scrapes[at][("vllm:num_requests_running", None)] == 2.0
+        assert scrapes[at][("vllm:num_requests_waiting", None)] == 1.0
+        assert scrapes[at][("vllm:num_preemptions", None)] == 0.0
+    final = scrapes[2.9]
+    assert final[("vllm:prefix_cache_queries", None)] == 160.0
+    assert final[("vllm:prefix_cache_hits", None)] == 40.0
+    assert final[("vllm:kv_cache_usage_perc", None)] == 0.5
+    assert final[("vllm:num_requests_running", None)] == 1.0
+    assert final[("vllm:num_requests_waiting", None)] == 0.0
+    assert final[("vllm:num_preemptions", None)] == 1.0
+
+
+def test_step_exactly_on_a_boundary_is_in_that_scrape(tmp_path, make_step):
+    # A step stamped 1.0 counts in the 1.0 scrape; closing at 2.0 adds no extra scrape.
+    path = tmp_path / "metrics.parquet"
+    scraper = MetricsScraper(path, 1.0)
+    scraper.on_step(make_step(started_at=1.0, num_queries=7))
+    scraper.close(end_at=2.0)
+    scrapes = scrape(path)
+    assert sorted(scrapes) == [1.0, 2.0]
+    assert scrapes[1.0][("vllm:prefix_cache_queries", None)] == 7.0
+
+
+def test_scrape_times_are_multiples_of_the_interval_without_drift(tmp_path, make_step):
+    # 0.1 added ten times is 0.9999999999999999; the grid uses index * interval instead.
+    path = tmp_path / "metrics.parquet"
+    scraper = MetricsScraper(path, 0.1)
+    scraper.close(end_at=1.0)
+    assert sorted(scrape(path)) == [index * 0.1 for index in range(1, 11)]
+
+
+def test_request_observations_fill_histograms_with_inclusive_edges(tmp_path, make_request):
+    # TTFT 0.5 sits exactly on an edge (le is inclusive); gaps 0.02, 0.05, 100.0; e2e 2.0;
+    # queue 0.25 falls below the first request-latency edge (0.3).
+    path = tmp_path / "metrics.parquet"
+    scraper = MetricsScraper(path, 10.0)
+    scraper.on_request_finished(
+        make_request(
+            arrival_at=0.0,
+            first_scheduled_at=0.25,
+            first_token_at=0.5,
+            finished_at=2.0,
+            num_prompt_tokens=100,
+            num_output_tokens=4,
+            inter_token_latencies_s=[0.02, 0.05, 100.0],
+        )
+    )
+    scraper.close(end_at=3.0)
+    (final,) = scrape(path).values()
+    assert final[("vllm:prompt_tokens", None)] == 100.0
+    assert final[("vllm:generation_tokens", None)] == 4.0
+
+    ttft = TIME_TO_FIRST_TOKEN_SECONDS
+    assert final[(ttft, "0.25")] == 0.0
+    assert final[(ttft, "0.5")] == 1.0
+    assert final[(ttft, "2560.0")] == 1.0
+    assert final[(ttft, "+Inf")] == 1.0
+    assert final[(f"{ttft}_sum", None)] == 0.5
+    assert final[(f"{ttft}_count", None)] == 1.0
+
+    itl = INTER_TOKEN_LATENCY_SECONDS
+    assert final[(itl, "0.01")] == 0.0
+    assert final[(itl, "0.025")] == 1.0
+    assert final[(itl, "0.05")] == 2.0
+    assert final[(itl, "80.0")] == 2.0
+    assert final[(itl, "+Inf")] == 3.0
+    assert final[(f"{itl}_sum", None)] == pytest.approx(100.07)
+    assert final[(f"{itl}_count", None)] == 3.0
+
+    assert final[(E2E_REQUEST_LATENCY_SECONDS, "1.5")] == 0.0
+    assert final[(E2E_REQUEST_LATENCY_SECONDS, "2.0")] == 1.0
+    assert final[(REQUEST_QUEUE_TIME_SECONDS, "0.3")] == 1.0
+
+
+def test_bucket_labels_and_row_order_follow_prometheus(tmp_path):
+    path = tmp_path / "metrics.parquet"
+    MetricsScraper(path, 1.0).close(end_at=0.5)
+    rows = pq.read_table(path).to_pylist()
+    assert [row["at"] for row in rows] == [0.5] * ROWS_PER_SCRAPE
+    names = [row["name"] for row in rows]
+    assert names[:8] == [
+        "vllm:prefix_cache_queries",
+        "vllm:prefix_cache_hits",
+        "vllm:num_preemptions",
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    ]
+    ttft_labels = [row["le"] for row in rows if row["name"] == TIME_TO_FIRST_TOKEN_SECONDS]
+    assert ttft_labels[:3] == ["0.001", "0.005", "0.01"]
+    assert ttft_labels[-2:] == ["2560.0", "+Inf"]
+    assert names[8 + 22 + 1 : 8 + 22 + 3] == [
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+    ]
+    assert all(row["le"] is None for row in rows[:8])
+
+
+def test_histogram_edges_are_vllms():
+    assert HISTOGRAM_BUCKET_EDGES_S[E2E_REQUEST_LATENCY_SECONDS] == (
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+        30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+    )  # fmt: skip
+    assert (
+        HISTOGRAM_BUCKET_EDGES_S[REQUEST_QUEUE_TIME_SECONDS]
+        == HISTOGRAM_BUCKET_EDGES_S[E2E_REQUEST_LATENCY_SECONDS]
+    )
+    assert len(HISTOGRAM_BUCKET_EDGES_S[TIME_TO_FIRST_TOKEN_SECONDS]) == 22
+    assert len(HISTOGRAM_BUCKET_EDGES_S[INTER_TOKEN_LATENCY_SECONDS]) == 19
+
+
+def test_interval_must_be_positive(tmp_path):
+    with pytest.raises(InputError, match="scrape_interval_s must be > 0 seconds, got 0.0"):
+        MetricsScraper(tmp_path / "metrics.parquet", 0.0)
+
+
+def test_close_before_the_last_hook_is_an_error(tmp_path, make_step):
+    scraper = MetricsScraper(tmp_path / "metrics.parquet", 1.0)
+    scraper.on_step(make_step(started_at=5.0))
+    with pytest.raises(ValueError, match="close at 4.0 is before the last hook at 5.0"):
+        scraper.close(end_at=4.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    step_times=st.lists(st.floats(0.0, 20.0, allow_nan=False), max_size=25).map(sorted),
+    interval=st.sampled_from([0.5, 1.0, 3.0]),
+    tail_s=st.floats(0.0, 5.0, allow_nan=False),
+)
+def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
+    make_step, step_times, interval, tail_s
+):
+    # Invariant: scrape times are the grid points in (0, end] plus end itself, and each scrape's
+    # query counter equals the total of the steps started at or before it.
+    end_at = (step_times[-1] if step_times else 0.0) + tail_s
+    with tempfile.TemporaryDirectory() as out_dir:
+        path = Path(out_dir) / "metrics.parquet"
+        scraper = MetricsScraper(path, interval, batch_rows=50)
+        for started_at in step_times:
+            scraper.on_step(make_step(started_at=started_at, num_queries=3))
+        scraper.close(end_at=end_at)
+        scrapes = scrape(path)
+    grid = [k * interval for k in range(1, int(end_at / interval) + 2) if k * interval <= end_at]
+    assert sorted(scrapes) == sorted(set(grid) | {end_at})
+    for at, series in scrapes.items():
+        expected_queries = 3.0 * sum(1 for started_at in step_times if started_at <= at)
+        assert series[("vllm:prefix_cache_queries", None)] == expected_queries

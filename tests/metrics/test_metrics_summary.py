@@ -1,0 +1,151 @@
+"""summary.json: percentiles, hit rate, throughput, usage and warm-up exclusion, exact values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.errors import InputError
+from sim.metrics.summary import SummaryRecorder
+
+# Five measured requests (arrivals 10..14) given as (ttft, e2e, queue, inter-token gaps, cached).
+MEASURED_REQUESTS = [
+    (0.4, 2.0, 0.0, [0.01, 0.02], 0),
+    (0.1, 1.0, 0.05, [0.03], 16),
+    (1.0, 5.0, 0.5, [0.04, 0.05, 0.06], 32),
+    (0.3, 3.0, 0.1, [], 48),
+    (0.2, 4.0, 0.15, [0.1], 64),
+]
+
+
+def run_warmup_scenario(path, make_step, make_request) -> dict:
+    """Warm-up 10 s, end at 20 s; one request and one step fall inside the warm-up."""
+    recorder = SummaryRecorder(path, warmup_s=10.0)
+    recorder.on_step(make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
+                               num_hits=1000, num_preemptions=5, num_evictions=5))  # fmt: skip
+    recorder.on_step(make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
+                               num_hits=0, num_preemptions=1, num_evictions=2))  # fmt: skip
+    recorder.on_step(make_step(started_at=11.0, duration_s=3.0, usage=0.8, num_queries=200,
+                               num_hits=100, num_evictions=1))  # fmt: skip
+    recorder.on_request_finished(
+        make_request(arrival_at=5.0, first_scheduled_at=5.0, first_token_at=55.0,
+                     finished_at=60.0, num_output_tokens=50, num_cached_tokens=99,
+                     inter_token_latencies_s=[9.0] * 49)
+    )  # fmt: skip
+    for index, (ttft_s, e2e_s, queue_s, gaps_s, num_cached) in enumerate(MEASURED_REQUESTS):
+        arrival_at = 10.0 + index
+        recorder.on_request_finished(
+            make_request(
+                request_id=f"r{index}",
+                arrival_at=arrival_at,
+                first_scheduled_at=arrival_at + queue_s,
+                first_token_at=arrival_at + ttft_s,
+                finished_at=arrival_at + e2e_s,
+                num_prompt_tokens=100,
+                num_cached_tokens=num_cached,
+                num_computed_prefill_tokens=100 - num_cached,
+                num_output_tokens=len(gaps_s) + 1,
+                inter_token_latencies_s=gaps_s,
+            )
+        )
+    recorder.close(end_at=20.0)
+    return json.loads(path.read_text())
+
+
+def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
+    summary = run_warmup_scenario(tmp_path / "summary.json", make_step, make_request)
+    assert summary == {
+        "end_at": 20.0,
+        "warmup_s": 10.0,
+        "window_s": 10.0,
+        "num_requests": 5,
+        "num_requests_in_warmup": 1,
+        "num_steps": 2,
+        # sorted TTFTs 0.1 0.2 0.3 0.4 1.0: p90 at rank 3.6 -> 0.4 + 0.6 * 0.6
+        "ttft_p50_s": 0.3,
+        "ttft_p90_s": 0.76,
+        "ttft_p99_s": 0.976,
+        # sorted e2e 1..5: p99 at rank 3.96 -> 4 + 0.96
+        "e2e_p50_s": 3.0,
+        "e2e_p99_s": 4.96,
+        # seven gaps 0.01..0.06, 0.1: p99 at rank 5.94 -> 0.06 + 0.94 * 0.04
+        "itl_p50_s": 0.04,
+        "itl_p99_s": 0.0976,
+        # sorted queues 0 0.05 0.1 0.15 0.5: p99 -> 0.15 + 0.96 * 0.35
+        "queue_p50_s": 0.1,
+        "queue_p99_s": 0.486,
+        "num_queries": 400,
+        "num_hits": 100,
+        "hit_rate": 0.25,
+        "num_preemptions": 1,
+        "num_evictions": 3,
+        # (0.2 * 1 s + 0.8 * 3 s) / 4 s
+        "kv_usage_mean": 0.65,
+        "kv_usage_max": 0.8,
+        "num_prompt_tokens": 500,
+        "num_prefill_tokens_saved": 160,
+        "num_computed_prefill_tokens": 340,
+        "num_output_tokens": 12,
+        "requests_per_s": 0.5,
+        "output_tokens_per_s": 1.2,
+    }
+
+
+def test_without_warmup_everything_counts(tmp_path, make_step, make_request):
+    path = tmp_path / "summary.json"
+    recorder = SummaryRecorder(path)
+    recorder.on_step(make_step(started_at=0.0, duration_s=2.0, usage=0.5, num_queries=10))
+    recorder.on_request_finished(make_request(arrival_at=0.0, first_token_at=0.5))
+    recorder.close(end_at=4.0)
+    summary = json.loads(path.read_text())
+    assert summary["num_requests"] == 1
+    assert summary["num_requests_in_warmup"] == 0
+    assert summary["ttft_p99_s"] == 0.5
+    assert summary["requests_per_s"] == 0.25
+    assert summary["kv_usage_mean"] == 0.5
+    assert summary["hit_rate"] == 0.0
+
+
+def test_empty_run_writes_nulls_for_undefined_values(tmp_path):
+    path = tmp_path / "summary.json"
+    SummaryRecorder(path).close(end_at=0.0)
+    summary = json.loads(path.read_text())
+    undefined = [key for key, value in summary.items() if value is None]
+    assert undefined == [
+        "e2e_p50_s",
+        "e2e_p99_s",
+        "hit_rate",
+        "itl_p50_s",
+        "itl_p99_s",
+        "kv_usage_max",
+        "kv_usage_mean",
+        "output_tokens_per_s",
+        "queue_p50_s",
+        "queue_p99_s",
+        "requests_per_s",
+        "ttft_p50_s",
+        "ttft_p90_s",
+        "ttft_p99_s",
+    ]
+    assert summary["num_requests"] == 0
+
+
+def test_json_has_sorted_keys_rounded_floats_and_a_final_newline(tmp_path, make_request):
+    path = tmp_path / "summary.json"
+    recorder = SummaryRecorder(path)
+    recorder.on_request_finished(make_request(arrival_at=0.0, first_token_at=1 / 3))
+    recorder.close(end_at=3.0)
+    text = path.read_text()
+    assert text.endswith("}\n")
+    assert '"ttft_p50_s": 0.333333333,' in text
+    assert '"requests_per_s": 0.333333333,' in text
+    assert "NaN" not in text
+    keys = list(json.loads(text))
+    assert keys == sorted(keys)
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_negative_warmup_is_rejected(tmp_path):
+    with pytest.raises(InputError, match="warmup_s must be >= 0 seconds, got -1.0"):
+        SummaryRecorder(tmp_path / "summary.json", warmup_s=-1.0)

@@ -1,0 +1,169 @@
+"""requests.parquet and steps.parquet: exact rows, typed empty files, bounded buffers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sim.metrics.parquet_sink import ParquetSink
+from sim.metrics.traces import REQUESTS_SCHEMA, STEPS_SCHEMA, RequestsWriter, StepsWriter
+
+
+def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_request):
+    path = tmp_path / "requests.parquet"
+    writer = RequestsWriter(path)
+    writer.on_request_finished(
+        make_request(
+            request_id="chat-1",
+            session_id="s1",
+            tenant="acme",
+            arrival_at=1.0,
+            first_scheduled_at=1.5,
+            first_token_at=2.25,
+            finished_at=5.0,
+            num_prompt_tokens=300,
+            num_cached_tokens=256,
+            num_computed_prefill_tokens=60,
+            num_output_tokens=20,
+            num_preemptions=1,
+        )
+    )
+    writer.on_request_finished(make_request(request_id="solo"))
+    writer.close(end_at=5.0)
+
+    table = pq.read_table(path)
+    assert table.schema == REQUESTS_SCHEMA
+    assert table.to_pylist() == [
+        {
+            "request_id": "chat-1",
+            "session_id": "s1",
+            "tenant": "acme",
+            "arrival_at": 1.0,
+            "first_scheduled_at": 1.5,
+            "first_token_at": 2.25,
+            "finished_at": 5.0,
+            "num_prompt_tokens": 300,
+            "num_cached_tokens": 256,
+            "num_computed_prefill_tokens": 60,
+            "num_output_tokens": 20,
+            "num_preemptions": 1,
+            "ttft_s": 1.25,
+            "e2e_s": 4.0,
+            "queue_s": 0.5,
+        },
+        {
+            "request_id": "solo",
+            "session_id": None,
+            "tenant": None,
+            "arrival_at": 0.0,
+            "first_scheduled_at": 0.25,
+            "first_token_at": 0.5,
+            "finished_at": 2.0,
+            "num_prompt_tokens": 100,
+            "num_cached_tokens": 0,
+            "num_computed_prefill_tokens": 100,
+            "num_output_tokens": 4,
+            "num_preemptions": 0,
+            "ttft_s": 0.5,
+            "e2e_s": 2.0,
+            "queue_s": 0.25,
+        },
+    ]
+
+
+def test_steps_rows_copy_every_step_field(tmp_path, make_step):
+    path = tmp_path / "steps.parquet"
+    writer = StepsWriter(path)
+    step = make_step(
+        step_index=4,
+        started_at=0.75,
+        duration_s=0.03,
+        num_prefill_tokens=512,
+        num_decode_tokens=7,
+        num_running=8,
+        num_waiting=2,
+        num_free_blocks=40,
+        usage=0.6,
+        num_preemptions=1,
+        num_queries=600,
+        num_hits=96,
+        num_evictions=3,
+    )
+    writer.on_step(step)
+    writer.close(end_at=1.0)
+    assert pq.read_table(path).to_pylist() == [
+        {
+            "step_index": 4,
+            "started_at": 0.75,
+            "duration_s": 0.03,
+            "num_prefill_tokens": 512,
+            "num_decode_tokens": 7,
+            "num_running": 8,
+            "num_waiting": 2,
+            "num_free_blocks": 40,
+            "usage": 0.6,
+            "num_preemptions": 1,
+            "num_queries": 600,
+            "num_hits": 96,
+            "num_evictions": 3,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("writer_class", "file_name", "schema"),
+    [
+        (RequestsWriter, "requests.parquet", REQUESTS_SCHEMA),
+        (StepsWriter, "steps.parquet", STEPS_SCHEMA),
+    ],
+)
+def test_file_without_rows_still_has_typed_columns(tmp_path, writer_class, file_name, schema):
+    path = tmp_path / file_name
+    writer_class(path).close(end_at=0.0)
+    table = pq.read_table(path)
+    assert table.num_rows == 0
+    assert table.schema == schema
+
+
+def test_sink_writes_a_row_group_every_batch_rows_and_keeps_at_most_that_many(tmp_path):
+    # batch_rows=3 and 7 rows: row groups of 3, 3 and (at close) 1.
+    path = tmp_path / "numbers.parquet"
+    sink = ParquetSink(path, pa.schema([("n", pa.int64())]), batch_rows=3)
+    buffered_after_each_append = []
+    for n in range(7):
+        sink.append((n,))
+        buffered_after_each_append.append(sink.num_buffered_rows)
+    assert buffered_after_each_append == [1, 2, 0, 1, 2, 0, 1]
+    assert sink.num_rows_written == 6
+    sink.close()
+    metadata = pq.read_metadata(path)
+    assert metadata.num_row_groups == 3
+    assert [metadata.row_group(i).num_rows for i in range(3)] == [3, 3, 1]
+    assert pq.read_table(path).column("n").to_pylist() == list(range(7))
+
+
+def test_writer_buffer_is_bounded_by_batch_rows(tmp_path, make_step):
+    writer = StepsWriter(tmp_path / "steps.parquet", batch_rows=4)
+    peak_buffered = 0
+    for index in range(10):
+        writer.on_step(make_step(step_index=index))
+        peak_buffered = max(peak_buffered, writer.sink.num_buffered_rows)
+    assert peak_buffered == 3
+    assert writer.sink.num_rows_written == 8
+    assert writer.sink.num_buffered_rows == 2
+
+
+def test_file_appears_under_its_name_only_at_close(tmp_path, make_step):
+    path = tmp_path / "steps.parquet"
+    writer = StepsWriter(path, batch_rows=1)
+    writer.on_step(make_step())
+    assert not path.exists()
+    assert [p.name for p in tmp_path.iterdir()] == [".steps.parquet.partial"]
+    writer.close(end_at=1.0)
+    assert [p.name for p in tmp_path.iterdir()] == ["steps.parquet"]
+
+
+def test_batch_rows_below_one_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="batch_rows must be >= 1, got 0"):
+        ParquetSink(tmp_path / "x.parquet", pa.schema([("n", pa.int64())]), batch_rows=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away: stop quietly, as Unix tools do on SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
 
 
 # Area modules attach their commands to `app` on import.

@@ -20,6 +20,6 @@ def cache_salt_problem(salt: object) -> str | None:
         if character in salt:
             return (
                 f"cache_salt {salt!r} contains {character!r}; "
-                "'@', '/', '\\\\' and NUL are not allowed"
+                "'@', '/', '\\' and NUL are not allowed"
             )
     return None

@@ -110,6 +110,9 @@ def parse_lora(op: Op) -> tuple[str | None, str | None]:
     unknown = sorted(set(lora) - {"name", "id", "path"})
     if unknown:
         raise op.error(f"unknown lora key {unknown[0]!r}; allowed: id, name, path")
+    lora_id = lora.get("id")
+    if lora_id is not None and (isinstance(lora_id, bool) or not isinstance(lora_id, int)):
+        raise op.error(f"lora 'id' must be an integer, got {lora_id!r}")
     path = lora.get("path")
     if path is not None and not isinstance(path, str):
         raise op.error(f"lora 'path' must be a string, got {path!r}")
@@ -242,11 +245,11 @@ class CacheReplay:
     def _schedule(self, op: Op, result: dict[str, Any]) -> CacheRequest:
         request = self._live_request(op)
         result["id"] = request.request_id
-        self._schedule_request(request, op.get_optional_int("num_new_tokens"), result)
+        self._schedule_request(op, request, op.get_optional_int("num_new_tokens"), result)
         return request
 
     def _schedule_request(
-        self, request: CacheRequest, num_new_tokens: int | None, result: dict[str, Any]
+        self, op: Op, request: CacheRequest, num_new_tokens: int | None, result: dict[str, Any]
     ) -> bool:
         manager = self.manager
         admission = request.status is not RequestStatus.RUNNING
@@ -256,8 +259,19 @@ class CacheReplay:
             result["hit_tokens"] = num_hit_tokens
         else:
             hit_blocks, num_hit_tokens = [], 0
+        num_remaining = request.num_tokens - request.num_computed_tokens - num_hit_tokens
         if num_new_tokens is None:
-            num_new_tokens = request.num_tokens - request.num_computed_tokens - num_hit_tokens
+            num_new_tokens = num_remaining
+        if num_remaining == 0:
+            raise op.error(
+                f"request {request.request_id!r} has no tokens left to compute "
+                "(append an output first)"
+            )
+        if not 1 <= num_new_tokens <= num_remaining:
+            raise op.error(
+                f"num_new_tokens must be in 1..{num_remaining} (tokens not yet computed), "
+                f"got {num_new_tokens}"
+            )
         result["num_new_tokens"] = num_new_tokens
         has_running = any(r.status is RequestStatus.RUNNING for r in self.requests.values())
         new_blocks = manager.allocate_slots(
@@ -297,7 +311,7 @@ class CacheReplay:
         outputs = op.get_tokens("outputs")
         finish = op.get_bool("finish", True)
         result["id"] = request.request_id
-        if not self._schedule_request(request, None, result):
+        if not self._schedule_request(op, request, None, result):
             return request
         decode_steps = 0
         for position, token in enumerate(outputs):

@@ -123,18 +123,20 @@ def read_ops(path: Path, known_ops: frozenset[str]) -> Iterator[Op]:
     if path.is_dir():
         raise InputError("is a directory; expected a JSON-lines file", source=source)
     try:
-        handle = path.open("r", encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise InputError(f"cannot open: {error.strerror}", source=source) from None
     with handle:
-        try:
-            for line_number, raw in enumerate(handle, start=1):
-                text = raw.strip()
-                if not text or text.startswith("#"):
-                    continue
-                yield _parse_line(text, source, line_number, known_ops)
-        except UnicodeDecodeError:
-            raise InputError("not UTF-8 text; expected JSON lines", source=source) from None
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise InputError(
+                    "not UTF-8 text; expected a JSON object", source=source, line=line_number
+                ) from None
+            if not text or text.startswith("#"):
+                continue
+            yield _parse_line(text, source, line_number, known_ops)
 
 
 def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[str]) -> Op:
@@ -142,6 +144,8 @@ def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[s
         fields = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"malformed JSON: {error.msg}", source=source, line=line_number) from None
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", source=source, line=line_number) from None
     if not isinstance(fields, dict):
         raise InputError("each line must be a JSON object", source=source, line=line_number)
     name = fields.get("op")

@@ -10,11 +10,27 @@ FIDELITY_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity"
 IGNORED_FIELDS = frozenset({"line", "expect_ok"})
 
 
+def trace_paths() -> list[Path]:
+    """The KV-manager op scripts (shared/fidelity/traces/*.jsonl), sorted by name."""
+    return sorted((FIDELITY_DIR / "traces").glob("*.jsonl"))
+
+
+def _golden_lines(name: str) -> list[dict[str, Any]]:
+    path = FIDELITY_DIR / "golden" / f"{name}.out.jsonl"
+    return [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
+
+
 def load_golden(name: str) -> list[dict[str, Any]]:
     """The golden output lines of one script, header excluded."""
-    path = FIDELITY_DIR / "golden" / f"{name}.out.jsonl"
-    lines = [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
-    return [line for line in lines if line.get("op") != "header"]
+    return [line for line in _golden_lines(name) if line.get("op") != "header"]
+
+
+def load_golden_header(name: str) -> dict[str, Any]:
+    """The golden header line of one script (vLLM version, config, NONE_HASH)."""
+    header = _golden_lines(name)[0]
+    if header.get("op") != "header":
+        raise ValueError(f"{name}: golden output does not start with a header line")
+    return header
 
 
 def differences(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> list[str]:
@@ -26,6 +42,9 @@ def differences(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) ->
         for field, value in want.items():
             if field in IGNORED_FIELDS:
                 continue
-            if got.get(field, "<missing>") != value:
-                problems.append(f"line {index} op {want.get('op')} {field}: {value!r} != {got.get(field, '<missing>')!r}")
+            replayed = got.get(field, "<missing>")
+            if replayed != value:
+                problems.append(
+                    f"line {index} op {want.get('op')} {field}: {value!r} != {replayed!r}"
+                )
     return problems

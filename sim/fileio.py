@@ -34,3 +34,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     with atomic_writer(path) as handle:
         handle.write(text)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically."""
+    with atomic_writer(path, "wb") as handle:
+        handle.write(data)

@@ -32,4 +32,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Area modules attach their commands to `app` on import.
-from sim.cli import replay_cmd  # noqa: E402,F401
+from sim.cli import (  # noqa: E402
+    costmodel_cmd,  # noqa: F401
+    replay_cmd,  # noqa: F401
+)

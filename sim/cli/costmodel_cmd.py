@@ -1,0 +1,189 @@
+"""`prefixsim calibrate` and `prefixsim costmodel {validate,derive}`: fit, check and regenerate
+step-time profiles."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import fields
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.cli import app
+from sim.costmodel.calibrate import Calibration, calibrate
+from sim.costmodel.derive import write_derived_profiles
+from sim.costmodel.fit import COLUMNS
+from sim.costmodel.model import FeatureRanges
+from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, save_profile
+from sim.costmodel.validation import (
+    KERNEL_SOURCE,
+    ValidationReport,
+    validate_shipped_profiles,
+)
+from sim.fileio import atomic_write_bytes
+
+costmodel_app = typer.Typer(
+    help="Step-time profiles: validate the shipped ones, regenerate them from kernel data.",
+    no_args_is_help=True,
+)
+app.add_typer(costmodel_app, name="costmodel")
+
+DEFAULT_VALIDATION_DIR = Path("results/costmodel-validation")
+
+
+@app.command("calibrate")
+def calibrate_command(
+    measurements: Path = typer.Argument(..., help="CSV of measured steps, TTFTs or ITLs."),
+    out: Path = typer.Option(..., "--out", help="Profile YAML to write."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Predicted-vs-measured PNG (default: next to --out)."
+    ),
+    gpu: str | None = typer.Option(None, help="GPU measured on (enables a prior profile)."),
+    model: str | None = typer.Option(None, help="Model measured (enables a prior profile)."),
+    tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
+) -> None:
+    """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
+    save_profile(calibration.profile, out)
+    plot_path = plot if plot is not None else out.with_suffix(".png")
+    from sim.report.costmodel_figures import calibration_figure
+    from sim.report.plotting import save_figure
+
+    save_figure(calibration_figure(calibration), plot_path)
+    _print_calibration(calibration, out, plot_path)
+
+
+@costmodel_app.command("validate")
+def validate_command(
+    out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
+) -> None:
+    """Shipped profiles vs held-out kernel shapes, Splitwise and published TTFTs (MAPE)."""
+    report = validate_shipped_profiles()
+    out.mkdir(parents=True, exist_ok=True)
+    from sim.report.costmodel_figures import validation_figure
+    from sim.report.plotting import save_figure
+
+    save_figure(validation_figure(report), out / "validation.png")
+    _write_records_csv(report, out / "validation_records.csv")
+    _print_validation(report, out)
+
+
+@costmodel_app.command("derive")
+def derive_command(
+    out_dir: Path = typer.Option(SHIPPED_PROFILE_DIR, "--out-dir", help="Profiles folder."),
+) -> None:
+    """Refit every shipped profile to the vendored kernel tables."""
+    paths = write_derived_profiles(out_dir)
+    Console().print(f"wrote {len(paths)} kernel-derived profiles under {out_dir}")
+
+
+def _print_calibration(calibration: Calibration, out: Path, plot_path: Path) -> None:
+    console = Console()
+    fit = calibration.fit
+    table = Table(title=f"calibrated profile {calibration.profile.name}")
+    table.add_column("coefficient")
+    table.add_column("value", justify="right")
+    table.add_column("from")
+    for name in (*COLUMNS, "t_star_tokens"):
+        value = getattr(fit.coefficients, name)
+        origin = "fit"
+        if name in fit.prior_columns and calibration.prior is not None:
+            origin = f"prior ({calibration.prior.source} {calibration.prior.name})"
+        elif name in fit.zeroed_columns:
+            origin = "0 (negative or not identifiable)"
+        elif name == "t_star_tokens":
+            origin = "grid search"
+        table.add_row(name, f"{value:.4g}", origin)
+    console.print(table)
+    console.print(
+        f"{len(calibration.measurements)} rows: RMS relative error {fit.rms_rel_err:.1%}, "
+        f"max {fit.max_rel_err:.1%}"
+    )
+    ranges = Table(title="covered feature ranges (simulating outside them warns once)")
+    ranges.add_column("feature")
+    ranges.add_column("min", justify="right")
+    ranges.add_column("max", justify="right")
+    for feature in fields(FeatureRanges):
+        low, high = getattr(fit.covered, feature.name)
+        ranges.add_row(feature.name, f"{low:g}", f"{high:g}")
+    console.print(ranges)
+    console.print(f"wrote {out} and {plot_path}")
+
+
+def _print_validation(report: ValidationReport, out: Path) -> None:
+    console = Console()
+    table = Table(title="step-time profiles vs measurements (error = predicted / measured - 1)")
+    columns = (
+        "source",
+        "rows",
+        "MAPE",
+        "median error",
+        "max |error|",
+        "table MAPE",
+        "roofline MAPE",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "source" else "right")
+    for summary in report.summaries():
+        table.add_row(
+            summary.name,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+            f"{summary.max_abs_error:.1%}",
+            _percent(summary.table_mape),
+            _percent(summary.roofline_mape),
+        )
+    console.print(table)
+    per_profile = Table(title=f"{KERNEL_SOURCE}: MAPE per profile (shapes not used for fitting)")
+    for column in ("profile", "rows", "MAPE", "max |error|"):
+        per_profile.add_column(column, justify="left" if column == "profile" else "right")
+    for summary in report.summaries("profile"):
+        per_profile.add_row(
+            summary.name,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.max_abs_error:.1%}",
+        )
+    console.print(per_profile)
+    for exclusion in report.exclusions:
+        console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
+    console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "-"
+
+
+def _write_records_csv(report: ValidationReport, path: Path) -> None:
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(
+        [
+            "source",
+            "profile",
+            "case",
+            "measured_s",
+            "predicted_s",
+            "table_predicted_s",
+            "roofline_predicted_s",
+            "in_fitted_range",
+        ]
+    )
+    for r in report.records:
+        writer.writerow(
+            [
+                r.source,
+                r.profile,
+                r.case,
+                repr(r.measured_s),
+                repr(r.predicted_s),
+                "" if r.table_predicted_s is None else repr(r.table_predicted_s),
+                "" if r.roofline_predicted_s is None else repr(r.roofline_predicted_s),
+                r.in_fitted_range,
+            ]
+        )
+    atomic_write_bytes(path, text.getvalue().encode())

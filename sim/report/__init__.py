@@ -1,0 +1,1 @@
+"""Figures and reports built from result files."""

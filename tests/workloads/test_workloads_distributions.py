@@ -1,0 +1,59 @@
+"""Length and duration distributions: validation and sampling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from workloads.api import Exponential, Fixed, LogNormal, Uniform, WorkloadError
+
+
+def test_fixed_consumes_no_randomness() -> None:
+    rng = np.random.default_rng(1)
+    assert Fixed(12.4).sample_count(rng) == 12 and Fixed(0).sample_count(rng, minimum=1) == 1
+    assert rng.random() == np.random.default_rng(1).random()
+
+
+def test_uniform_counts_cover_every_integer_in_range_equally() -> None:
+    rng = np.random.default_rng(2)
+    draws = [Uniform(2, 5).sample_count(rng) for _ in range(8000)]
+    counts = np.bincount(draws)
+    assert counts[:2].sum() == 0 and len(counts) == 6
+    assert all(1850 < count < 2150 for count in counts[2:])
+
+
+def test_lognormal_has_its_median_and_stays_within_its_bounds() -> None:
+    rng = np.random.default_rng(3)
+    draws = np.array([LogNormal(median=150, sigma=0.9).sample(rng) for _ in range(20_000)])
+    assert 145 < np.median(draws) < 155
+    assert 0.88 < np.log(draws).std() < 0.92
+    clipped = [LogNormal(median=150, sigma=2.0, low=10, high=300).sample(rng) for _ in range(2000)]
+    assert min(clipped) == 10 and max(clipped) == 300
+
+
+def test_exponential_mean() -> None:
+    rng = np.random.default_rng(4)
+    draws = [Exponential(mean=2.0).sample(rng) for _ in range(20_000)]
+    assert 1.95 < float(np.mean(draws)) < 2.05
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Fixed(-1), r"Fixed.value: -1 is not allowed; use a finite number >= 0.0"),
+        (lambda: Uniform(5, 2), r"Uniform.high: 2 is not allowed; use a number >= low \(5\)"),
+        (lambda: Uniform(2.2, 2.8), r"holds no integer"),
+        (
+            lambda: LogNormal(median=0, sigma=1),
+            r"LogNormal.median: 0 is not allowed; use a finite number > 0.0",
+        ),
+        (lambda: LogNormal(median=1, sigma=math.nan), r"LogNormal.sigma: nan is not allowed"),
+        (lambda: LogNormal(median=1, sigma=1, low=5, high=2), r"LogNormal.high: 2 is not allowed"),
+        (lambda: Exponential(mean=True), r"Exponential.mean: True is not allowed"),
+    ],
+)
+def test_invalid_parameters_name_the_field(make, message: str) -> None:
+    with pytest.raises(WorkloadError, match=message):
+        make()

@@ -1,0 +1,98 @@
+"""Synthetic tokens: a deterministic, prefix-stable id stream per content identity."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workloads.lru import WeightedLru
+from workloads.prompt import Piece
+from workloads.spec import RequestSpec, Segment
+from workloads.synthetic_tokens import SyntheticTokens, content_seed, token_stream
+
+
+def test_streams_are_pinned_so_replays_stay_comparable_across_versions() -> None:
+    assert token_stream("a", 4, 128_000) == [2423, 97588, 56104, 77732]
+    assert token_stream("system", 3, 128_000) == [53543, 54762, 36797]
+
+
+@given(
+    content_id=st.text(max_size=20),
+    short=st.integers(min_value=0, max_value=600),
+    extra=st.integers(min_value=0, max_value=600),
+)
+def test_a_shorter_run_is_a_prefix_of_a_longer_one(content_id: str, short: int, extra: int) -> None:
+    tokens = SyntheticTokens(cache_max_tokens=1000)
+    longer = tokens.tokens(content_id, short + extra)
+    assert tokens.tokens(content_id, short) == longer[:short]
+    assert len(longer) == short + extra
+    assert all(0 <= token < 128_000 for token in longer)
+
+
+def test_different_identities_give_different_blocks() -> None:
+    blocks = {tuple(token_stream(f"doc/{index}", 16, 128_000)) for index in range(2000)}
+    assert len(blocks) == 2000
+    assert content_seed("doc/1") != content_seed("doc/2")
+
+
+def test_vocab_size_bounds_the_ids() -> None:
+    assert set(SyntheticTokens(vocab_size=5).tokens("x", 500)) == {0, 1, 2, 3, 4}
+
+
+def test_cache_keeps_at_most_its_token_budget() -> None:
+    tokens = SyntheticTokens(cache_max_tokens=1000)
+    for index in range(50):
+        tokens.tokens(f"c{index}", 300)
+    assert tokens.num_cached_tokens == 900
+
+
+def test_render_gives_one_segment_per_piece() -> None:
+    tokens = SyntheticTokens()
+    segments = tokens.render(
+        [Piece("system_prompt", "sys", "system", 5), Piece("question", "q", "user", 3)]
+    )
+    assert [(segment.name, segment.content_id, len(segment.tokens)) for segment in segments] == [
+        ("system_prompt", "sys", 5),
+        ("question", "q", 3),
+    ]
+    assert segments[0].tokens == token_stream("sys", 5, 128_000)
+    assert tokens.output_tokens("q", 3) == segments[1].tokens
+
+
+def test_weighted_lru_evicts_least_recently_used_first() -> None:
+    cache: WeightedLru[str] = WeightedLru(10)
+    cache.put("a", "A", 4)
+    cache.put("b", "B", 4)
+    assert cache.get("a") == "A"  # now "b" is the oldest
+    cache.put("c", "C", 4)
+    assert cache.get("b") is None
+    assert cache.get("a") == "A" and cache.get("c") == "C"
+    cache.put("huge", "H", 11)
+    assert cache.get("huge") is None and cache.total_weight == 8
+
+
+def test_prompt_tokens_concatenate_segments_in_order() -> None:
+    spec = RequestSpec(
+        request_id="r",
+        arrival_at=0.0,
+        session_id=None,
+        turn_index=0,
+        think_time_s=0.0,
+        segments=[Segment("a", "a", [1, 2]), Segment("b", "b", [3])],
+        output_tokens=[7, 8],
+    )
+    assert spec.prompt_tokens() == [1, 2, 3]
+    assert spec.num_prompt_tokens == 3 and spec.num_output_tokens == 2
+    assert spec.prompt_tokens() is not spec.segments[0].tokens
+
+
+@given(
+    lengths=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=8),
+    warm=st.integers(min_value=0, max_value=40),
+)
+def test_batched_generation_equals_one_at_a_time(lengths: list[int], warm: int) -> None:
+    content_ids = [f"block#{index % 3}" for index in range(len(lengths))]
+    batched = SyntheticTokens(cache_max_tokens=100)
+    batched.tokens("block#0", warm)  # a cached entry shorter or longer than some requests
+    expected = [token_stream(cid, n, 128_000) for cid, n in zip(content_ids, lengths, strict=True)]
+    assert batched.tokens_many(content_ids, lengths) == expected

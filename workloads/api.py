@@ -1,0 +1,66 @@
+"""The public names of the workloads package, for the engine, the config layer and the CLI."""
+
+from workloads.arrivals import (
+    ArrivalProcess,
+    GammaArrivals,
+    PiecewiseRateArrivals,
+    PoissonArrivals,
+    RatePiece,
+    TraceArrivals,
+)
+from workloads.distributions import Distribution, Exponential, Fixed, LogNormal, Uniform
+from workloads.errors import WorkloadError
+from workloads.generators.agent import AgentConfig
+from workloads.generators.chat import ChatConfig
+from workloads.generators.common import CommonSlots
+from workloads.generators.mix import MixComponent, MixConfig
+from workloads.generators.rag import RagConfig
+from workloads.layout import BUILTIN_LAYOUTS, SLOT_NAMES, PromptLayout, builtin_layout
+from workloads.spec import LoraSpec, RequestSpec, Segment
+from workloads.synthetic_tokens import SyntheticTokens
+from workloads.tags import TenantSpec
+from workloads.text_tokens import TextTokens
+from workloads.traces.azure import read_azure
+from workloads.traces.dynamo import read_dynamo
+from workloads.traces.mooncake import read_mooncake
+from workloads.traces.replay import TRACE_FORMATS, read_trace
+from workloads.workload import TokenConfig, Workload, generate
+
+__all__ = [
+    "BUILTIN_LAYOUTS",
+    "SLOT_NAMES",
+    "TRACE_FORMATS",
+    "AgentConfig",
+    "ArrivalProcess",
+    "ChatConfig",
+    "CommonSlots",
+    "Distribution",
+    "Exponential",
+    "Fixed",
+    "GammaArrivals",
+    "LogNormal",
+    "LoraSpec",
+    "MixComponent",
+    "MixConfig",
+    "PiecewiseRateArrivals",
+    "PoissonArrivals",
+    "PromptLayout",
+    "RagConfig",
+    "RatePiece",
+    "RequestSpec",
+    "Segment",
+    "SyntheticTokens",
+    "TenantSpec",
+    "TextTokens",
+    "TokenConfig",
+    "TraceArrivals",
+    "Uniform",
+    "Workload",
+    "WorkloadError",
+    "builtin_layout",
+    "generate",
+    "read_azure",
+    "read_dynamo",
+    "read_mooncake",
+    "read_trace",
+]

@@ -1,0 +1,1 @@
+"""Synthetic workload generators: multi-turn chat, agents, RAG and weighted mixes."""

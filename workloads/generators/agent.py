@@ -1,0 +1,137 @@
+"""Agents: a shared tool-definition prefix and a ReAct loop that appends each tool result.
+
+Step k's prompt is the layout's order of: the common slots (tools are the shared prefix), the
+task (slot "question"), and the history of actions 0..k-1 each followed by its tool result.
+Step k's output tokens are action k; step k+1 is released `tool_latency_s` after step k ends.
+Many agents run at once when their arrivals overlap.
+
+Assumed defaults (not in the traces): 4-16 steps, tasks of median 200 tokens, 512-token system
+prompt, 2048 tokens of tool definitions. Action and tool-result lengths and the latency between
+steps follow calibration.DYNAMO_AGENT_ACTION, DYNAMO_AGENT_OBSERVATION, DYNAMO_AGENT_STEP_GAP_S.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workloads.calibration import (
+    DYNAMO_AGENT_ACTION,
+    DYNAMO_AGENT_OBSERVATION,
+    DYNAMO_AGENT_STEP_GAP_S,
+)
+from workloads.distributions import Distribution, LogNormal, Uniform
+from workloads.generators.common import (
+    CommonSlots,
+    require_distribution,
+    require_layout,
+    require_max_context,
+    require_name,
+)
+from workloads.generators.session import Turn, session_specs, turn_request_id
+from workloads.layout import AGENT_LAYOUT, PromptLayout
+from workloads.prompt import Piece, TokenMode
+from workloads.spec import RequestSpec
+from workloads.tags import TagSampler, TenantSpec, validate_tagging
+
+
+@dataclass(slots=True, frozen=True)
+class AgentConfig:
+    """An agent application; each arrival starts one agent run (a closed-loop session)."""
+
+    name: str = "agent"
+    steps_per_agent: Distribution = Uniform(4, 16)
+    task_tokens: Distribution = LogNormal(median=200, sigma=0.8, low=16, high=4096)
+    action_tokens: Distribution = DYNAMO_AGENT_ACTION
+    observation_tokens: Distribution = DYNAMO_AGENT_OBSERVATION
+    tool_latency_s: Distribution = DYNAMO_AGENT_STEP_GAP_S
+    common: CommonSlots = field(
+        default_factory=lambda: CommonSlots(system_prompt_tokens=512, tools_tokens=2048)
+    )
+    layout: PromptLayout = AGENT_LAYOUT
+    max_context_tokens: int | None = None
+    tenants: tuple[TenantSpec, ...] = ()
+    prompt_logprobs_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_name("AgentConfig", self.name)
+        for name in (
+            "steps_per_agent",
+            "task_tokens",
+            "action_tokens",
+            "observation_tokens",
+            "tool_latency_s",
+        ):
+            require_distribution("AgentConfig", name, getattr(self, name))
+        require_layout(
+            "AgentConfig", self.layout, [*self.common.produced_slots(), "question", "history"]
+        )
+        require_max_context("AgentConfig", self.max_context_tokens)
+        validate_tagging("AgentConfig", self.tenants, self.prompt_logprobs_fraction)
+
+
+class AgentBuilder:
+    """Builds every step of one agent run per arrival."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        content_rng: np.random.Generator,
+        tags_rng: np.random.Generator,
+        tokens: TokenMode,
+    ) -> None:
+        self._config = config
+        self._rng = content_rng
+        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
+        self._tokens = tokens
+
+    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
+        """The run's steps in order; the first arrives at `arrival_at`."""
+        config, rng = self._config, self._rng
+        session_id = f"{config.name}-{arrival_index}"
+        variant = int(rng.integers(config.common.num_prompt_variants))
+        num_steps = config.steps_per_agent.sample_count(rng, minimum=1)
+        task = Piece(
+            "question",
+            f"{config.name}/task/{session_id}",
+            "user",
+            config.task_tokens.sample_count(rng, minimum=1),
+        )
+        action_lengths = [config.action_tokens.sample_count(rng, 1) for _ in range(num_steps)]
+        observation_lengths = [
+            config.observation_tokens.sample_count(rng, 1) for _ in range(num_steps)
+        ]
+        latencies_s = [0.0] + [config.tool_latency_s.sample(rng) for _ in range(num_steps - 1)]
+        tenant = self._tags.tenant()
+        turns = []
+        for index in range(num_steps):
+            slots = config.common.pieces(
+                config.name, variant, session_id, turn_request_id(session_id, index)
+            )
+            slots["question"] = [task]
+            observation = Piece(
+                "history",
+                f"{config.name}/observation/{session_id}/{index}",
+                "tool",
+                observation_lengths[index],
+            )
+            turns.append(
+                Turn(
+                    slots=slots,
+                    answer_id=f"{config.name}/action/{session_id}/{index}",
+                    num_answer_tokens=action_lengths[index],
+                    think_time_s=latencies_s[index],
+                    prompt_logprobs=self._tags.prompt_logprobs(),
+                    history_after_answer=(observation,),
+                )
+            )
+        return session_specs(
+            session_id,
+            arrival_at,
+            turns,
+            layout=config.layout,
+            tokens=self._tokens,
+            max_context_tokens=config.max_context_tokens,
+            tenant=tenant,
+        )

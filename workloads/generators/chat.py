@@ -1,0 +1,120 @@
+"""Multi-turn chat: closed-loop sessions whose history carries every earlier question and answer.
+
+Turn k's prompt is the layout's order of: the common slots, the history (questions and answers
+of turns 0..k-1), and question k. Turn k's output tokens are its answer, which turn k+1 repeats
+in its history. Per-request user fields are rendered afresh each turn, wherever the layout
+puts them, and are not carried in the history. Lengths of a whole session are drawn before its
+first turn is built, so truncation (`max_context_tokens`) never shifts the random stream.
+
+Assumed defaults (not in the traces): 1-8 turns, user messages of median 64 tokens, 20 s mean
+think time, a 512-token system prompt. Answers follow calibration.AZURE_CONV_OUTPUT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workloads.calibration import AZURE_CONV_OUTPUT
+from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
+from workloads.generators.common import (
+    CommonSlots,
+    require_distribution,
+    require_layout,
+    require_max_context,
+    require_name,
+)
+from workloads.generators.session import Turn, session_specs, turn_request_id
+from workloads.layout import CHAT_LAYOUT, PromptLayout
+from workloads.prompt import Piece, TokenMode
+from workloads.spec import RequestSpec
+from workloads.tags import TagSampler, TenantSpec, validate_tagging
+
+
+@dataclass(slots=True, frozen=True)
+class ChatConfig:
+    """A chat application; each arrival starts one session."""
+
+    name: str = "chat"
+    turns_per_session: Distribution = Uniform(1, 8)
+    user_message_tokens: Distribution = LogNormal(median=64, sigma=0.8, low=4, high=2048)
+    answer_tokens: Distribution = AZURE_CONV_OUTPUT
+    think_time_s: Distribution = Exponential(mean=20.0)
+    common: CommonSlots = field(default_factory=lambda: CommonSlots(system_prompt_tokens=512))
+    layout: PromptLayout = CHAT_LAYOUT
+    max_context_tokens: int | None = None
+    tenants: tuple[TenantSpec, ...] = ()
+    prompt_logprobs_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_name("ChatConfig", self.name)
+        for name in ("turns_per_session", "user_message_tokens", "answer_tokens", "think_time_s"):
+            require_distribution("ChatConfig", name, getattr(self, name))
+        require_layout(
+            "ChatConfig", self.layout, [*self.common.produced_slots(), "history", "question"]
+        )
+        require_max_context("ChatConfig", self.max_context_tokens)
+        validate_tagging("ChatConfig", self.tenants, self.prompt_logprobs_fraction)
+
+
+class ChatBuilder:
+    """Builds every turn of one session per arrival."""
+
+    def __init__(
+        self,
+        config: ChatConfig,
+        content_rng: np.random.Generator,
+        tags_rng: np.random.Generator,
+        tokens: TokenMode,
+    ) -> None:
+        self._config = config
+        self._rng = content_rng
+        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
+        self._tokens = tokens
+
+    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
+        """The session's turns in order; the first arrives at `arrival_at`."""
+        config, rng = self._config, self._rng
+        session_id = f"{config.name}-{arrival_index}"
+        variant = int(rng.integers(config.common.num_prompt_variants))
+        num_turns = config.turns_per_session.sample_count(rng, minimum=1)
+        question_lengths = [
+            config.user_message_tokens.sample_count(rng, 1) for _ in range(num_turns)
+        ]
+        answer_lengths = [config.answer_tokens.sample_count(rng, 1) for _ in range(num_turns)]
+        think_times_s = [0.0] + [config.think_time_s.sample(rng) for _ in range(num_turns - 1)]
+        tenant = self._tags.tenant()
+        turns = []
+        for index in range(num_turns):
+            question = Piece(
+                "question",
+                f"{config.name}/user/{session_id}/{index}",
+                "user",
+                question_lengths[index],
+            )
+            slots = config.common.pieces(
+                config.name, variant, session_id, turn_request_id(session_id, index)
+            )
+            slots["question"] = [question]
+            turns.append(
+                Turn(
+                    slots=slots,
+                    answer_id=f"{config.name}/answer/{session_id}/{index}",
+                    num_answer_tokens=answer_lengths[index],
+                    think_time_s=think_times_s[index],
+                    prompt_logprobs=self._tags.prompt_logprobs(),
+                    history_before_answer=(
+                        Piece("history", question.content_id, "user", question.num_tokens),
+                    ),
+                )
+            )
+        return session_specs(
+            session_id,
+            arrival_at,
+            turns,
+            layout=config.layout,
+            tokens=self._tokens,
+            max_context_tokens=config.max_context_tokens,
+            tenant=tenant,
+        )

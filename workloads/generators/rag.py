@@ -1,0 +1,156 @@
+"""RAG: open-loop questions, each with the top-k documents of a Zipf-popular corpus.
+
+Document d's length is drawn once when the corpus is built; popularity rank r has weight
+1 / (r + 1)^zipf_exponent and ranks map to document ids through a seeded permutation, so a
+document's id says nothing about its popularity. A query draws k distinct documents by
+popularity; "relevance" order keeps the retrieval order, "canonical" sorts them by id (which
+makes equal document sets share a prefix). Whether documents come before or after the
+question is the layout's choice (rag_documents_first, rag_question_first).
+
+Assumed defaults (not in the traces): 10,000 documents of median 400 tokens, top-4, Zipf 1.0,
+questions of median 48 tokens, a 256-token system prompt. Answers follow
+calibration.AZURE_CONV_OUTPUT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workloads.calibration import AZURE_CONV_OUTPUT
+from workloads.distributions import Distribution, LogNormal
+from workloads.errors import WorkloadError
+from workloads.generators.common import (
+    CommonSlots,
+    require_distribution,
+    require_layout,
+    require_name,
+)
+from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
+from workloads.prompt import Piece, TokenMode
+from workloads.spec import RequestSpec
+from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
+from workloads.validation import require_choice, require_int, require_number
+
+DOCUMENT_ORDERS = ("relevance", "canonical")
+MAX_CORPUS_SIZE = 10_000_000
+
+
+@dataclass(slots=True, frozen=True)
+class RagConfig:
+    """A retrieval-augmented question-answering application; each arrival is one request."""
+
+    name: str = "rag"
+    corpus_size: int = 10_000
+    zipf_exponent: float = 1.0
+    top_k: int = 4
+    document_tokens: Distribution = LogNormal(median=400, sigma=0.4, low=64, high=2048)
+    document_order: str = "relevance"
+    question_tokens: Distribution = LogNormal(median=48, sigma=0.6, low=4, high=512)
+    answer_tokens: Distribution = AZURE_CONV_OUTPUT
+    common: CommonSlots = field(default_factory=lambda: CommonSlots(system_prompt_tokens=256))
+    layout: PromptLayout = RAG_DOCUMENTS_FIRST_LAYOUT
+    tenants: tuple[TenantSpec, ...] = ()
+    prompt_logprobs_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_name("RagConfig", self.name)
+        require_int("RagConfig", "corpus_size", self.corpus_size, 1)
+        if self.corpus_size > MAX_CORPUS_SIZE:
+            raise WorkloadError(
+                f"RagConfig.corpus_size: {self.corpus_size} is not allowed; use at most "
+                f"{MAX_CORPUS_SIZE}"
+            )
+        require_number("RagConfig", "zipf_exponent", self.zipf_exponent, 0.0)
+        require_int("RagConfig", "top_k", self.top_k, 1)
+        if self.top_k > self.corpus_size:
+            raise WorkloadError(
+                f"RagConfig.top_k: {self.top_k} is not allowed; use at most corpus_size "
+                f"({self.corpus_size})"
+            )
+        for name in ("document_tokens", "question_tokens", "answer_tokens"):
+            require_distribution("RagConfig", name, getattr(self, name))
+        require_choice("RagConfig", "document_order", self.document_order, DOCUMENT_ORDERS)
+        require_layout(
+            "RagConfig", self.layout, [*self.common.produced_slots(), "documents", "question"]
+        )
+        validate_tagging("RagConfig", self.tenants, self.prompt_logprobs_fraction)
+
+
+class RagBuilder:
+    """Builds one request per arrival against a corpus drawn at construction."""
+
+    def __init__(
+        self,
+        config: RagConfig,
+        content_rng: np.random.Generator,
+        tags_rng: np.random.Generator,
+        tokens: TokenMode,
+    ) -> None:
+        corpus_rng, self._rng = content_rng.spawn(2)
+        self._config = config
+        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
+        self._tokens = tokens
+        self._document_lengths = [
+            config.document_tokens.sample_count(corpus_rng, minimum=1)
+            for _ in range(config.corpus_size)
+        ]
+        self._document_of_rank = corpus_rng.permutation(config.corpus_size).tolist()
+        weights = np.arange(1, config.corpus_size + 1, dtype=float) ** -config.zipf_exponent
+        self._rank_cdf = np.cumsum(weights) / weights.sum()
+
+    def retrieve(self) -> list[int]:
+        """k distinct document ids drawn by popularity, in the configured order."""
+        chosen: list[int] = []
+        while len(chosen) < self._config.top_k:
+            rank = int(np.searchsorted(self._rank_cdf, self._rng.random(), side="right"))
+            document = self._document_of_rank[min(rank, self._config.corpus_size - 1)]
+            if document not in chosen:
+                chosen.append(document)
+        if self._config.document_order == "canonical":
+            chosen.sort()
+        return chosen
+
+    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
+        """The one request of this arrival."""
+        config = self._config
+        request_id = f"{config.name}-{arrival_index}"
+        variant = int(self._rng.integers(config.common.num_prompt_variants))
+        documents = self.retrieve()
+        num_question_tokens = config.question_tokens.sample_count(self._rng, minimum=1)
+        num_answer_tokens = config.answer_tokens.sample_count(self._rng, minimum=1)
+        tenant = self._tags.tenant()
+        slots = config.common.pieces(config.name, variant, request_id, request_id)
+        slots["documents"] = [
+            Piece(
+                "documents",
+                f"{config.name}/document/{document}",
+                SLOT_ROLES["documents"],
+                self._document_lengths[document],
+            )
+            for document in documents
+        ]
+        slots["question"] = [
+            Piece(
+                "question",
+                f"{config.name}/question/{request_id}",
+                SLOT_ROLES["question"],
+                num_question_tokens,
+            )
+        ]
+        return [
+            RequestSpec(
+                request_id=request_id,
+                arrival_at=arrival_at,
+                session_id=None,
+                turn_index=0,
+                think_time_s=0.0,
+                segments=self._tokens.render(config.layout.arrange(slots)),
+                output_tokens=self._tokens.output_tokens(
+                    f"{config.name}/answer/{request_id}", num_answer_tokens
+                ),
+                prompt_logprobs=self._tags.prompt_logprobs(),
+                **tenant_fields(tenant),
+            )
+        ]

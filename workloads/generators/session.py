@@ -1,0 +1,71 @@
+"""Turns of a closed-loop session into request specs, carrying the history forward."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from workloads.layout import PromptLayout
+from workloads.prompt import Piece, TokenMode
+from workloads.spec import RequestSpec
+from workloads.tags import TenantSpec, tenant_fields
+
+
+@dataclass(slots=True, frozen=True)
+class Turn:
+    """One planned turn: its slots except "history", its answer, and what the history gains.
+
+    After the turn the history grows by `history_before_answer`, the answer (as an assistant
+    piece with the answer's identity, so its tokens equal the output tokens), and
+    `history_after_answer`.
+    """
+
+    slots: dict[str, list[Piece]]
+    answer_id: str
+    num_answer_tokens: int
+    think_time_s: float
+    prompt_logprobs: bool
+    history_before_answer: tuple[Piece, ...] = ()
+    history_after_answer: tuple[Piece, ...] = ()
+
+
+def turn_request_id(session_id: str, turn_index: int) -> str:
+    """The request id of a session's turn."""
+    return f"{session_id}-{turn_index}"
+
+
+def session_specs(
+    session_id: str,
+    arrival_at: float,
+    turns: Iterable[Turn],
+    *,
+    layout: PromptLayout,
+    tokens: TokenMode,
+    max_context_tokens: int | None,
+    tenant: TenantSpec | None,
+) -> list[RequestSpec]:
+    """The session's specs; it ends before a turn whose prompt plus output exceeds the limit."""
+    history: list[Piece] = []
+    specs: list[RequestSpec] = []
+    for index, turn in enumerate(turns):
+        output_tokens = tokens.output_tokens(turn.answer_id, turn.num_answer_tokens)
+        segments = tokens.render(layout.arrange({**turn.slots, "history": history}))
+        num_tokens = sum(len(segment.tokens) for segment in segments) + len(output_tokens)
+        if max_context_tokens is not None and num_tokens > max_context_tokens:
+            break
+        specs.append(
+            RequestSpec(
+                request_id=turn_request_id(session_id, index),
+                arrival_at=arrival_at if index == 0 else None,
+                session_id=session_id,
+                turn_index=index,
+                think_time_s=0.0 if index == 0 else turn.think_time_s,
+                segments=segments,
+                output_tokens=output_tokens,
+                prompt_logprobs=turn.prompt_logprobs,
+                **tenant_fields(tenant),
+            )
+        )
+        answer = Piece("history", turn.answer_id, "assistant", turn.num_answer_tokens)
+        history = [*history, *turn.history_before_answer, answer, *turn.history_after_answer]
+    return specs

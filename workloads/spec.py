@@ -1,0 +1,81 @@
+"""The request spec every generator and trace adapter produces, and the engine consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import chain
+
+from workloads.errors import WorkloadError
+
+
+@dataclass(slots=True, frozen=True)
+class LoraSpec:
+    """A LoRA adapter as vLLM's LoRARequest names it (the prefix-cache key uses name and path)."""
+
+    name: str
+    lora_id: int
+    path: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise WorkloadError(
+                f"LoraSpec.name: {self.name!r} is not allowed; use a non-empty string"
+            )
+        if isinstance(self.lora_id, bool) or not isinstance(self.lora_id, int) or self.lora_id < 1:
+            raise WorkloadError(
+                f"LoraSpec.lora_id: {self.lora_id!r} is not allowed; use an int >= 1"
+            )
+        if not isinstance(self.path, str):
+            raise WorkloadError(f"LoraSpec.path: {self.path!r} is not allowed; use a string")
+
+
+@dataclass(slots=True)
+class Segment:
+    """A run of prompt tokens with one content identity.
+
+    `tokens` may be shared with other specs through the token caches: treat it as read-only.
+    """
+
+    name: str
+    content_id: str
+    tokens: list[int]
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """One request: when it arrives (or which session turn it is), its prompt and its output.
+
+    Open-loop requests have `arrival_at` and `session_id=None`. A closed-loop session's first turn
+    has `arrival_at`; later turns have `arrival_at=None` and are released `think_time_s` after
+    the previous turn of the same session finishes. `output_tokens` are the exact tokens the
+    fake model emits; a later turn's prompt repeats them where the conversation carries them.
+    """
+
+    request_id: str
+    arrival_at: float | None
+    session_id: str | None
+    turn_index: int
+    think_time_s: float
+    segments: list[Segment]
+    output_tokens: list[int]
+    tenant: str | None = None
+    cache_salt: str | None = None
+    lora: LoraSpec | None = None
+    prompt_logprobs: bool = False
+    priority: int = 0
+    measured_cached_tokens: int | None = None
+    extras: dict[str, str | int | float] = field(default_factory=dict)
+
+    def prompt_tokens(self) -> list[int]:
+        """The prompt as one new list: the segments' tokens in order."""
+        return list(chain.from_iterable(segment.tokens for segment in self.segments))
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """Prompt length without building the concatenated list."""
+        return sum(len(segment.tokens) for segment in self.segments)
+
+    @property
+    def num_output_tokens(self) -> int:
+        """Number of tokens the fake model emits for this request."""
+        return len(self.output_tokens)

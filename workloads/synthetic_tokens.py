@@ -1,0 +1,128 @@
+"""Synthetic token ids: a deterministic stream per content identity, fast and cache-friendly.
+
+Token i of content `c` is `mix64(seed(c) + (i + 1) * golden) % vocab_size`, with `seed(c)` the
+first 8 bytes of BLAKE2b over `c`. So equal identities give equal tokens at every block size,
+a shorter run is a prefix of a longer one (a trace's partial last block), and different
+identities differ with overwhelming probability. Trace block tokens use the identity
+`"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from workloads.errors import WorkloadError
+from workloads.lru import WeightedLru
+from workloads.prompt import Piece
+from workloads.spec import Segment
+
+DEFAULT_VOCAB_SIZE = 128_000
+DEFAULT_CACHE_TOKENS = 2_000_000
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def content_seed(content_id: str) -> int:
+    """A 64-bit seed for a content identity (stable across runs and platforms)."""
+    digest = hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _mix64(values: np.ndarray) -> np.ndarray:
+    # SplitMix64 finaliser: every input bit flips about half the output bits.
+    values = (values ^ (values >> np.uint64(30))) * _MIX_1
+    values = (values ^ (values >> np.uint64(27))) * _MIX_2
+    return values ^ (values >> np.uint64(31))
+
+
+def _token_matrix(seeds: list[int], num_tokens: int, vocab_size: int) -> list[list[int]]:
+    """Row r holds the first `num_tokens` ids of the stream seeded by seeds[r]."""
+    positions = np.arange(1, num_tokens + 1, dtype=np.uint64) * _GOLDEN
+    mixed = _mix64(np.array(seeds, dtype=np.uint64)[:, None] + positions[None, :])
+    return (mixed % np.uint64(vocab_size)).tolist()
+
+
+def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]:
+    """The first `num_tokens` synthetic ids of `content_id`, uncached."""
+    return _token_matrix([content_seed(content_id)], num_tokens, vocab_size)[0]
+
+
+def trace_block_content_id(namespace: str, hash_id: int) -> str:
+    """The content identity of one trace block hash (ids are per-trace namespaces)."""
+    return f"{namespace}#{hash_id}"
+
+
+class SyntheticTokens:
+    """Token mode "synthetic": segments get the token stream of their content identity.
+
+    Streams are kept in an LRU bounded by `cache_max_tokens`; returned lists may be shared.
+    """
+
+    def __init__(
+        self, vocab_size: int = DEFAULT_VOCAB_SIZE, cache_max_tokens: int = DEFAULT_CACHE_TOKENS
+    ) -> None:
+        if vocab_size < 2:
+            raise WorkloadError(f"vocab_size: {vocab_size!r} is not allowed; use an int >= 2")
+        if cache_max_tokens < 0:
+            raise WorkloadError(
+                f"cache_max_tokens: {cache_max_tokens!r} is not allowed; use an int >= 0"
+            )
+        self.vocab_size = vocab_size
+        self._cache: WeightedLru[list[int]] = WeightedLru(cache_max_tokens)
+
+    def tokens(self, content_id: str, num_tokens: int) -> list[int]:
+        """The first `num_tokens` ids of `content_id`'s stream (a shared, read-only list)."""
+        cached = self._cache.get(content_id)
+        if cached is not None and len(cached) >= num_tokens:
+            return cached if len(cached) == num_tokens else cached[:num_tokens]
+        tokens = token_stream(content_id, num_tokens, self.vocab_size)
+        self._cache.put(content_id, tokens, num_tokens)
+        return tokens
+
+    @property
+    def num_cached_tokens(self) -> int:
+        """Tokens now held by the cache (bounded by cache_max_tokens)."""
+        return self._cache.total_weight
+
+    def tokens_many(self, content_ids: Sequence[str], lengths: Sequence[int]) -> list[list[int]]:
+        """`tokens` for several identities, generating the uncached ones in one numpy pass."""
+        found: list[list[int] | None] = []
+        missing: list[int] = []
+        for index, (content_id, num_tokens) in enumerate(zip(content_ids, lengths, strict=True)):
+            cached = self._cache.get(content_id)
+            if cached is not None and len(cached) >= num_tokens:
+                found.append(cached if len(cached) == num_tokens else cached[:num_tokens])
+            else:
+                found.append(None)
+                missing.append(index)
+        if missing:
+            longest = max(lengths[index] for index in missing)
+            seeds = [content_seed(content_ids[index]) for index in missing]
+            for index, row in zip(
+                missing, _token_matrix(seeds, longest, self.vocab_size), strict=True
+            ):
+                if len(row) != lengths[index]:
+                    row = row[: lengths[index]]
+                self._cache.put(content_ids[index], row, len(row))
+                found[index] = row
+        return found  # type: ignore[return-value]
+
+    def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> list[int]:
+        """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""
+        return self.tokens(trace_block_content_id(namespace, hash_id), num_tokens)
+
+    def render(self, pieces: Sequence[Piece]) -> list[Segment]:
+        """One segment per piece, no template tokens (explicit texts only name the identity)."""
+        return [
+            Segment(piece.slot, piece.content_id, self.tokens(piece.content_id, piece.num_tokens))
+            for piece in pieces
+        ]
+
+    def output_tokens(self, content_id: str, num_tokens: int) -> list[int]:
+        """What the fake model emits for an answer; the same ids as the answer's history piece."""
+        return self.tokens(content_id, num_tokens)

@@ -1,0 +1,157 @@
+"""Azure LLM inference trace CSVs (2023): arrival times and token counts only.
+
+The trace has no content hashes, so every prompt is unique tokens (no prefix sharing); use it
+for arrival processes and lengths. Arrivals are seconds from the first row's timestamp.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from workloads.errors import WorkloadError
+from workloads.spec import RequestSpec, Segment
+from workloads.synthetic_tokens import SyntheticTokens
+from workloads.traces.fields import (
+    MAX_TRACE_TOKENS,
+    check_replay_options,
+    check_trace_path,
+    default_namespace,
+    open_trace,
+)
+
+AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_SECONDS_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+@dataclass(slots=True, frozen=True)
+class AzureRecord:
+    """One validated CSV row; `arrival_s` is seconds after the first row."""
+
+    line: int
+    arrival_s: float
+    context_tokens: int
+    generated_tokens: int
+
+
+def iter_azure_records(path: str | os.PathLike[str]) -> Iterator[AzureRecord]:
+    """Validated rows in file order; timestamps must not decrease."""
+    return _records(check_trace_path(path))
+
+
+def _records(source: str) -> Iterator[AzureRecord]:
+    lines = open_trace(source)
+    header = next(lines, None)
+    if header is None or not header[1].strip():
+        raise WorkloadError("the file is empty; expected a CSV header", source=source, line=1)
+    columns = tuple(column.strip() for column in header[1].lstrip("\ufeff").split(","))
+    if columns != AZURE_HEADER:
+        raise WorkloadError(
+            f"header {','.join(columns)!r} is not {','.join(AZURE_HEADER)!r}",
+            source=source,
+            line=1,
+        )
+    start_at: datetime | None = None
+    previous_s = 0.0
+    found = False
+    for line, text in lines:
+        if not text.strip():
+            continue
+        fields = [field.strip() for field in text.split(",")]
+        if len(fields) != len(AZURE_HEADER):
+            raise WorkloadError(
+                f"{len(fields)} columns; expected {len(AZURE_HEADER)}", source=source, line=line
+            )
+        stamp = _parse_timestamp(fields[0], source, line)
+        if start_at is None:
+            start_at = stamp
+        arrival_s = (stamp - start_at).total_seconds()
+        if arrival_s < previous_s:
+            raise WorkloadError(
+                f"TIMESTAMP {fields[0]!r} is earlier than the previous row; the trace must be "
+                "sorted by time",
+                source=source,
+                line=line,
+            )
+        previous_s = arrival_s
+        found = True
+        yield AzureRecord(
+            line,
+            arrival_s,
+            _parse_count("ContextTokens", fields[1], source, line),
+            _parse_count("GeneratedTokens", fields[2], source, line),
+        )
+    if not found:
+        raise WorkloadError("the file holds no rows after the header", source=source)
+
+
+def _parse_timestamp(text: str, source: str, line: int) -> datetime:
+    whole, _, fraction = text.partition(".")
+    try:
+        stamp = datetime.strptime(whole, _SECONDS_FORMAT)
+    except ValueError:
+        stamp = None
+    if stamp is None or not (fraction.isdigit() or fraction == ""):
+        raise WorkloadError(
+            f"TIMESTAMP {text!r} is not 'YYYY-MM-DD HH:MM:SS[.fraction]'", source=source, line=line
+        )
+    # The trace has 7 fractional digits; datetime keeps microseconds, which is precise enough.
+    microseconds = round(int(fraction.ljust(7, "0")[:7]) / 10) if fraction else 0
+    return stamp.replace(microsecond=min(microseconds, 999_999))
+
+
+def _parse_count(name: str, text: str, source: str, line: int) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TRACE_TOKENS:
+        raise WorkloadError(
+            f"{name}: {text!r} is not allowed; use an integer in 1..{MAX_TRACE_TOKENS}",
+            source=source,
+            line=line,
+        )
+    return int(text)
+
+
+def read_azure(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str | None = None,
+    speedup: float = 1.0,
+    max_requests: int | None = None,
+    tokens: SyntheticTokens | None = None,
+) -> Iterator[RequestSpec]:
+    """Open-loop specs with unique prompt and output tokens of the trace's lengths, streamed."""
+    check_replay_options(speedup, max_requests)
+    records = iter_azure_records(path)
+    return _specs(
+        records,
+        namespace if namespace is not None else default_namespace(path),
+        speedup,
+        max_requests,
+        tokens if tokens is not None else SyntheticTokens(),
+    )
+
+
+def _specs(
+    records: Iterator[AzureRecord],
+    namespace: str,
+    speedup: float,
+    max_requests: int | None,
+    tokens: SyntheticTokens,
+) -> Iterator[RequestSpec]:
+    for index, record in enumerate(records):
+        if max_requests is not None and index >= max_requests:
+            return
+        prompt_id = f"{namespace}/prompt/{index}"
+        yield RequestSpec(
+            request_id=f"{namespace}-{index}",
+            arrival_at=record.arrival_s / speedup,
+            session_id=None,
+            turn_index=0,
+            think_time_s=0.0,
+            segments=[
+                Segment("prompt", prompt_id, tokens.tokens(prompt_id, record.context_tokens))
+            ],
+            output_tokens=tokens.tokens(f"{namespace}/output/{index}", record.generated_tokens),
+            extras={"trace_line": record.line},
+        )

@@ -1,0 +1,49 @@
+"""Prompt tokens of a trace request from its block hash ids (see workloads.synthetic_tokens)."""
+
+from __future__ import annotations
+
+from workloads.spec import Segment
+from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
+
+TRACE_BLOCK_SEGMENT = "block"
+
+
+def block_segments(
+    namespace: str,
+    hash_ids: list[int],
+    num_tokens: int,
+    block_size: int,
+    tokens: SyntheticTokens,
+) -> list[Segment]:
+    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out."""
+    content_ids = [trace_block_content_id(namespace, hash_id) for hash_id in hash_ids]
+    lengths = [min(block_size, num_tokens - index * block_size) for index in range(len(hash_ids))]
+    return [
+        Segment(TRACE_BLOCK_SEGMENT, content_id, block)
+        for content_id, block in zip(
+            content_ids, tokens.tokens_many(content_ids, lengths), strict=True
+        )
+    ]
+
+
+def token_range(
+    namespace: str,
+    hash_ids: list[int],
+    num_tokens: int,
+    block_size: int,
+    tokens: SyntheticTokens,
+    start: int,
+    end: int,
+) -> list[int]:
+    """Tokens at positions [start, min(end, num_tokens)) of the prompt those blocks describe."""
+    end = min(end, num_tokens)
+    if start >= end:
+        return []
+    first_block = start // block_size
+    last_block = (end - 1) // block_size
+    covered: list[int] = []
+    for index in range(first_block, last_block + 1):
+        length = min(block_size, num_tokens - index * block_size)
+        covered.extend(tokens.block_tokens(namespace, hash_ids[index], length))
+    offset = first_block * block_size
+    return covered[start - offset : end - offset]

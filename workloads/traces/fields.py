@@ -1,0 +1,153 @@
+"""Reading trace files line by line with errors that name the file, the line and the problem."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping
+
+from workloads.errors import WorkloadError
+
+# Larger token counts than any model context window are input errors, not workloads.
+MAX_TRACE_TOKENS = 1 << 24
+
+
+def check_trace_path(path: str | os.PathLike[str]) -> str:
+    """The path as a string, once it names an existing regular file."""
+    source = os.fspath(path)
+    if os.path.isdir(source):
+        raise WorkloadError("is a directory; expected a trace file", source=source)
+    if not os.path.isfile(source):
+        raise WorkloadError("no such file", source=source)
+    return source
+
+
+def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """Yield (line number, line without its line break) of a UTF-8 text file."""
+    source = check_trace_path(path)
+    with open(source, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise WorkloadError(
+                    f"not UTF-8 text ({error.reason})", source=source, line=line_number
+                ) from None
+            yield line_number, line.rstrip("\r\n")
+
+
+def default_namespace(path: str | os.PathLike[str]) -> str:
+    """The token namespace of a trace: its file name without the extension."""
+    return os.path.splitext(os.path.basename(os.fspath(path)))[0]
+
+
+def check_replay_options(speedup: float, max_requests: int | None) -> None:
+    """Validate the options every trace adapter shares."""
+    if (
+        isinstance(speedup, bool)
+        or not isinstance(speedup, int | float)
+        or not (math.isfinite(speedup) and speedup > 0)
+    ):
+        raise WorkloadError(f"speedup: {speedup!r} is not allowed; use a finite number > 0")
+    if max_requests is not None and (
+        isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
+    ):
+        raise WorkloadError(f"max_requests: {max_requests!r} is not allowed; use an int >= 1")
+
+
+def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank JSON-lines record; the file must have one."""
+    source = os.fspath(path)
+    found = False
+    for line_number, line in open_trace(source):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise WorkloadError(
+                f"invalid JSON ({error.msg} at column {error.colno})",
+                source=source,
+                line=line_number,
+            ) from None
+        if not isinstance(record, dict):
+            raise WorkloadError(
+                f"expected a JSON object, got {type(record).__name__}",
+                source=source,
+                line=line_number,
+            )
+        found = True
+        yield line_number, record
+    if not found:
+        raise WorkloadError("the file holds no records", source=source)
+
+
+class RecordReader:
+    """Typed access to one record's fields, raising WorkloadError at the record's line."""
+
+    def __init__(self, record: Mapping[str, object], source: str, line: int) -> None:
+        self.record = record
+        self.source = source
+        self.line = line
+
+    def fail(self, message: str) -> WorkloadError:
+        """An error located at this record."""
+        return WorkloadError(message, source=self.source, line=self.line)
+
+    def field(self, name: str) -> object:
+        """The raw value of a required field."""
+        if name not in self.record:
+            raise self.fail(f"missing field {name!r}")
+        return self.record[name]
+
+    def count(self, name: str, minimum: int = 0, maximum: int = MAX_TRACE_TOKENS) -> int:
+        """A required integer field in [minimum, maximum]."""
+        value = self.field(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{name}: {value!r} is not an integer")
+        if not minimum <= value <= maximum:
+            raise self.fail(f"{name}: {value!r} is out of range; allowed {minimum}..{maximum}")
+        return value
+
+    def time(self, name: str) -> float:
+        """A required finite, non-negative number."""
+        value = self.field(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(f"{name}: {value!r} is not a number")
+        if not math.isfinite(value) or value < 0:
+            raise self.fail(f"{name}: {value!r} is not allowed; use a finite number >= 0")
+        return float(value)
+
+    def hash_list(self, name: str) -> list[int]:
+        """A required list of non-negative 64-bit integers."""
+        value = self.field(name)
+        if not isinstance(value, list):
+            raise self.fail(f"{name}: expected a list of integers, got {type(value).__name__}")
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < 1 << 64:
+                raise self.fail(f"{name}: {item!r} is not a non-negative 64-bit integer")
+        return value
+
+    def mapping(self, name: str) -> RecordReader:
+        """A required nested object, read with the same location."""
+        value = self.field(name)
+        if not isinstance(value, dict):
+            raise self.fail(f"{name}: expected an object, got {type(value).__name__}")
+        return RecordReader(value, self.source, self.line)
+
+    def text(self, name: str) -> str:
+        """A required string field."""
+        value = self.field(name)
+        if not isinstance(value, str):
+            raise self.fail(f"{name}: {value!r} is not a string")
+        return value
+
+    def check_block_count(self, hashes: list[int], num_tokens: int, block_size: int) -> None:
+        """One hash per started block: len(hashes) == ceil(num_tokens / block_size)."""
+        expected = -(-num_tokens // block_size)
+        if len(hashes) != expected:
+            raise self.fail(
+                f"{len(hashes)} block hashes for {num_tokens} tokens; expected {expected} at "
+                f"trace block size {block_size}"
+            )

@@ -1,0 +1,112 @@
+"""Mooncake traces: `hash_ids` of 512-token prefix blocks become deterministic tokens per hash id.
+
+Each hash id gets its own token block (see workloads.synthetic_tokens), so two requests share
+exactly the leading blocks whose ids they share, at any engine block size; the last block of a
+request may be partial (its tokens are a prefix of that id's full block). Output tokens are
+unique per request: the trace does not hash answers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from workloads.spec import RequestSpec
+from workloads.synthetic_tokens import SyntheticTokens
+from workloads.traces.blocks import block_segments
+from workloads.traces.fields import (
+    RecordReader,
+    check_replay_options,
+    check_trace_path,
+    default_namespace,
+    iter_json_objects,
+)
+from workloads.validation import require_int
+
+MOONCAKE_BLOCK_SIZE = 512
+
+
+@dataclass(slots=True, frozen=True)
+class MooncakeRecord:
+    """One validated trace line; `arrival_s` is the timestamp in seconds from the trace start."""
+
+    line: int
+    arrival_s: float
+    input_length: int
+    output_length: int
+    hash_ids: list[int]
+
+
+def iter_mooncake_records(
+    path: str | os.PathLike[str], *, trace_block_size: int = MOONCAKE_BLOCK_SIZE
+) -> Iterator[MooncakeRecord]:
+    """Validated records in file order; timestamps (ms) must not decrease."""
+    require_int("read_mooncake", "trace_block_size", trace_block_size, 1)
+    source = check_trace_path(path)
+    return _records(source, trace_block_size)
+
+
+def _records(source: str, trace_block_size: int) -> Iterator[MooncakeRecord]:
+    previous_ms = 0.0
+    for line, record in iter_json_objects(source):
+        reader = RecordReader(record, source, line)
+        timestamp_ms = reader.time("timestamp")
+        if timestamp_ms < previous_ms:
+            raise reader.fail(
+                f"timestamp {timestamp_ms:g} is earlier than the previous {previous_ms:g}; "
+                "the trace must be sorted by timestamp"
+            )
+        previous_ms = timestamp_ms
+        input_length = reader.count("input_length", minimum=1)
+        output_length = reader.count("output_length", minimum=1)
+        hash_ids = reader.hash_list("hash_ids")
+        reader.check_block_count(hash_ids, input_length, trace_block_size)
+        yield MooncakeRecord(line, timestamp_ms / 1000.0, input_length, output_length, hash_ids)
+
+
+def read_mooncake(
+    path: str | os.PathLike[str],
+    *,
+    trace_block_size: int = MOONCAKE_BLOCK_SIZE,
+    namespace: str | None = None,
+    speedup: float = 1.0,
+    max_requests: int | None = None,
+    tokens: SyntheticTokens | None = None,
+) -> Iterator[RequestSpec]:
+    """Open-loop request specs, streamed; `namespace` (default: file stem) keys the block tokens."""
+    check_replay_options(speedup, max_requests)
+    records = iter_mooncake_records(path, trace_block_size=trace_block_size)
+    return _specs(
+        records,
+        trace_block_size,
+        namespace if namespace is not None else default_namespace(path),
+        speedup,
+        max_requests,
+        tokens if tokens is not None else SyntheticTokens(),
+    )
+
+
+def _specs(
+    records: Iterator[MooncakeRecord],
+    trace_block_size: int,
+    namespace: str,
+    speedup: float,
+    max_requests: int | None,
+    tokens: SyntheticTokens,
+) -> Iterator[RequestSpec]:
+    for index, record in enumerate(records):
+        if max_requests is not None and index >= max_requests:
+            return
+        yield RequestSpec(
+            request_id=f"{namespace}-{index}",
+            arrival_at=record.arrival_s / speedup,
+            session_id=None,
+            turn_index=0,
+            think_time_s=0.0,
+            segments=block_segments(
+                namespace, record.hash_ids, record.input_length, trace_block_size, tokens
+            ),
+            output_tokens=tokens.tokens(f"{namespace}/output/{index}", record.output_length),
+            extras={"trace_line": record.line},
+        )

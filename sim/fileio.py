@@ -10,6 +10,16 @@ from pathlib import Path
 from typing import IO
 
 
+def _default_file_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+# mkstemp creates 0600 files; results should get the permissions a plain open() would give.
+_FILE_MODE = _default_file_mode()
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
     """Open a temp file beside `path`; on success it replaces `path`, on error it is removed."""
@@ -23,6 +33,7 @@ def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(temp_name, _FILE_MODE)
         os.replace(temp_name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

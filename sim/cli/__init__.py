@@ -35,4 +35,5 @@ def main(argv: list[str] | None = None) -> None:
 from sim.cli import (  # noqa: E402
     costmodel_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401
+    run_cmd,  # noqa: F401
 )

@@ -1,0 +1,17 @@
+"""Scenario files: strict pydantic schema, `extends:`, `--set` overrides, clear one-line errors."""
+
+from sim.config.scenario import (
+    LoadedScenario,
+    Scenario,
+    load_scenario,
+    scenario_json_schema,
+    validate_scenario_data,
+)
+
+__all__ = [
+    "LoadedScenario",
+    "Scenario",
+    "load_scenario",
+    "scenario_json_schema",
+    "validate_scenario_data",
+]

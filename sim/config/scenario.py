@@ -1,0 +1,108 @@
+"""The scenario file: one simulated deployment under one traffic, and how to load it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from sim.config.base import StrictModel
+from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
+from sim.config.errors import validation_error_to_input_error
+from sim.config.workload import TraceSource, WorkloadSettings
+from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
+from workloads.api import WorkloadError
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class Scenario(StrictModel):
+    """A what-if: engine settings, the deployment, the cost model, the traffic, how long."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="results go to results/<name>/<run_id>/")
+    description: str | None = None
+    seed: int = Field(0, ge=0, description="seeds the workload; the engine itself is exact")
+    duration_s: float | None = Field(
+        None, gt=0, description="simulated seconds of arrivals; in-flight requests then drain"
+    )
+    warmup_s: float = Field(0.0, ge=0, description="requests arriving earlier are not measured")
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    deployment: DeploymentSettings = Field(default_factory=DeploymentSettings)
+    cost_model: str = Field(
+        "auto",
+        description="'auto' (the shipped profile of the deployment, else roofline), a profile "
+        "name like 'h100/llama-3.1-8b/tp1', a profile YAML path, 'roofline', "
+        "'constant:<s>' or 'linear:<b0_s>,<per_token_s>'",
+    )
+    workload: WorkloadSettings = Field(default_factory=WorkloadSettings)
+    outputs: OutputSettings = Field(default_factory=OutputSettings)
+
+    @model_validator(mode="after")
+    def _bounded_and_buildable(self) -> Scenario:
+        bounded = (
+            self.duration_s is not None
+            or self.workload.num_arrivals is not None
+            or isinstance(self.workload.source, TraceSource)
+        )
+        if not bounded:
+            raise ValueError("set duration_s or workload.num_arrivals, or the run never ends")
+        if self.duration_s is not None and self.warmup_s >= self.duration_s:
+            raise ValueError(
+                f"warmup_s ({self.warmup_s}) must be shorter than duration_s ({self.duration_s})"
+            )
+        if not isinstance(self.workload.source, TraceSource):
+            try:
+                self.workload.source.build()
+            except WorkloadError as error:
+                raise ValueError(f"workload.source: {error}") from None
+        return self
+
+    def resolved(self) -> dict[str, Any]:
+        """Every setting, defaults included, as plain data."""
+        return self.model_dump(mode="json")
+
+    def run_id(self) -> str:
+        """A short hash of the resolved config: equal configs share a run directory."""
+        canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def resolved_yaml(self) -> str:
+        """The resolved config as YAML (written beside a run's results)."""
+        return yaml.safe_dump(self.resolved(), sort_keys=False)
+
+
+@dataclass(slots=True)
+class LoadedScenario:
+    """A validated scenario and the directory its relative paths are resolved against."""
+
+    scenario: Scenario
+    base_dir: Path
+    source: ScenarioSource
+
+
+def validate_scenario_data(source: ScenarioSource) -> Scenario:
+    """Validate merged scenario data; problems become one-line InputErrors naming file and line."""
+    try:
+        return Scenario.model_validate(source.data)
+    except ValidationError as error:
+        raise validation_error_to_input_error(error, source) from None
+
+
+def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedScenario:
+    """Read, merge (`extends:`), override (`--set`) and validate a scenario file."""
+    source = load_source(path)
+    apply_overrides(source, list(overrides))
+    return LoadedScenario(validate_scenario_data(source), path.resolve().parent, source)
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """JSON Schema of scenario files, for editor completion and checking."""
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "prefixsim scenario"
+    return schema

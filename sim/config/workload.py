@@ -1,0 +1,376 @@
+"""The `workload:` section of a scenario: what traffic arrives, built into a workloads.Workload.
+
+Every generator field is optional here; omitted fields keep the generator's own default
+(documented, with its calibration source, in workloads/). Distributions are a number (fixed)
+or a tagged mapping such as `{dist: lognormal, median: 64, sigma: 0.8}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sim.config.base import StrictModel
+from sim.kvcache import cache_salt_problem
+from workloads.api import (
+    BUILTIN_LAYOUTS,
+    AgentConfig,
+    ChatConfig,
+    CommonSlots,
+    Exponential,
+    Fixed,
+    GammaArrivals,
+    LogNormal,
+    LoraSpec,
+    MixComponent,
+    MixConfig,
+    PiecewiseRateArrivals,
+    PoissonArrivals,
+    PromptLayout,
+    RagConfig,
+    RatePiece,
+    RequestSpec,
+    TenantSpec,
+    TokenConfig,
+    Uniform,
+    Workload,
+    builtin_layout,
+    read_trace,
+)
+from workloads.synthetic_tokens import SyntheticTokens
+
+
+class FixedDist(StrictModel):
+    dist: Literal["fixed"]
+    value: float
+
+
+class UniformDist(StrictModel):
+    dist: Literal["uniform"]
+    low: float
+    high: float
+
+
+class LogNormalDist(StrictModel):
+    dist: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+    low: float = 0.0
+    high: float | None = None
+
+
+class ExponentialDist(StrictModel):
+    dist: Literal["exponential"]
+    mean: float = Field(gt=0)
+
+
+TaggedDist = Annotated[
+    FixedDist | UniformDist | LogNormalDist | ExponentialDist, Field(discriminator="dist")
+]
+Dist = float | TaggedDist
+
+
+def build_distribution(value: Dist):
+    """The workloads distribution object for a YAML value."""
+    if isinstance(value, int | float):
+        return Fixed(float(value))
+    if isinstance(value, FixedDist):
+        return Fixed(value.value)
+    if isinstance(value, UniformDist):
+        return Uniform(value.low, value.high)
+    if isinstance(value, LogNormalDist):
+        high = float("inf") if value.high is None else value.high
+        return LogNormal(median=value.median, sigma=value.sigma, low=value.low, high=high)
+    return Exponential(mean=value.mean)
+
+
+class CommonSlotsSettings(StrictModel):
+    """Shared prompt parts: system prompt, tool definitions, few-shot examples, per-user fields."""
+
+    system_prompt_tokens: int | None = Field(None, ge=0)
+    system_prompt_text: str | None = None
+    num_prompt_variants: int | None = Field(None, ge=1)
+    tools_tokens: int | None = Field(None, ge=0)
+    few_shot_tokens: int | None = Field(None, ge=0)
+    user_id_tokens: int | None = Field(None, ge=0)
+    timestamp_tokens: int | None = Field(None, ge=0)
+
+    def build(self, default: CommonSlots) -> CommonSlots:
+        """The generator's default slots with the given fields replaced."""
+        values = {name: getattr(default, name) for name in CommonSlotsSettings.model_fields}
+        values.update(self.model_dump(exclude_none=True))
+        return CommonSlots(**values)
+
+
+class LoraSettings(StrictModel):
+    name: str = Field(min_length=1)
+    id: int = Field(1, ge=1)
+    path: str = Field(min_length=1)
+
+
+class TenantSettings(StrictModel):
+    """A tenant: its share of sessions and the salt / LoRA / priority its requests carry."""
+
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, ge=0)
+    cache_salt: str | None = None
+    lora: LoraSettings | None = None
+    priority: int = 0
+
+    @field_validator("cache_salt")
+    @classmethod
+    def _salt_as_the_api_accepts_it(cls, salt: str | None) -> str | None:
+        problem = cache_salt_problem(salt)
+        if problem is not None:
+            raise ValueError(problem)
+        return salt
+
+    def build(self) -> TenantSpec:
+        """The workloads tenant."""
+        lora = None if self.lora is None else LoraSpec(self.lora.name, self.lora.id, self.lora.path)
+        return TenantSpec(self.name, self.weight, self.cache_salt, lora, self.priority)
+
+
+class LayoutSettings(StrictModel):
+    """A named order of prompt slots (see workloads.layout.SLOT_NAMES)."""
+
+    name: str = Field(min_length=1)
+    order: list[str] = Field(min_length=1)
+
+
+def build_layout(value: str | LayoutSettings) -> PromptLayout:
+    """A builtin layout by name, or a custom order."""
+    if isinstance(value, str):
+        return builtin_layout(value)
+    return PromptLayout(value.name, tuple(value.order))
+
+
+class _SourceSettings(StrictModel):
+    name: str | None = None
+    common: CommonSlotsSettings | None = None
+    layout: str | LayoutSettings | None = Field(
+        None, description=f"builtin: {', '.join(sorted(BUILTIN_LAYOUTS))}, or {{name, order}}"
+    )
+    tenants: list[TenantSettings] | None = None
+    prompt_logprobs_fraction: float | None = Field(None, ge=0, le=1)
+
+    def _generator_values(self, default: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, value in self:
+            if name == "kind" or value is None:
+                continue
+            if name == "common":
+                values[name] = value.build(default.common)
+            elif name == "layout":
+                values[name] = build_layout(value)
+            elif name == "tenants":
+                values[name] = tuple(tenant.build() for tenant in value)
+            elif name in _DISTRIBUTION_FIELDS:
+                values[name] = build_distribution(value)
+            else:
+                values[name] = value
+        return values
+
+
+_DISTRIBUTION_FIELDS = frozenset(
+    {
+        "turns_per_session",
+        "user_message_tokens",
+        "answer_tokens",
+        "think_time_s",
+        "steps_per_agent",
+        "task_tokens",
+        "action_tokens",
+        "observation_tokens",
+        "tool_latency_s",
+        "document_tokens",
+        "question_tokens",
+    }
+)
+
+
+class ChatSource(_SourceSettings):
+    """Multi-turn chat: closed-loop sessions whose history (with answers) is carried forward."""
+
+    kind: Literal["chat"]
+    turns_per_session: Dist | None = None
+    user_message_tokens: Dist | None = None
+    answer_tokens: Dist | None = None
+    think_time_s: Dist | None = None
+    max_context_tokens: int | None = Field(None, ge=1)
+
+    def build(self) -> ChatConfig:
+        """The generator config."""
+        return ChatConfig(**self._generator_values(ChatConfig()))
+
+
+class AgentSource(_SourceSettings):
+    """ReAct agents: a shared tool prefix, each step appending an action and a tool observation."""
+
+    kind: Literal["agent"]
+    steps_per_agent: Dist | None = None
+    task_tokens: Dist | None = None
+    action_tokens: Dist | None = None
+    observation_tokens: Dist | None = None
+    tool_latency_s: Dist | None = None
+    max_context_tokens: int | None = Field(None, ge=1)
+
+    def build(self) -> AgentConfig:
+        """The generator config."""
+        return AgentConfig(**self._generator_values(AgentConfig()))
+
+
+class RagSource(_SourceSettings):
+    """RAG: top-k documents from a Zipf-popular corpus, before or after the question (layout)."""
+
+    kind: Literal["rag"]
+    corpus_size: int | None = Field(None, ge=1)
+    zipf_exponent: float | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=1)
+    document_tokens: Dist | None = None
+    document_order: Literal["relevance", "canonical"] | None = None
+    question_tokens: Dist | None = None
+    answer_tokens: Dist | None = None
+
+    def build(self) -> RagConfig:
+        """The generator config."""
+        return RagConfig(**self._generator_values(RagConfig()))
+
+
+GeneratorSource = Annotated[ChatSource | AgentSource | RagSource, Field(discriminator="kind")]
+
+
+class MixPart(StrictModel):
+    weight: float = Field(gt=0)
+    source: GeneratorSource
+
+
+class MixSource(StrictModel):
+    """A weighted mix of generators; each arrival picks one by weight."""
+
+    kind: Literal["mix"]
+    components: list[MixPart] = Field(min_length=1)
+
+    def build(self) -> MixConfig:
+        """The generator config."""
+        return MixConfig(tuple(MixComponent(p.weight, p.source.build()) for p in self.components))
+
+
+class TraceSource(StrictModel):
+    """Replay a public trace file (arrivals, lengths and shared blocks come from the trace)."""
+
+    kind: Literal["trace"]
+    path: str = Field(min_length=1)
+    format: Literal["mooncake", "dynamo", "azure"]  # workloads.TRACE_FORMATS
+    speedup: float = Field(1.0, gt=0)
+    max_requests: int | None = Field(None, ge=1)
+
+
+Source = Annotated[
+    ChatSource | AgentSource | RagSource | MixSource | TraceSource, Field(discriminator="kind")
+]
+
+
+class PoissonSettings(StrictModel):
+    process: Literal["poisson"]
+    rate_per_s: float = Field(gt=0)
+
+
+class GammaSettings(StrictModel):
+    process: Literal["gamma"]
+    rate_per_s: float = Field(gt=0)
+    cv: float = Field(gt=0)
+
+
+class RatePieceSettings(StrictModel):
+    duration_s: float = Field(gt=0)
+    rate_per_s: float = Field(ge=0)
+
+
+class PiecewiseSettings(StrictModel):
+    process: Literal["piecewise"]
+    pieces: list[RatePieceSettings] = Field(min_length=1)
+    repeat: bool = True
+
+
+Arrivals = Annotated[
+    PoissonSettings | GammaSettings | PiecewiseSettings, Field(discriminator="process")
+]
+
+
+class TokenSettings(StrictModel):
+    """Synthetic token ids per content identity (fast) or real text through cl100k (exact)."""
+
+    mode: Literal["synthetic", "text"] = "synthetic"
+    chat_template: Literal["chatml", "qwen", "llama3"] = "chatml"
+
+
+class WorkloadSettings(StrictModel):
+    """Traffic: a generator (or trace), its arrival process, and the token mode."""
+
+    source: Source = Field(default_factory=lambda: ChatSource(kind="chat"))
+    arrivals: Arrivals | None = Field(None, description="required for generators, not traces")
+    num_arrivals: int | None = Field(None, ge=1)
+    tokens: TokenSettings = Field(default_factory=TokenSettings)
+
+    @model_validator(mode="after")
+    def _arrivals_for_generators(self) -> WorkloadSettings:
+        if isinstance(self.source, TraceSource):
+            if self.arrivals is not None:
+                raise ValueError("a trace brings its own arrival times; remove 'arrivals'")
+        elif self.arrivals is None:
+            raise ValueError(
+                "'arrivals' is required for generated traffic, "
+                "e.g. {process: poisson, rate_per_s: 2}"
+            )
+        return self
+
+    def build(self, *, seed: int, until_s: float | None, base_dir: Path) -> Iterable[RequestSpec]:
+        """The request stream: a seeded Workload, or a trace reader."""
+        source = self.source
+        if isinstance(source, TraceSource):
+            path = Path(source.path)
+            path = path if path.is_absolute() else base_dir / path
+            max_requests = source.max_requests or self.num_arrivals
+            return _TraceStream(source.format, path, source.speedup, max_requests)
+        return Workload(
+            source.build(),
+            _build_arrivals(self.arrivals),  # present: checked at validation
+            num_arrivals=self.num_arrivals,
+            until_s=until_s,
+            seed=seed,
+            tokens=TokenConfig(mode=self.tokens.mode, chat_template=self.tokens.chat_template),
+        )
+
+
+class _TraceStream:
+    """A re-iterable trace replay (each iteration reads the file again)."""
+
+    def __init__(self, trace_format: str, path: Path, speedup: float, max_requests: int | None):
+        self.trace_format = trace_format
+        self.path = path
+        self.speedup = speedup
+        self.max_requests = max_requests
+
+    def __iter__(self):
+        return read_trace(
+            self.trace_format,
+            self.path,
+            speedup=self.speedup,
+            max_requests=self.max_requests,
+            tokens=SyntheticTokens(),
+        )
+
+
+def _build_arrivals(arrivals: PoissonSettings | GammaSettings | PiecewiseSettings):
+    if isinstance(arrivals, PoissonSettings):
+        return PoissonArrivals(arrivals.rate_per_s)
+    if isinstance(arrivals, GammaSettings):
+        return GammaArrivals(arrivals.rate_per_s, arrivals.cv)
+    return PiecewiseRateArrivals(
+        tuple(RatePiece(p.duration_s, p.rate_per_s) for p in arrivals.pieces),
+        repeat=arrivals.repeat,
+    )

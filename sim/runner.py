@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -24,10 +25,13 @@ from sim.engine import SimulationResult, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics import make_run_recorder
+from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
+from sim.routing import Router, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
 
 GIB = 1024**3
+REPLICAS_FILE = "replicas.json"
 
 
 @dataclass(slots=True)
@@ -56,13 +60,6 @@ def scheduler_config(scenario: Scenario) -> SchedulerConfig:
         else int(engine.kv_cache_memory_gib * GIB),
         num_gpu_blocks_override=engine.num_gpu_blocks,
     )
-    capacity_tokens = (blocks - 1) * engine.block_size
-    if engine.max_model_len > capacity_tokens:
-        raise InputError(
-            f"engine.max_model_len {engine.max_model_len} is larger than the KV cache "
-            f"({blocks - 1} usable blocks x {engine.block_size} = {capacity_tokens} tokens), "
-            "which vLLM refuses at start-up; lower max_model_len or give the cache more memory"
-        )
     return SchedulerConfig(
         num_gpu_blocks=blocks,
         block_size=engine.block_size,
@@ -78,6 +75,11 @@ def scheduler_config(scenario: Scenario) -> SchedulerConfig:
         hash_algo=engine.hash_algo,
         hash_seed=engine.hash_seed,
     )
+
+
+def scenario_router(scenario: Scenario) -> Router:
+    """A fresh router for the deployment's replicas."""
+    return make_router(**scenario.deployment.router.model_dump())
 
 
 def scenario_cost_model(scenario: Scenario, base_dir: Path) -> CostModel:
@@ -149,6 +151,16 @@ def run_scenario(
         specs = scenario.workload.build(
             seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
         )
+        num_replicas = scenario.deployment.replicas
+        # Never closed: only their summary() is read, into one replicas.json.
+        replica_summaries = (
+            [
+                SummaryRecorder(partial_dir / REPLICAS_FILE, warmup_s=scenario.warmup_s)
+                for _ in range(num_replicas)
+            ]
+            if num_replicas > 1
+            else None
+        )
         with _progress_reporter(scenario, progress) as on_progress:
             try:
                 result = simulate(
@@ -159,10 +171,15 @@ def run_scenario(
                     duration_s=scenario.duration_s,
                     record_block_events=scenario.outputs.events,
                     on_progress=on_progress,
+                    num_replicas=num_replicas,
+                    router=scenario_router(scenario),
+                    replica_recorders=replica_summaries,
                 )
             except WorkloadError as error:
                 raise InputError(str(error)) from None
         summary = _finish_summary(partial_dir, scenario, run_id, config, result)
+        if replica_summaries is not None:
+            _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
         atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
         if run_dir.exists():
             shutil.rmtree(run_dir)
@@ -192,7 +209,29 @@ def _finish_summary(
             "num_submitted": result.num_submitted,
             "num_rejected": result.num_rejected,
             "num_engine_steps": result.num_steps,
+            "num_replicas": scenario.deployment.replicas,
+            "router_policy": scenario.deployment.router.policy,
         }
     )
     atomic_write_text(path, json.dumps(summary, sort_keys=True, indent=2) + "\n")
     return summary
+
+
+def _json_number(value: float | int | None) -> float | int | None:
+    if isinstance(value, float):
+        return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
+    return value
+
+
+def _write_replica_summaries(
+    path: Path, recorders: list[SummaryRecorder], result: SimulationResult
+) -> None:
+    """replicas.json: each replica's summary numbers (as in summary.json) and routed count."""
+    replicas = []
+    for index, recorder in enumerate(recorders):
+        numbers = {
+            key: _json_number(value) for key, value in recorder.summary(result.end_at).items()
+        }
+        replicas.append({"replica": index, "num_routed": result.num_routed[index], **numbers})
+    document = {"replicas": replicas}
+    atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")

@@ -3,7 +3,7 @@
 The workload is read lazily in order. A spec with `arrival_at` is submitted at that time; a
 later turn of a session (`arrival_at` None) is released `think_time_s` after the session's
 previous turn finishes. A session's later turns must follow its first turn in the workload,
-before the next first turn (a session is forgotten once its last queued turn finishes).
+before the next first turn (an idle session is forgotten when the next first turn is read).
 Nothing arriving after `duration_s` is submitted.
 """
 
@@ -43,6 +43,7 @@ class WorkloadDriver:
         self.dispatch = dispatch
         self.duration_s = duration_s
         self.sessions: dict[str, _Session] = {}
+        self._idle_session_ids: list[str] = []
         self.num_submitted = 0
         self._specs: Iterator[SpecLike] = iter(specs)
         self.process = env.process(self._run())
@@ -67,6 +68,12 @@ class WorkloadDriver:
                 return
             if spec.arrival_at > env.now:
                 yield env.timeout(spec.arrival_at - env.now)
+            # Every later turn of the sessions seen so far has been read: forget idle ones.
+            for session_id in self._idle_session_ids:
+                session = self.sessions.get(session_id)
+                if session is not None and not session.in_flight and not session.pending:
+                    del self.sessions[session_id]
+            self._idle_session_ids.clear()
             if spec.session_id is not None:
                 session = self.sessions.setdefault(spec.session_id, _Session())
                 session.in_flight = True
@@ -106,7 +113,7 @@ class WorkloadDriver:
         if session.pending:
             self._release_next(session, self.env.now)
         else:
-            del self.sessions[session_id]
+            self._idle_session_ids.append(session_id)
 
     def _release_next(self, session: _Session, finished_at: float) -> None:
         spec = session.pending[0]

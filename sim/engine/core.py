@@ -9,6 +9,7 @@ import simpy
 
 from sim.costmodel.batch import BatchShape
 from sim.costmodel.model import CostModel
+from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
 from sim.sched import Request, Scheduler, SchedulerConfig
 
@@ -64,6 +65,14 @@ class EngineCore:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
     ) -> None:
+        capacity_tokens = (config.num_gpu_blocks - 1) * config.block_size
+        if config.max_model_len > capacity_tokens:
+            raise InputError(
+                f"max_model_len {config.max_model_len} is larger than the KV cache "
+                f"({config.num_gpu_blocks - 1} usable blocks x {config.block_size} = "
+                f"{capacity_tokens} tokens), which vLLM refuses at start-up; lower "
+                "max_model_len or give the cache more memory"
+            )
         self.env = env
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder) if record_block_events else None
@@ -105,6 +114,8 @@ class EngineCore:
             num_evictions_before = block_pool.num_evictions
             output = scheduler.schedule(started_at)
             if output.total_num_scheduled_tokens == 0:
+                if output.preempted:
+                    continue  # a request preempted itself; vLLM's next iteration goes on
                 raise RuntimeError("engine step scheduled nothing while requests are unfinished")
             num_running = len(scheduler.running)
             num_waiting = len(scheduler.waiting)

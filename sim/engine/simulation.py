@@ -1,18 +1,19 @@
-"""Composing one simulated deployment: a SimPy clock, a workload driver and an engine replica."""
+"""Composing one simulated deployment: a SimPy clock, a workload driver and engine replicas."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import simpy
 
 from sim.costmodel.model import CostModel
 from sim.engine.arrivals import WorkloadDriver
-from sim.engine.core import EngineCore
+from sim.engine.cluster import Cluster
 from sim.engine.requests import SpecLike, request_from_spec
 from sim.metrics import NullRecorder, Recorder
-from sim.sched import SchedulerConfig
+from sim.routing import RoundRobinRouter, Router
+from sim.sched import Request, SchedulerConfig
 
 
 @dataclass(slots=True)
@@ -20,9 +21,10 @@ class SimulationResult:
     """How a simulation ended."""
 
     end_at: float
-    num_steps: int
+    num_steps: int  # summed over replicas
     num_submitted: int
     num_rejected: int  # prompts of max_model_len tokens or more, refused as vLLM's API does
+    num_routed: list[int]  # requests sent to each replica, rejected ones included
 
 
 def simulate(
@@ -34,34 +36,53 @@ def simulate(
     duration_s: float | None = None,
     record_block_events: bool = True,
     on_progress: Callable[[float], None] | None = None,
+    num_replicas: int = 1,
+    router: Router | None = None,
+    replica_recorders: Sequence[Recorder] | None = None,
 ) -> SimulationResult:
-    """Run the workload through one engine until every submitted request has finished.
+    """Run the workload through `num_replicas` engines behind `router` (default round robin)
+    until every submitted request has finished.
 
     Requests arriving after `duration_s` are not submitted; those already in flight drain.
     """
     recorder = recorder if recorder is not None else NullRecorder()
+    router = router if router is not None else RoundRobinRouter()
     env = simpy.Environment()
     rejected: list[str] = []
 
+    def end_turn(session_id: str | None) -> None:
+        if session_id is None:
+            return
+        driver.on_session_turn_done(session_id)
+        if session_id not in driver.sessions:
+            router.on_session_end(session_id)
+
     def dispatch(spec: SpecLike) -> None:
-        request = request_from_spec(spec, engine.hasher, float(env.now))
+        request = request_from_spec(spec, cluster.hasher, float(env.now))
         try:
-            engine.submit(request)
+            cluster.submit(request)
         except ValueError:
             rejected.append(spec.request_id)
-            if spec.session_id is not None:
-                driver.on_session_turn_done(spec.session_id)
+            end_turn(spec.session_id)
 
-    engine = EngineCore(
+    def finished(request: Request) -> None:
+        end_turn(request.session_id)
+
+    cluster = Cluster(
         env,
         config,
         cost_model,
+        router,
+        num_replicas=num_replicas,
         recorder=recorder,
+        replica_recorders=replica_recorders,
         record_block_events=record_block_events,
-        on_request_finished=lambda request: driver.on_request_finished(request),
+        on_request_finished=finished,
         on_step=on_progress,
     )
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)
     env.run()
     recorder.close(env.now)
-    return SimulationResult(env.now, engine.num_steps, driver.num_submitted, len(rejected))
+    return SimulationResult(
+        env.now, cluster.num_steps, driver.num_submitted, len(rejected), cluster.num_routed
+    )

@@ -74,5 +74,8 @@ class CacheRequest:
 
     def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
         """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""
-        self.all_token_ids.extend(token_ids)
-        return self._hasher.extend(self.block_hashes, self.all_token_ids, self.hash_keys)
+        token_ids_so_far = self.all_token_ids
+        token_ids_so_far.extend(token_ids)
+        if len(token_ids_so_far) // self._hasher.block_size <= len(self.block_hashes):
+            return 0  # no block became full
+        return self._hasher.extend(self.block_hashes, token_ids_so_far, self.hash_keys)

@@ -12,6 +12,7 @@ class Request(CacheRequest):
 
     __slots__ = (
         "arrival_at",
+        "arrival_seq",
         "priority",
         "max_tokens",
         "planned_output_token_ids",
@@ -50,6 +51,7 @@ class Request(CacheRequest):
         if not planned_output_token_ids:
             raise ValueError(f"request {request_id!r} must generate at least one token")
         self.arrival_at = arrival_at
+        self.arrival_seq = 0  # set by the scheduler: breaks arrival_at ties in add order
         self.priority = priority
         self.planned_output_token_ids = planned_output_token_ids
         self.max_tokens = len(planned_output_token_ids)
@@ -63,6 +65,10 @@ class Request(CacheRequest):
         self.finished_at: float | None = None
         self.inter_token_latencies_s: list[float] = []
 
-    def sort_key(self) -> tuple[int, float, str]:
-        """Priority-policy order: lower priority value first, then earlier arrival, then id."""
-        return (self.priority, self.arrival_at, self.request_id)
+    def sort_key(self) -> tuple[int, float, int]:
+        """Priority-policy order: lower priority value first, then earlier arrival.
+
+        vLLM stamps arrivals from the wall clock, so they never tie; simulated arrivals can,
+        and ties go by the order requests were added, which is what distinct stamps would give.
+        """
+        return (self.priority, self.arrival_at, self.arrival_seq)

@@ -73,6 +73,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
+        self.num_added = 0
 
     @property
     def has_unfinished_requests(self) -> bool:
@@ -86,6 +87,8 @@ class Scheduler:
                 f"request {request.request_id!r}: prompt of {request.num_prompt_tokens} tokens "
                 f"must be shorter than max_model_len {self.config.max_model_len}"
             )
+        self.num_added += 1
+        request.arrival_seq = self.num_added
         self.requests[request.request_id] = request
         self.waiting.add(request)
 
@@ -112,15 +115,28 @@ class Scheduler:
         max_model_len = config.max_model_len
         running = self.running
 
+        block_size = config.block_size
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
-            num_new_tokens = request.num_tokens - request.num_computed_tokens
+            num_computed = request.num_computed_tokens
+            num_new_tokens = len(request.all_token_ids) - num_computed
+            if (
+                num_new_tokens == 1
+                and num_computed % block_size
+                and (num_computed + 1) % block_size
+                and num_computed < max_model_len - 1
+            ):
+                # One token inside an already held, not-yet-full block: allocate_slots would
+                # allocate and cache nothing, so skip it (decisions are identical).
+                num_scheduled[request.request_id] = 1
+                output.scheduled.append(request)
+                budget -= 1
+                index += 1
+                continue
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
-            num_new_tokens = min(
-                num_new_tokens, budget, max_model_len - 1 - request.num_computed_tokens
-            )
+            num_new_tokens = min(num_new_tokens, budget, max_model_len - 1 - num_computed)
             if num_new_tokens <= 0:
                 index += 1
                 continue
@@ -150,21 +166,25 @@ class Scheduler:
         if not output.preempted:
             self._schedule_waiting(output, budget, now)
 
+        decode_context_lens = output.decode_context_lens
+        total = 0
         for request in output.scheduled:
             num_new_tokens = num_scheduled[request.request_id]
             num_computed = request.num_computed_tokens
+            num_tokens = len(request.all_token_ids)
             if (
                 num_new_tokens == 1
-                and num_computed == request.num_tokens - 1
-                and (request.num_tokens > request.num_prompt_tokens)
+                and num_computed == num_tokens - 1
+                and (num_tokens > request.num_prompt_tokens)
             ):
-                output.decode_context_lens.append(num_computed)
+                decode_context_lens.append(num_computed)
             else:
                 output.prefill_new_tokens.append(num_new_tokens)
                 output.prefill_context_tokens.append(num_computed)
                 request.num_computed_prefill_tokens += num_new_tokens
             request.num_computed_tokens = num_computed + num_new_tokens
-            output.total_num_scheduled_tokens += num_new_tokens
+            total += num_new_tokens
+        output.total_num_scheduled_tokens = total
         return output
 
     def _schedule_waiting(self, output: SchedulerOutput, budget: int, now: float) -> None:
@@ -215,7 +235,7 @@ class Scheduler:
     def _pick_victim(self) -> Request:
         # FCFS preempts the last running request; priority the largest (priority, arrival).
         if self.config.policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival_at))
+            return max(self.running, key=Request.sort_key)
         return self.running[-1]
 
     def _preempt(self, request: Request, now: float) -> None:
@@ -232,20 +252,19 @@ class Scheduler:
         finished: list[Request] = []
         max_model_len = self.config.max_model_len
         for request in output.scheduled:
-            if request.num_computed_tokens < request.num_tokens:
+            token_ids = request.all_token_ids
+            if request.num_computed_tokens < len(token_ids):
                 continue  # a prefill chunk that has not reached the end of the sequence
-            token = request.planned_output_token_ids[request.num_output_tokens]
-            request.append_output_token_ids((token,))
-            if request.first_token_at is None:
+            num_output_tokens = len(token_ids) - request.num_prompt_tokens
+            request.append_output_token_ids((request.planned_output_token_ids[num_output_tokens],))
+            last_token_at = request.last_token_at
+            if last_token_at is None:
                 request.first_token_at = now
             else:
-                request.inter_token_latencies_s.append(now - request.last_token_at)
+                request.inter_token_latencies_s.append(now - last_token_at)
             request.last_token_at = now
             sampled.append(request)
-            if (
-                request.num_output_tokens >= request.max_tokens
-                or request.num_tokens >= max_model_len
-            ):
+            if num_output_tokens + 1 >= request.max_tokens or len(token_ids) >= max_model_len:
                 finished.append(request)
         for request in finished:
             self.running.remove(request)

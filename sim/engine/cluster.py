@@ -1,0 +1,90 @@
+"""Engine replicas on one clock behind a router: each request goes to the replica it picks.
+
+Every replica has the same scheduler config, so its own KV cache of `num_gpu_blocks`, and the
+same hash settings, so a request hashed once can be looked up in any replica's cache. All
+replicas report to one shared recorder (cluster-wide results); `replica_recorders` adds one
+more recorder per replica for per-replica numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import simpy
+
+from sim.costmodel.model import CostModel
+from sim.engine.core import EngineCore
+from sim.kvcache import BlockHasher
+from sim.metrics import FanOutRecorder, NullRecorder, Recorder
+from sim.routing import Router, SchedulerReplica
+from sim.sched import Request, SchedulerConfig
+
+
+class Cluster:
+    """`num_replicas` EngineCores sharing `env` and a recorder; `submit` routes a request."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        config: SchedulerConfig,
+        cost_model: CostModel,
+        router: Router,
+        *,
+        num_replicas: int = 1,
+        recorder: Recorder | None = None,
+        replica_recorders: Sequence[Recorder] | None = None,
+        record_block_events: bool = True,
+        on_request_finished: Callable[[Request], None] | None = None,
+        on_step: Callable[[float], None] | None = None,
+    ) -> None:
+        if num_replicas < 1:
+            raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
+        if replica_recorders is not None and len(replica_recorders) != num_replicas:
+            raise ValueError(
+                f"{len(replica_recorders)} replica recorders given for {num_replicas} replicas"
+            )
+        shared = recorder if recorder is not None else NullRecorder()
+        self.router = router
+        self.replicas: list[EngineCore] = []
+        for index in range(num_replicas):
+            replica_recorder = (
+                shared
+                if replica_recorders is None
+                else FanOutRecorder([shared, replica_recorders[index]])
+            )
+            self.replicas.append(
+                EngineCore(
+                    env,
+                    config,
+                    cost_model,
+                    recorder=replica_recorder,
+                    record_block_events=record_block_events,
+                    on_request_finished=on_request_finished,
+                    on_step=on_step,
+                )
+            )
+        self.views = [
+            SchedulerReplica(index, engine.scheduler) for index, engine in enumerate(self.replicas)
+        ]
+        self.num_routed = [0] * num_replicas
+
+    @property
+    def hasher(self) -> BlockHasher:
+        """The block hasher requests must be built with (every replica hashes alike)."""
+        return self.replicas[0].hasher
+
+    @property
+    def num_steps(self) -> int:
+        """Engine steps taken, summed over the replicas."""
+        return sum(engine.num_steps for engine in self.replicas)
+
+    def submit(self, request: Request) -> int:
+        """Route `request` and queue it there; returns the replica index.
+
+        A request the replica refuses (ValueError, e.g. a prompt too long) still counts as
+        routed: a real router forwards it before the engine rejects it.
+        """
+        index = 0 if len(self.replicas) == 1 else self.router.choose(request, self.views)
+        self.num_routed[index] += 1
+        self.replicas[index].submit(request)
+        return index

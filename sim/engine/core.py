@@ -64,6 +64,7 @@ class EngineCore:
         record_block_events: bool = True,
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
+        fast_decode_path: bool = True,
     ) -> None:
         capacity_tokens = (config.num_gpu_blocks - 1) * config.block_size
         if config.max_model_len > capacity_tokens:
@@ -76,7 +77,7 @@ class EngineCore:
         self.env = env
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder) if record_block_events else None
-        self.scheduler = Scheduler(config, observer=observer)
+        self.scheduler = Scheduler(config, observer=observer, fast_decode_path=fast_decode_path)
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step

@@ -56,8 +56,17 @@ class StepResult:
 class Scheduler:
     """Running-first continuous batching with chunked prefill and preemption by recompute."""
 
-    def __init__(self, config: SchedulerConfig, observer: CacheObserver | None = None) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        observer: CacheObserver | None = None,
+        *,
+        fast_decode_path: bool = True,
+    ) -> None:
         self.config = config
+        # False runs every running request through allocate_slots (the straightforward path
+        # the equivalence tests compare against).
+        self.fast_decode_path = fast_decode_path
         self.hasher = BlockHasher(config.hash_algo, config.block_size, config.hash_seed)
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks,
@@ -116,13 +125,15 @@ class Scheduler:
         running = self.running
 
         block_size = config.block_size
+        fast_decode_path = self.fast_decode_path
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
             num_computed = request.num_computed_tokens
             num_new_tokens = len(request.all_token_ids) - num_computed
             if (
-                num_new_tokens == 1
+                fast_decode_path
+                and num_new_tokens == 1
                 and num_computed % block_size
                 and (num_computed + 1) % block_size
                 and num_computed < max_model_len - 1

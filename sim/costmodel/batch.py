@@ -12,6 +12,12 @@ class BatchShape:
     prefill_new_tokens: list[int] = field(default_factory=list)
     prefill_context_tokens: list[int] = field(default_factory=list)
     decode_context_lens: list[int] = field(default_factory=list)
+    # Decodes given in aggregate (the scheduler's event-driven decoders): how many, their total
+    # KV length and the longest sequence after the step. Features sum them exactly as if each
+    # were listed in decode_context_lens.
+    num_aggregate_decodes: int = 0
+    aggregate_decode_kv_tokens: int = 0
+    aggregate_longest_context: int = 0
 
 
 def step_features(batch: BatchShape) -> tuple[int, int, int, int]:
@@ -19,10 +25,10 @@ def step_features(batch: BatchShape) -> tuple[int, int, int, int]:
 
     S = sum n * (p + (n + 1) / 2) is kept doubled so every feature is an exact integer.
     """
-    num_decodes = len(batch.decode_context_lens)
+    num_decodes = len(batch.decode_context_lens) + batch.num_aggregate_decodes
     num_tokens = num_decodes
     twice_attention_pairs = 0
-    kv_tokens = sum(batch.decode_context_lens)
+    kv_tokens = sum(batch.decode_context_lens) + batch.aggregate_decode_kv_tokens
     for num_new, num_context in zip(
         batch.prefill_new_tokens, batch.prefill_context_tokens, strict=True
     ):
@@ -34,7 +40,7 @@ def step_features(batch: BatchShape) -> tuple[int, int, int, int]:
 
 def longest_context(batch: BatchShape) -> int:
     """Longest sequence in KV after the step (what attention efficiency depends on)."""
-    longest = max(batch.decode_context_lens, default=-1) + 1
+    longest = max(max(batch.decode_context_lens, default=-1) + 1, batch.aggregate_longest_context)
     for num_new, num_context in zip(
         batch.prefill_new_tokens, batch.prefill_context_tokens, strict=True
     ):

@@ -125,6 +125,9 @@ class EngineCore:
                     output.prefill_new_tokens,
                     output.prefill_context_tokens,
                     output.decode_context_lens,
+                    output.num_lazy_decodes,
+                    output.lazy_decode_kv_tokens,
+                    output.lazy_longest_context,
                 )
             )
             yield env.timeout(duration_s)
@@ -138,7 +141,7 @@ class EngineCore:
                     started_at=started_at,
                     duration_s=duration_s,
                     num_prefill_tokens=sum(output.prefill_new_tokens),
-                    num_decode_tokens=len(output.decode_context_lens),
+                    num_decode_tokens=len(output.decode_context_lens) + output.num_lazy_decodes,
                     num_running=num_running,
                     num_waiting=num_waiting,
                     num_free_blocks=kv_cache_manager.num_free_blocks,

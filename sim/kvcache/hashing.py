@@ -117,15 +117,30 @@ NO_HASH_KEYS = HashKeys()
 
 
 class BlockHasher:
-    """Hashes full blocks of token lists into vLLM's chained block hashes."""
+    """Hashes full blocks of token lists into vLLM's chained block hashes.
 
-    __slots__ = ("algo", "block_size", "none_hash", "_hash")
+    With `memo_size > 0` each distinct (parent, tokens, extra keys) is serialised and digested
+    once while it stays in a bounded memo (cleared whole when full, which is cheap and keeps
+    memory bounded): repeated prefixes such as system prompts and chat histories cost a dict
+    lookup instead of a digest. Results are identical either way.
+    """
 
-    def __init__(self, algo: str = "sha256", block_size: int = 16, hash_seed: str | None = None):
+    __slots__ = ("algo", "block_size", "none_hash", "memo_size", "_hash", "_memo")
+
+    def __init__(
+        self,
+        algo: str = "sha256",
+        block_size: int = 16,
+        hash_seed: str | None = None,
+        *,
+        memo_size: int = 0,
+    ):
         self.algo = algo
         self.block_size = block_size
         self._hash = get_hash_function(algo)
         self.none_hash = none_hash(algo, hash_seed)
+        self.memo_size = memo_size
+        self._memo: dict[tuple[object, ...], bytes] = {}
 
     def extend(
         self,
@@ -140,10 +155,21 @@ class BlockHasher:
         parent = block_hashes[-1] if block_hashes else self.none_hash
         hash_fn = self._hash
         plain = keys.is_empty
+        memo = self._memo if self.memo_size else None
         for index in range(start_block, num_full_blocks):
             start = index * block_size
             end = start + block_size
             extra = None if plain else keys.for_block(index, start, end)
-            parent = hash_fn((parent, tuple(token_ids[start:end]), extra))
+            hashed = (parent, tuple(token_ids[start:end]), extra)
+            if memo is None:
+                parent = hash_fn(hashed)
+            else:
+                cached = memo.get(hashed)
+                if cached is None:
+                    cached = hash_fn(hashed)
+                    if len(memo) >= self.memo_size:
+                        memo.clear()
+                    memo[hashed] = cached
+                parent = cached
             block_hashes.append(parent)
         return num_full_blocks - start_block

@@ -93,9 +93,10 @@ class KVCacheManager:
         stats, self.stats = self.stats, PrefixCacheStats()
         return stats
 
-    def _num_blocks_to_allocate(
+    def num_blocks_to_allocate(
         self, request_id: str, num_tokens: int, hit_blocks: Sequence[KVBlock]
     ) -> int:
+        """Blocks allocate_slots would take (new ones plus free hit blocks) for `num_tokens`."""
         num_required = -(-num_tokens // self.block_size)
         num_held = len(self.req_to_blocks.get(request_id, ()))
         # Free hit blocks leave the free queue when touched, so they count against capacity.
@@ -125,13 +126,11 @@ class KVCacheManager:
         )
         if full_sequence_must_fit:
             num_full_sequence = min(request.num_tokens, max_model_len)
-            needed = self._num_blocks_to_allocate(
-                request_id, num_full_sequence, new_computed_blocks
-            )
+            needed = self.num_blocks_to_allocate(request_id, num_full_sequence, new_computed_blocks)
             if needed + watermark > num_free:
                 return None
         num_slots = min(num_local_computed + num_new_tokens, max_model_len)
-        needed = self._num_blocks_to_allocate(request_id, num_slots, new_computed_blocks)
+        needed = self.num_blocks_to_allocate(request_id, num_slots, new_computed_blocks)
         if needed + watermark > num_free:
             return None
 

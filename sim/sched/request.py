@@ -25,6 +25,8 @@ class Request(CacheRequest):
         "last_token_at",
         "finished_at",
         "inter_token_latencies_s",
+        "lazy_sync_step",
+        "lazy_offset",
     )
 
     def __init__(
@@ -64,6 +66,9 @@ class Request(CacheRequest):
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
         self.inter_token_latencies_s: list[float] = []
+        # Event-driven decoding (sim.sched.lazy_decode): the step it is synced to, or -1.
+        self.lazy_sync_step = -1
+        self.lazy_offset = 0
 
     def sort_key(self) -> tuple[int, float, int]:
         """Priority-policy order: lower priority value first, then earlier arrival.

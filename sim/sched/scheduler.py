@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 
 from sim.kvcache import BlockHasher, CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
 from sim.sched.config import SchedulerConfig
+from sim.sched.lazy_decode import LazyDecoders
 from sim.sched.queues import FcfsQueue, PriorityQueue
 from sim.sched.request import Request
+
+# Distinct blocks whose hashes the fast path remembers (~20 MB at block size 16).
+HASH_MEMO_SIZE = 65536
 
 
 @dataclass(slots=True)
@@ -42,6 +46,10 @@ class SchedulerOutput:
     prefill_new_tokens: list[int] = field(default_factory=list)
     prefill_context_tokens: list[int] = field(default_factory=list)
     decode_context_lens: list[int] = field(default_factory=list)
+    # Event-driven decoders that advanced this step without being listed (see lazy_decode).
+    num_lazy_decodes: int = 0
+    lazy_decode_kv_tokens: int = 0
+    lazy_longest_context: int = 0
 
 
 @dataclass(slots=True)
@@ -61,13 +69,21 @@ class Scheduler:
         config: SchedulerConfig,
         observer: CacheObserver | None = None,
         *,
-        fast_decode_path: bool = True,
+        fast_decode_path: bool = False,
     ) -> None:
         self.config = config
-        # False runs every running request through allocate_slots (the straightforward path
-        # the equivalence tests compare against).
+        # True skips allocate_slots for decode tokens inside a held block and advances steady
+        # decoders event by event (LazyDecoders); False is the straightforward path that the
+        # equivalence tests compare against. Request state is exact between steps only in the
+        # straightforward path (lazy requests catch up when due).
         self.fast_decode_path = fast_decode_path
-        self.hasher = BlockHasher(config.hash_algo, config.block_size, config.hash_seed)
+        self.lazy = LazyDecoders(config.block_size) if fast_decode_path else None
+        self.hasher = BlockHasher(
+            config.hash_algo,
+            config.block_size,
+            config.hash_seed,
+            memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
+        )
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks,
             config.block_size,
@@ -104,6 +120,8 @@ class Scheduler:
     def abort_request(self, request_id: str, now: float = 0.0) -> Request:
         """Drop a request wherever it is and free its blocks."""
         request = self.requests.pop(request_id)
+        if self.lazy is not None and request.lazy_sync_step >= 0:
+            self.lazy.materialize(request)
         if request.status is RequestStatus.RUNNING:
             self.running.remove(request)
         else:
@@ -126,9 +144,24 @@ class Scheduler:
 
         block_size = config.block_size
         fast_decode_path = self.fast_decode_path
+        lazy = self.lazy
+        if lazy is not None:
+            step = lazy.num_completed_steps + 1
+            lazy.pop_due(step)
+            if lazy.num_lazy and not self._lazy_step_is_safe(budget):
+                lazy.materialize_all(running)
+            num_lazy = lazy.num_lazy
+            if num_lazy:
+                budget -= num_lazy
+                output.num_lazy_decodes = num_lazy
+                output.lazy_decode_kv_tokens = lazy.kv_tokens(step)
+                output.lazy_longest_context = lazy.longest_context(step)
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
+            if request.lazy_sync_step >= 0:
+                index += 1  # advances implicitly this step
+                continue
             num_computed = request.num_computed_tokens
             num_new_tokens = len(request.all_token_ids) - num_computed
             if (
@@ -195,8 +228,33 @@ class Scheduler:
                 request.num_computed_prefill_tokens += num_new_tokens
             request.num_computed_tokens = num_computed + num_new_tokens
             total += num_new_tokens
-        output.total_num_scheduled_tokens = total
+        output.total_num_scheduled_tokens = total + output.num_lazy_decodes
         return output
+
+    def _lazy_step_is_safe(self, budget: int) -> bool:
+        """True when this step cannot run out of budget or blocks before every running request
+        is served: then lazy requests can skip it, as nothing they could be part of happens."""
+        config = self.config
+        manager = self.kv_cache_manager
+        threshold = config.long_prefill_token_threshold
+        max_model_len = config.max_model_len
+        demand = self.lazy.num_lazy
+        blocks_needed = 0
+        for request in self.running:
+            if request.lazy_sync_step >= 0:
+                continue
+            num_computed = request.num_computed_tokens
+            num_new_tokens = len(request.all_token_ids) - num_computed
+            if 0 < threshold < num_new_tokens:
+                num_new_tokens = threshold
+            num_new_tokens = min(num_new_tokens, max_model_len - 1 - num_computed)
+            if num_new_tokens <= 0:
+                continue
+            demand += num_new_tokens
+            blocks_needed += manager.num_blocks_to_allocate(
+                request.request_id, min(num_computed + num_new_tokens, max_model_len), ()
+            )
+        return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(self, output: SchedulerOutput, budget: int, now: float) -> None:
         config = self.config
@@ -262,6 +320,9 @@ class Scheduler:
         sampled: list[Request] = []
         finished: list[Request] = []
         max_model_len = self.config.max_model_len
+        lazy = self.lazy
+        if lazy is not None:
+            lazy.record_step_end(now)
         for request in output.scheduled:
             token_ids = request.all_token_ids
             if request.num_computed_tokens < len(token_ids):
@@ -283,4 +344,9 @@ class Scheduler:
             self.kv_cache_manager.free(request)
             request.status = RequestStatus.FINISHED_LENGTH_CAPPED
             request.finished_at = now
+        if lazy is not None:
+            step = lazy.num_completed_steps
+            for request in sampled:
+                if request.status is RequestStatus.RUNNING:
+                    lazy.try_make_lazy(request, step, max_model_len)
         return StepResult(sampled, finished, self.kv_cache_manager.make_prefix_cache_stats())

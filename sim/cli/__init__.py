@@ -36,4 +36,5 @@ from sim.cli import (  # noqa: E402
     costmodel_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401
     run_cmd,  # noqa: F401
+    trace_cmd,  # noqa: F401
 )

@@ -30,19 +30,29 @@ class SpecLike(Protocol):
 
     def prompt_tokens(self) -> list[int]: ...
 
+    @property
+    def num_prompt_tokens(self) -> int: ...
 
-def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) -> Request:
-    """A scheduler Request for `spec`, arriving at `arrival_at`; a bad cache_salt is rejected
-    exactly as vLLM's OpenAI API rejects it."""
+    @property
+    def num_output_tokens(self) -> int: ...
+
+
+def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
+    """What besides tokens enters the spec's block hashes; a bad cache_salt is rejected exactly
+    as vLLM's OpenAI API rejects it."""
     problem = cache_salt_problem(spec.cache_salt)
     if problem is not None:
         raise InputError(f"request {spec.request_id!r}: {problem}")
     lora = spec.lora
-    keys = HashKeys(
+    return HashKeys(
         lora_name=lora.name if lora is not None else None,
         lora_path=lora.path if lora is not None else None,
         cache_salt=spec.cache_salt,
     )
+
+
+def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) -> Request:
+    """A scheduler Request for `spec`, arriving at `arrival_at`."""
     return Request(
         spec.request_id,
         spec.prompt_tokens(),
@@ -50,7 +60,7 @@ def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) ->
         hasher,
         arrival_at=arrival_at,
         priority=spec.priority,
-        hash_keys=keys,
+        hash_keys=hash_keys_from_spec(spec),
         skip_reading_prefix_cache=spec.prompt_logprobs,
         session_id=spec.session_id,
         tenant=spec.tenant,

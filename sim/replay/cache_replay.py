@@ -17,6 +17,7 @@ from sim.kvcache import (
     KVCacheManager,
     RequestStatus,
 )
+from sim.kvcache.sequential import run_alone
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 
 CACHE_OPS = frozenset(
@@ -273,14 +274,13 @@ class CacheReplay:
                 f"got {num_new_tokens}"
             )
         result["num_new_tokens"] = num_new_tokens
-        has_running = any(r.status is RequestStatus.RUNNING for r in self.requests.values())
         new_blocks = manager.allocate_slots(
             request,
             num_new_tokens,
             num_hit_tokens,
             hit_blocks,
             full_sequence_must_fit=admission and self.config.full_sequence_must_fit,
-            has_running_requests=has_running,
+            has_running_requests=self._has_running(),
         )
         result["ok"] = new_blocks is not None
         if new_blocks is None:
@@ -292,6 +292,9 @@ class CacheReplay:
             request.num_computed_tokens = num_hit_tokens
         request.num_computed_tokens += num_new_tokens
         return True
+
+    def _has_running(self) -> bool:
+        return any(r.status is RequestStatus.RUNNING for r in self.requests.values())
 
     def _output(self, op: Op, result: dict[str, Any]) -> CacheRequest:
         request = self._live_request(op)
@@ -310,23 +313,30 @@ class CacheReplay:
         request = self._live_request(op)
         outputs = op.get_tokens("outputs")
         finish = op.get_bool("finish", True)
-        result["id"] = request.request_id
-        if not self._schedule_request(op, request, None, result):
-            return request
-        decode_steps = 0
-        for position, token in enumerate(outputs):
-            self._append_outputs(request, [token])
-            if position == len(outputs) - 1:
-                break
-            if self.manager.allocate_slots(request, 1) is None:
-                result["ok"] = False
-                break
-            request.num_computed_tokens += 1
-            decode_steps += 1
-        result["block_ids_at_finish"] = self.manager.get_block_ids(request.request_id)
-        result["decode_steps"] = decode_steps
-        if finish and result["ok"]:
-            self._finish_request(request)
+        if request.status is RequestStatus.RUNNING:
+            raise op.error(f"request {request.request_id!r} is already running; 'run' admits it")
+        run = run_alone(
+            self.manager,
+            request,
+            outputs,
+            full_sequence_must_fit=self.config.full_sequence_must_fit,
+            has_running_requests=self._has_running(),
+            finish=finish,
+        )
+        result.update(
+            id=request.request_id,
+            admission=True,
+            hit_tokens=run.num_hit_tokens,
+            num_new_tokens=run.num_new_tokens,
+            ok=run.admitted,
+        )
+        if run.admitted:
+            self._label(request, 0)
+            result.update(
+                new_block_ids=run.new_block_ids,
+                block_ids_at_finish=run.block_ids_at_finish,
+                decode_steps=len(outputs) - 1,
+            )
         return request
 
     def _preempt(self, op: Op, result: dict[str, Any]) -> CacheRequest:
@@ -341,12 +351,9 @@ class CacheReplay:
     def _finish(self, op: Op, result: dict[str, Any]) -> CacheRequest:
         request = self._live_request(op)
         result["id"] = request.request_id
-        self._finish_request(request)
-        return request
-
-    def _finish_request(self, request: CacheRequest) -> None:
         self.manager.free(request)
         request.status = RequestStatus.FINISHED_STOPPED
+        return request
 
     def _reset_prefix_cache(self, result: dict[str, Any]) -> None:
         ok = self.manager.reset_prefix_cache()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,16 @@ def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[s
     except json.JSONDecodeError as error:
         raise InputError(f"malformed JSON: {error.msg}", source=source, line=line_number) from None
     except RecursionError:
-        raise InputError("malformed JSON: nested too deeply", source=source, line=line_number) from None
+        raise InputError(
+            "malformed JSON: nested too deeply", source=source, line=line_number
+        ) from None
+    except ValueError:
+        # json's one plain ValueError: an integer longer than Python converts from text.
+        raise InputError(
+            f"malformed JSON: an integer has more than {sys.get_int_max_str_digits()} digits",
+            source=source,
+            line=line_number,
+        ) from None
     if not isinstance(fields, dict):
         raise InputError("each line must be a JSON object", source=source, line=line_number)
     name = fields.get("op")

@@ -1,0 +1,128 @@
+"""`prefixsim replay TRACE`: a public trace through the engine, or through the cache alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import typer
+
+from sim.cli import app
+from sim.cli.run_cmd import print_summary
+from sim.config import Scenario, validate_scenario_data
+from sim.config.engine import EngineSettings
+from sim.config.yaml_source import ScenarioSource
+from sim.errors import InputError
+from sim.replay.trace_replay import replay_cache_only
+from sim.runner import run_scenario, scheduler_config
+from workloads.api import TRACE_FORMATS, WorkloadError, read_trace
+from workloads.synthetic_tokens import SyntheticTokens
+
+DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
+
+
+def _trace_specs(trace: Path, trace_format: str, max_requests: int | None):
+    return read_trace(trace_format, trace, max_requests=max_requests, tokens=SyntheticTokens())
+
+
+def _length_bounds(trace: Path, trace_format: str, max_requests: int | None) -> tuple[int, int]:
+    """(total tokens, longest request) over the trace: what an unbounded cache must hold."""
+    total = longest = 0
+    for spec in _trace_specs(trace, trace_format, max_requests):
+        length = spec.num_prompt_tokens + spec.num_output_tokens
+        total += length
+        longest = max(longest, length)
+    return total, longest
+
+
+@app.command("replay")
+def replay_command(
+    trace: Path = typer.Argument(..., help="Trace file (see shared/data/traces READMEs)."),
+    trace_format: str = typer.Option(..., "--format", help=f"One of {', '.join(TRACE_FORMATS)}."),
+    block_size: int = typer.Option(16, "--block-size", min=1, help="Engine block size."),
+    num_gpu_blocks: int | None = typer.Option(
+        None, "--num-gpu-blocks", min=2, help="KV blocks, the null block included."
+    ),
+    kv_tokens: int | None = typer.Option(None, "--kv-tokens", min=1, help="KV capacity in tokens."),
+    infinite: bool = typer.Option(False, "--infinite", help="A cache that never evicts."),
+    cache_only: bool = typer.Option(
+        False, "--cache-only", help="Cache alone in arrival order, no timing (fast)."
+    ),
+    max_requests: int | None = typer.Option(None, "--max-requests", min=1),
+    out: Path | None = typer.Option(None, "--out", help="Run directory (engine mode)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Replay a Mooncake, Dynamo or Azure trace; the last line is the summary as JSON.
+
+    Without a capacity option the KV cache is sized from the default deployment
+    (Llama-3.1-8B on one H100 at gpu_memory_utilization 0.92).
+    """
+    if trace_format not in TRACE_FORMATS:
+        raise InputError(f"--format {trace_format!r}: allowed: {', '.join(TRACE_FORMATS)}")
+    if (num_gpu_blocks is not None) + (kv_tokens is not None) + infinite > 1:
+        raise InputError("give at most one of --num-gpu-blocks, --kv-tokens and --infinite")
+    if kv_tokens is not None:
+        num_gpu_blocks = kv_tokens // block_size + 1
+    try:
+        if cache_only:
+            if num_gpu_blocks is None and not infinite:
+                scenario = _scenario(trace, trace_format, block_size, None, None, max_requests)
+                num_gpu_blocks = scheduler_config(scenario).num_gpu_blocks
+            result = replay_cache_only(
+                _trace_specs(trace, trace_format, max_requests),
+                block_size=block_size,
+                num_gpu_blocks=None if infinite else num_gpu_blocks,
+            )
+            summary = result.summary()
+        else:
+            max_model_len = None
+            if infinite:
+                total, longest = _length_bounds(trace, trace_format, max_requests)
+                num_gpu_blocks = total // block_size + 2
+                max_model_len = longest + 1
+            elif num_gpu_blocks is not None:
+                max_model_len = min(DEFAULT_MAX_MODEL_LEN, (num_gpu_blocks - 1) * block_size)
+            scenario = _scenario(
+                trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
+            )
+            result = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
+            print_summary(result.summary, result.run_dir)
+            summary = {
+                "mode": "engine",
+                **result.summary,
+                "queries": result.summary["num_queries"],
+                "hits": result.summary["num_hits"],
+            }
+    except WorkloadError as error:
+        raise InputError(str(error)) from None
+    print(json.dumps(summary, sort_keys=True))
+
+
+def _scenario(
+    trace: Path,
+    trace_format: str,
+    block_size: int,
+    num_gpu_blocks: int | None,
+    max_model_len: int | None,
+    max_requests: int | None,
+) -> Scenario:
+    engine: dict[str, int] = {"block_size": block_size}
+    if num_gpu_blocks is not None:
+        engine["num_gpu_blocks"] = num_gpu_blocks
+    if max_model_len is not None:
+        engine["max_model_len"] = max_model_len
+    data = {
+        "name": "replay-" + re.sub(r"[^A-Za-z0-9_.-]", "-", trace.stem),
+        "engine": engine,
+        "workload": {
+            "source": {
+                "kind": "trace",
+                "path": str(trace.resolve()),
+                "format": trace_format,
+                "max_requests": max_requests,
+            }
+        },
+        "outputs": {"events": False, "scrape_interval_s": 10.0},
+    }
+    return validate_scenario_data(ScenarioSource(data, trace))

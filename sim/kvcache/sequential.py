@@ -1,0 +1,69 @@
+"""One request alone in a sync engine: the cache-only way to replay a request stream."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sim.kvcache.manager import KVCacheManager
+from sim.kvcache.request import CacheRequest, RequestStatus
+
+
+@dataclass(slots=True)
+class AloneRun:
+    """What running a request alone did."""
+
+    admitted: bool
+    num_hit_tokens: int
+    num_new_tokens: int  # prefill tokens computed (or that would have been)
+    new_block_ids: list[int]  # blocks the prefill took
+    block_ids_at_finish: list[int]
+
+
+def run_alone(
+    manager: KVCacheManager,
+    request: CacheRequest,
+    output_token_ids: Sequence[int],
+    *,
+    full_sequence_must_fit: bool = True,
+    has_running_requests: bool = False,
+    finish: bool = True,
+) -> AloneRun:
+    """Prefill the whole prompt, decode every output but the last, then finish (free).
+
+    The decode steps of a request alone take their blocks in one call: with nobody else
+    allocating in between, the blocks popped, evicted and cached are the same, in the same
+    order, as one step at a time. A refused admission changes nothing (admitted False).
+    """
+    hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
+    num_new_tokens = request.num_tokens - request.num_computed_tokens - num_hit_tokens
+    new_blocks = manager.allocate_slots(
+        request,
+        num_new_tokens,
+        num_hit_tokens,
+        hit_blocks,
+        full_sequence_must_fit=full_sequence_must_fit,
+        has_running_requests=has_running_requests,
+    )
+    if new_blocks is None:
+        return AloneRun(False, num_hit_tokens, num_new_tokens, [], [])
+    manager.record_prefix_cache_stats(request, num_hit_tokens)
+    request.status = RequestStatus.RUNNING
+    request.num_computed_tokens = num_hit_tokens + num_new_tokens
+    if output_token_ids:
+        request.append_output_token_ids(output_token_ids)
+        num_decode_steps = len(output_token_ids) - 1
+        if num_decode_steps and manager.allocate_slots(request, num_decode_steps) is None:
+            raise ValueError(f"request {request.request_id!r} outgrew the KV cache while alone")
+        request.num_computed_tokens += num_decode_steps
+    block_ids_at_finish = manager.get_block_ids(request.request_id)
+    if finish:
+        manager.free(request)
+        request.status = RequestStatus.FINISHED_STOPPED
+    return AloneRun(
+        True,
+        num_hit_tokens,
+        num_new_tokens,
+        [block.block_id for block in new_blocks],
+        block_ids_at_finish,
+    )

@@ -37,4 +37,5 @@ from sim.cli import (  # noqa: E402
     replay_cmd,  # noqa: F401
     run_cmd,  # noqa: F401
     trace_cmd,  # noqa: F401
+    sweep_cmd,  # noqa: F401
 )

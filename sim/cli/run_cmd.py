@@ -14,6 +14,7 @@ from sim.config import load_scenario, scenario_json_schema
 from sim.demo import DEMO_SCENARIO_YAML
 from sim.fileio import atomic_write_text
 from sim.runner import run_scenario
+from sim.sweep import is_sweep_file, load_sweep
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -64,7 +65,11 @@ def validate_command(
     scenario_file: Path = typer.Argument(..., help="Scenario or sweep YAML."),
     set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
 ) -> None:
-    """Check a scenario file; prints 'ok' and its run id, or one line naming the problem."""
+    """Check a scenario or sweep file: prints 'ok' and its run ids, or one line on the problem."""
+    if is_sweep_file(scenario_file):
+        plan = load_sweep(scenario_file, set_values)
+        print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
+        return
     loaded = load_scenario(scenario_file, set_values)
     print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")
 

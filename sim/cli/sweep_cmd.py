@@ -1,0 +1,78 @@
+"""`prefixsim sweep`: run every variant of a sweep file, resuming where an earlier sweep stopped."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from sim.cli import app
+from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
+
+
+class Backend(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+def print_dry_run(plan: SweepPlan, results: Path) -> None:
+    """Each run with its status: 'done' (has summary.json) or 'would run'."""
+    records = read_records(plan, sweep_dir_of(plan, results))
+    print(f"{'run_id':<12}  {'seed':>6}  {'status':<9}  variant")
+    for run in plan.runs:
+        status = "done" if records[run.run_id].status == "ok" else "would run"
+        print(f"{run.run_id:<12}  {run.seed:>6}  {status:<9}  {run.variant}")
+    num_done = sum(record.status == "ok" for record in records.values())
+    num_to_run = len(plan.runs) - num_done
+    print(f"{len(plan.runs)} runs: {num_done} done, {num_to_run} would run", file=sys.stderr)
+
+
+def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
+    """Write problems, each failed run, then one line of totals."""
+    for problem in result.write_problems:
+        print(f"warning: a write failed (a rerun repeats it): {problem}", file=sys.stderr)
+    runs = {run.run_id: run for run in plan.runs}
+    for run_id in result.failed_run_ids:
+        run = runs[run_id]
+        label = f"{run.variant}, seed {run.seed}" if run.variant else f"seed {run.seed}"
+        print(f"failed {run_id} [{label}]: {result.records[run_id].error}", file=sys.stderr)
+    num_ok = sum(record.status == "ok" for record in result.records.values())
+    print(
+        f"sweep {plan.name}: {len(plan.runs)} runs, {num_ok} ok "
+        f"({result.num_already_done} already done), {len(result.failed_run_ids)} failed; "
+        f"manifest {result.manifest_path}",
+        file=sys.stderr,
+    )
+
+
+@app.command("sweep")
+def sweep_command(
+    sweep_file: Path = typer.Argument(
+        ..., help="Sweep YAML: a scenario plus sweep: {grid: ..., zip: ..., seeds: [...]}."
+    ),
+    jobs: int = typer.Option(1, "-j", "--jobs", min=1, help="Runs at a time."),
+    backend: Backend = typer.Option(
+        Backend.local,
+        "--backend",
+        help="local processes, or Ray tasks (RAY_ADDRESS or a local Ray).",
+    ),
+    set_values: list[str] = typer.Option(
+        [], "--set", help="Override a base field before expansion: dotted.path=value (repeatable)."
+    ),
+    results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs; run nothing."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Run a sweep into RESULTS/<name>/ (runs/, manifest.parquet); exit 1 if a run failed."""
+    plan = load_sweep(sweep_file, set_values)
+    if dry_run:
+        print_dry_run(plan, results)
+        return
+    result = run_sweep(
+        plan, results_root=results, num_workers=jobs, backend=backend.value, progress=progress
+    )
+    print_outcome(plan, result)
+    if result.failed_run_ids:
+        raise typer.Exit(1)

@@ -37,5 +37,6 @@ from sim.cli import (  # noqa: E402
     replay_cmd,  # noqa: F401
     run_cmd,  # noqa: F401
     trace_cmd,  # noqa: F401
+    study_cmd,  # noqa: F401
     sweep_cmd,  # noqa: F401
 )

@@ -1,0 +1,1 @@
+"""What-if studies built on the exact KV-cache model (eviction policies, ...)."""

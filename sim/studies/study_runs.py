@@ -1,0 +1,106 @@
+"""What every engine-backed study shares: its deployment settings, loading its YAML file, and
+running a request stream through one simulated engine to collect the finished requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from sim.config.base import StrictModel
+from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.config.errors import validation_error_to_input_error
+from sim.config.scenario import NAME_PATTERN
+from sim.config.yaml_source import apply_overrides, load_source
+from sim.costmodel import CostModel
+from sim.engine import simulate
+from sim.errors import InputError
+from sim.metrics import NullRecorder, RequestRecord
+from sim.runner import scenario_cost_model, scheduler_config
+from sim.sched import SchedulerConfig
+from workloads.api import WorkloadError
+from workloads.spec import RequestSpec
+
+
+class StudySettings(StrictModel):
+    """The fields every study file has: its name and the deployment its requests run on."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="results go to results/<name>/")
+    description: str | None = None
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    deployment: DeploymentSettings = Field(default_factory=DeploymentSettings)
+    cost_model: str = Field(
+        "auto", description="as in scenario files: 'auto', a profile name or path, 'roofline', ..."
+    )
+
+
+StudyT = TypeVar("StudyT", bound=StudySettings)
+
+
+def load_study(
+    path: Path, model: type[StudyT], overrides: Sequence[str] = ()
+) -> tuple[StudyT, Path]:
+    """Read, override (`--set`) and validate a study file; returns it and its directory."""
+    source = load_source(path)
+    apply_overrides(source, list(overrides))
+    try:
+        return model.model_validate(source.data), path.resolve().parent
+    except ValidationError as error:
+        raise validation_error_to_input_error(error, source) from None
+
+
+class _RecordCollector(NullRecorder):
+    """Keeps every finished request's record by request id."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, RequestRecord] = {}
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Keep the record."""
+        self.records[request.request_id] = request
+
+
+@dataclass(slots=True)
+class StudyEngine:
+    """One engine replica's settings and step-time model, reused for every run of a study."""
+
+    config: SchedulerConfig
+    cost_model: CostModel
+
+    @classmethod
+    def from_settings(cls, settings: StudySettings, base_dir: Path) -> StudyEngine:
+        """Size the KV cache and load the cost model exactly as `prefixsim run` does.
+
+        The runner's helpers read only `engine`, `deployment` and `cost_model`, which every
+        study's settings carry under the same names and types as a scenario's.
+        """
+        return cls(scheduler_config(settings), scenario_cost_model(settings, base_dir))
+
+    def run(self, specs: Iterable[RequestSpec]) -> dict[str, RequestRecord]:
+        """Simulate `specs` (in arrival order) to completion; the finished records by id."""
+        collector = _RecordCollector()
+        try:
+            result = simulate(
+                specs, self.config, self.cost_model, recorder=collector, record_block_events=False
+            )
+        except WorkloadError as error:
+            raise InputError(str(error)) from None
+        if result.num_rejected:
+            raise InputError(
+                f"{result.num_rejected} prompts are at least engine.max_model_len "
+                f"({self.config.max_model_len}) tokens long and were rejected; raise max_model_len"
+                " or shorten the prompts"
+            )
+        return collector.records
+
+
+def ttft_percentiles_s(records: Iterable[RequestRecord], qs: Sequence[float]) -> list[float]:
+    """TTFT percentiles (0..100, numpy's linear interpolation) of the records, in seconds."""
+    ttfts_s = np.fromiter((record.ttft_s for record in records), dtype=float)
+    if ttfts_s.size == 0:
+        raise ValueError("no finished requests to take TTFT percentiles of")
+    return [float(value) for value in np.percentile(ttfts_s, qs, method="linear")]

@@ -1,0 +1,116 @@
+"""Figure builders: one color per variant across figures, and notes where data are absent."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.colors import to_hex
+
+from sim.report.figures import (
+    BlockSizeLine,
+    PrefillTokens,
+    evictions_figure,
+    hit_rate_vs_block_size_figure,
+    kv_usage_figure,
+    prefill_saved_figure,
+    ttft_cdf_figure,
+    variant_styles,
+)
+from sim.report.series import BLOCK_AGE_EDGES_S, TTFT_EDGES_S, StepBins
+
+LABELS = {"engine.block_size=16": "block_size=16", "engine.block_size=32": "block_size=32"}
+
+
+def step_bins(num_evictions: float) -> StepBins:
+    """Four 1 s bins with 100 queries, 50 hits, `num_evictions` and usage 0.5 in each."""
+    bins = StepBins.empty(np.arange(5.0))
+    bins.num_queries[:] = 100
+    bins.num_hits[:] = 50
+    bins.num_evictions[:] = num_evictions
+    bins.usage_time_s[:] = 0.25
+    bins.busy_s[:] = 0.5
+    bins.exposure_s[:] = 1.0
+    return bins
+
+
+def line_colors(axes) -> dict[str, str]:
+    """Color of each labelled line (guide lines such as p50/p99 carry no label)."""
+    return {
+        line.get_label(): to_hex(line.get_color())
+        for line in axes.get_lines()
+        if not line.get_label().startswith("_")
+    }
+
+
+def test_styles_follow_tab10_then_stay_distinct():
+    """Two variants get tab10's blue and orange; 25 variants still get 25 distinct colors."""
+    styles = variant_styles(LABELS)
+    assert [style.color for style in styles.values()] == ["#1f77b4", "#ff7f0e"]
+    assert [style.label for style in styles.values()] == ["block_size=16", "block_size=32"]
+    many = variant_styles({f"v{i}": f"v{i}" for i in range(25)})
+    assert len({style.color for style in many.values()}) == 25
+
+
+def test_each_variant_keeps_its_color_across_figures():
+    """The TTFT, KV usage and eviction-rate lines of a variant all use its style color."""
+    styles = variant_styles(LABELS)
+    counts = np.zeros(len(TTFT_EDGES_S) - 1, dtype=np.int64)
+    counts[300:310] = 5
+    ttft = ttft_cdf_figure(dict.fromkeys(LABELS, counts), styles)
+    bins = {"engine.block_size=16": step_bins(4.0), "engine.block_size=32": step_bins(2.0)}
+    usage = kv_usage_figure(bins, styles, warmup_s=1.0)
+    evictions = evictions_figure(bins, {}, 2, styles, warmup_s=0.0)
+    assert line_colors(ttft.axes[0]) == {
+        "block_size=16 (n=50)": "#1f77b4",
+        "block_size=32 (n=50)": "#ff7f0e",
+    }
+    assert line_colors(usage.axes[0]) == {"block_size=16": "#1f77b4", "block_size=32": "#ff7f0e"}
+    assert line_colors(evictions.axes[0]) == line_colors(usage.axes[0])
+    # Usage 0.25 / 0.5 s of step time = 50 %; evictions 4 per 1 s bin = 4 per second.
+    assert np.allclose(usage.axes[0].get_lines()[0].get_ydata(), 50.0)
+    assert np.allclose(evictions.axes[0].get_lines()[0].get_ydata(), 4.0)
+
+
+def test_eviction_ages_absent_or_empty_get_a_note():
+    """No events files at all, or events without evictions: the right panel says which."""
+    styles = variant_styles(LABELS)
+    bins = {variant: step_bins(0.0) for variant in LABELS}
+    without_events = evictions_figure(bins, {}, 2, styles, warmup_s=0.0)
+    age_axes = without_events.axes[1]
+    assert "2 run(s) without events.parquet left out" in age_axes.get_title()
+    assert [text.get_text() for text in age_axes.texts] == [
+        "no events.parquet in any run (outputs.events: false)"
+    ]
+    no_ages = dict.fromkeys(LABELS, np.zeros(len(BLOCK_AGE_EDGES_S) - 1, dtype=np.int64))
+    no_evictions = evictions_figure(bins, no_ages, 0, styles, warmup_s=0.0)
+    assert [text.get_text() for text in no_evictions.axes[1].texts] == [
+        "no evictions after warm-up"
+    ]
+    assert "no evictions: the cache never had to free a cached block" in [
+        text.get_text() for text in no_evictions.axes[0].texts
+    ]
+
+
+def test_block_size_axis_is_labelled_with_the_sizes():
+    """Ticks sit at the swept block sizes, labelled as plain numbers; hit rates in percent."""
+    figure = hit_rate_vs_block_size_figure(
+        [BlockSizeLine("layout=chat", (16, 32, 64), (0.5, 0.6, 0.7), (0.01, float("nan"), 0.02))]
+    )
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["16", "32", "64"]
+    assert list(axes.get_lines()[0].get_ydata()) == [50.0, 60.0, 70.0]
+
+
+def test_prefill_bars_show_the_saved_share():
+    """750 saved + 250 computed tokens: a 75.0 % saved label; no prompt tokens says so."""
+    styles = variant_styles(LABELS)
+    figure = prefill_saved_figure(
+        [
+            PrefillTokens("engine.block_size=16", 750.0, 250.0),
+            PrefillTokens("engine.block_size=32", 0.0, 0.0),
+        ],
+        styles,
+    )
+    assert [text.get_text() for text in figure.axes[0].texts] == [
+        "75.0% saved",
+        "no prompt tokens",
+    ]

@@ -1,0 +1,70 @@
+"""A constant-time cost model and a collecting recorder for the engine tests.
+
+Step times are dyadic (0.25 s) so sums of step times are exact in binary floating point and
+timings can be compared with ==.
+"""
+
+from __future__ import annotations
+
+from sim.costmodel.batch import BatchShape, step_features
+from sim.metrics import BlockEvent, NullRecorder, RequestRecord, StepRecord
+
+STEP_TIME_S = 0.25
+
+
+class ConstantStepCost:
+    """Every engine step takes the same time, whatever the batch."""
+
+    def __init__(self, step_time_s: float) -> None:
+        self.duration_s = step_time_s
+
+    def step_time_s(self, batch: BatchShape) -> float:
+        return self.duration_s
+
+    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
+        return [self.duration_s] * num_steps
+
+
+class CollectingRecorder(NullRecorder):
+    """Keeps every block event, step and finished request (requests keyed by id)."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.requests: dict[str, RequestRecord] = {}
+        self.block_events: list[BlockEvent] = []
+        self.closed_at: float | None = None
+
+    def on_block_event(self, event: BlockEvent) -> None:
+        self.block_events.append(event)
+
+    def on_step(self, step: StepRecord) -> None:
+        self.steps.append(step)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        self.requests[request.request_id] = request
+
+    def close(self, end_at: float) -> None:
+        self.closed_at = end_at
+
+    @property
+    def num_queries(self) -> int:
+        return sum(step.num_queries for step in self.steps)
+
+    @property
+    def num_hits(self) -> int:
+        return sum(step.num_hits for step in self.steps)
+
+
+class TokenCountStepCost:
+    """A step costs 0.25 s + 2^-12 s per token computed + 2^-16 s per KV token read (all
+    dyadic, so every sum stays exact): times depend on the batch, context lengths included."""
+
+    def step_time_s(self, batch: BatchShape) -> float:
+        num_tokens, _, kv_tokens, _ = step_features(batch)
+        return 0.25 + num_tokens * 2.0**-12 + kv_tokens * 2.0**-16
+
+    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
+        return [
+            self.step_time_s(BatchShape(decode_context_lens=[n + k for n in decode_context_lens]))
+            for k in range(num_steps)
+        ]

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
 # Area modules attach their commands to `app` on import.
 from sim.cli import (  # noqa: E402
     costmodel_cmd,  # noqa: F401
+    eviction_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
     run_cmd,  # noqa: F401

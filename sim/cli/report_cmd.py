@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from sim.cli import app
-from sim.report.report import write_report
 
 
 @app.command("report")
@@ -20,6 +19,9 @@ def report_command(
     ),
 ) -> None:
     """Draw the figures and write report.md: TTFT, hit rate, evictions, KV usage, CIs over seeds."""
+    # Imported here: matplotlib would otherwise slow every prefixsim start-up.
+    from sim.report.report import write_report
+
     result = write_report(directory, out)
     for figure_path in result.figure_paths:
         print(figure_path)

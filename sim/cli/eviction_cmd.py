@@ -1,0 +1,61 @@
+"""`prefixsim eviction SCENARIO.yaml`: LRU vs LFU vs length-aware vs Belady on one stream."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from sim.cli import app
+from sim.config import load_scenario
+from sim.errors import InputError
+from sim.fileio import atomic_write_text
+from sim.runner import scheduler_config
+from workloads.api import WorkloadError
+
+
+@app.command("eviction")
+def eviction_command(
+    scenario_file: Path = typer.Argument(..., help="Scenario whose workload is the stream."),
+    set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
+    kv_tokens: int | None = typer.Option(
+        None, "--kv-tokens", min=1, help="Cache size in tokens (default: the scenario's)."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Default: results/<name>/eviction."),
+) -> None:
+    """Replay the scenario's requests through the cache alone under each eviction policy."""
+    from sim.studies.eviction import compare_eviction_policies
+    from sim.studies.eviction_plot import plot_eviction_report
+
+    loaded = load_scenario(scenario_file, set_values)
+    scenario = loaded.scenario
+    block_size = scenario.engine.block_size
+    num_gpu_blocks = (
+        kv_tokens // block_size + 1
+        if kv_tokens is not None
+        else scheduler_config(scenario).num_gpu_blocks
+    )
+    specs = scenario.workload.build(
+        seed=scenario.seed, until_s=scenario.duration_s, base_dir=loaded.base_dir
+    )
+    try:
+        report = compare_eviction_policies(
+            specs,
+            num_gpu_blocks=num_gpu_blocks,
+            block_size=block_size,
+            hash_algo=scenario.engine.hash_algo,
+        )
+    except WorkloadError as error:
+        raise InputError(str(error)) from None
+    out = out if out is not None else Path("results") / scenario.name / "eviction"
+    markdown = report.to_markdown()
+    atomic_write_text(out / "eviction.md", markdown + "\n")
+    atomic_write_text(
+        out / "eviction.json", json.dumps(asdict(report), indent=2, sort_keys=True) + "\n"
+    )
+    plot_eviction_report(report, out / "eviction.png")
+    Console(stderr=True).print(markdown)
+    print(out / "eviction.md")

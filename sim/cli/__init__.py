@@ -35,10 +35,11 @@ def main(argv: list[str] | None = None) -> None:
 from sim.cli import (  # noqa: E402
     costmodel_cmd,  # noqa: F401
     eviction_cmd,  # noqa: F401
+    plan_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
     run_cmd,  # noqa: F401
-    trace_cmd,  # noqa: F401
     study_cmd,  # noqa: F401
     sweep_cmd,  # noqa: F401
+    trace_cmd,  # noqa: F401
 )

@@ -6,11 +6,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sim.config.base import StrictModel
+from sim.config.base import StrictModel, field_problem
 from sim.costmodel.specs import get_gpu, get_model
 from sim.errors import InputError
 
 HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]  # = kvcache.HASH_ALGOS
+RouterPolicy = Literal[
+    "round_robin", "least_loaded", "prefix_aware", "session_affinity"
+]  # = routing.ROUTER_POLICIES
 
 
 class EngineSettings(StrictModel):
@@ -38,14 +41,16 @@ class EngineSettings(StrictModel):
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
         if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ValueError(
+            raise field_problem(
+                "max_num_batched_tokens",
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
-                f"max_num_seqs ({self.max_num_seqs}), as vLLM requires"
+                f"max_num_seqs ({self.max_num_seqs}), as vLLM requires",
             )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(
+            raise field_problem(
+                "max_num_batched_tokens",
                 f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens})"
-                f" must be >= max_model_len ({self.max_model_len})"
+                f" must be >= max_model_len ({self.max_model_len})",
             )
         return self
 
@@ -58,12 +63,34 @@ def _known(lookup, name: str) -> str:
     return name
 
 
+class RouterSettings(StrictModel):
+    """How requests are spread over replicas; the thresholds apply to `prefix_aware` only.
+
+    prefix_aware follows SGLang's cache-aware router: when replica loads (unfinished requests)
+    differ by more than `balance_abs_threshold` and the largest exceeds
+    `balance_rel_threshold` x the smallest, route to the least loaded; otherwise to the replica
+    caching the largest fraction of the prompt if that fraction exceeds `cache_threshold`,
+    else to the least loaded. Defaults are SGLang's documented ones.
+    """
+
+    policy: RouterPolicy = "round_robin"
+    cache_threshold: float = Field(0.5, ge=0, le=1)
+    balance_abs_threshold: int = Field(32, ge=0)
+    balance_rel_threshold: float = Field(1.0001, ge=1)
+
+
 class DeploymentSettings(StrictModel):
-    """The model, the GPU it runs on and its tensor-parallel degree."""
+    """The model, the GPU it runs on, its tensor-parallel degree, and the replicas serving it.
+
+    Each replica is a full copy of the model on `tp` GPUs with its own KV cache, sized as
+    for a single replica; a router spreads the requests over the replicas.
+    """
 
     model: str = "llama-3.1-8b"
     gpu: str = "h100"
     tp: int = Field(1, ge=1, le=64)
+    replicas: int = Field(1, ge=1, le=1024)
+    router: RouterSettings = Field(default_factory=RouterSettings)
 
     @field_validator("model")
     @classmethod

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
-from sim.config.base import StrictModel
+from sim.config.base import StrictModel, field_problem
 from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.workload import TraceSource, WorkloadSettings
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
-from workloads.api import WorkloadError
+from sim.costmodel import load_cost_model
+from sim.errors import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -39,11 +40,11 @@ class Scenario(StrictModel):
         "name like 'h100/llama-3.1-8b/tp1', a profile YAML path, 'roofline', "
         "'constant:<s>' or 'linear:<b0_s>,<per_token_s>'",
     )
-    workload: WorkloadSettings = Field(default_factory=WorkloadSettings)
+    workload: WorkloadSettings = Field(description="the traffic: a generator or a trace")
     outputs: OutputSettings = Field(default_factory=OutputSettings)
 
     @model_validator(mode="after")
-    def _bounded_and_buildable(self) -> Scenario:
+    def _bounded(self) -> Scenario:
         bounded = (
             self.duration_s is not None
             or self.workload.num_arrivals is not None
@@ -52,14 +53,26 @@ class Scenario(StrictModel):
         if not bounded:
             raise ValueError("set duration_s or workload.num_arrivals, or the run never ends")
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
-            raise ValueError(
-                f"warmup_s ({self.warmup_s}) must be shorter than duration_s ({self.duration_s})"
+            raise field_problem(
+                "warmup_s",
+                f"warmup_s ({self.warmup_s}) must be shorter than duration_s ({self.duration_s})",
             )
-        if not isinstance(self.workload.source, TraceSource):
-            try:
-                self.workload.source.build()
-            except WorkloadError as error:
-                raise ValueError(f"workload.source: {error}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _cost_model_loads(self, info: ValidationInfo) -> Scenario:
+        # The runner resolves "auto"; a relative profile path needs the scenario's directory.
+        spec = self.cost_model
+        base_dir = (info.context or {}).get("base_dir")
+        if spec == "auto" or (is_relative_profile_path(spec) and base_dir is None):
+            return self
+        if is_relative_profile_path(spec):
+            spec = str(base_dir / spec)
+        deployment = self.deployment
+        try:
+            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+        except InputError as error:
+            raise field_problem("cost_model", str(error)) from None
         return self
 
     def resolved(self) -> dict[str, Any]:
@@ -76,6 +89,11 @@ class Scenario(StrictModel):
         return yaml.safe_dump(self.resolved(), sort_keys=False)
 
 
+def is_relative_profile_path(cost_model: str) -> bool:
+    """Whether a cost-model string names a profile YAML relative to the scenario file."""
+    return cost_model.endswith((".yaml", ".yml")) and not Path(cost_model).is_absolute()
+
+
 @dataclass(slots=True)
 class LoadedScenario:
     """A validated scenario and the directory its relative paths are resolved against."""
@@ -87,8 +105,9 @@ class LoadedScenario:
 
 def validate_scenario_data(source: ScenarioSource) -> Scenario:
     """Validate merged scenario data; problems become one-line InputErrors naming file and line."""
+    base_dir = source.path.resolve().parent
     try:
-        return Scenario.model_validate(source.data)
+        return Scenario.model_validate(source.data, context={"base_dir": base_dir})
     except ValidationError as error:
         raise validation_error_to_input_error(error, source) from None
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from sim.config.base import StrictModel
+from sim.config.base import StrictModel, field_problem
 from sim.kvcache import cache_salt_problem
 from workloads.api import (
     BUILTIN_LAYOUTS,
@@ -37,24 +37,44 @@ from workloads.api import (
     TokenConfig,
     Uniform,
     Workload,
+    WorkloadError,
     builtin_layout,
     read_trace,
 )
 from workloads.synthetic_tokens import SyntheticTokens
 
 
-class FixedDist(StrictModel):
+def accepted_by_workloads(settings: Any) -> None:
+    """Build `settings` into its workloads object, so the workloads checks run at load time."""
+    try:
+        settings.build()
+    except WorkloadError as error:
+        raise ValueError(str(error)) from None
+
+
+class _TaggedDistSettings(StrictModel):
+    def build(self):
+        """The workloads distribution object."""
+        return build_distribution(self)
+
+    @model_validator(mode="after")
+    def _accepted(self) -> _TaggedDistSettings:
+        accepted_by_workloads(self)
+        return self
+
+
+class FixedDist(_TaggedDistSettings):
     dist: Literal["fixed"]
     value: float
 
 
-class UniformDist(StrictModel):
+class UniformDist(_TaggedDistSettings):
     dist: Literal["uniform"]
     low: float
     high: float
 
 
-class LogNormalDist(StrictModel):
+class LogNormalDist(_TaggedDistSettings):
     dist: Literal["lognormal"]
     median: float = Field(gt=0)
     sigma: float = Field(ge=0)
@@ -62,7 +82,7 @@ class LogNormalDist(StrictModel):
     high: float | None = None
 
 
-class ExponentialDist(StrictModel):
+class ExponentialDist(_TaggedDistSettings):
     dist: Literal["exponential"]
     mean: float = Field(gt=0)
 
@@ -156,6 +176,11 @@ class _SourceSettings(StrictModel):
     )
     tenants: list[TenantSettings] | None = None
     prompt_logprobs_fraction: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _accepted(self) -> _SourceSettings:
+        accepted_by_workloads(self)
+        return self
 
     def _generator_values(self, default: Any) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -254,6 +279,11 @@ class MixSource(StrictModel):
     kind: Literal["mix"]
     components: list[MixPart] = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _accepted(self) -> MixSource:
+        accepted_by_workloads(self)
+        return self
+
     def build(self) -> MixConfig:
         """The generator config."""
         return MixConfig(tuple(MixComponent(p.weight, p.source.build()) for p in self.components))
@@ -267,6 +297,21 @@ class TraceSource(StrictModel):
     format: Literal["mooncake", "dynamo", "azure"]  # workloads.TRACE_FORMATS
     speedup: float = Field(1.0, gt=0)
     max_requests: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _file_exists(self, info: ValidationInfo) -> TraceSource:
+        # Relative paths are resolved against the scenario file's directory, known at load.
+        base_dir = (info.context or {}).get("base_dir")
+        path = Path(self.path)
+        if base_dir is None and not path.is_absolute():
+            return self
+        resolved = path if path.is_absolute() else base_dir / path
+        if not resolved.is_file():
+            problem = "is a directory" if resolved.is_dir() else "does not exist"
+            raise field_problem(
+                "path", f"{self.path!r} {problem}; expected a {self.format} trace file ({resolved})"
+            )
+        return self
 
 
 Source = Annotated[
@@ -320,12 +365,19 @@ class WorkloadSettings(StrictModel):
     def _arrivals_for_generators(self) -> WorkloadSettings:
         if isinstance(self.source, TraceSource):
             if self.arrivals is not None:
-                raise ValueError("a trace brings its own arrival times; remove 'arrivals'")
+                raise field_problem(
+                    "arrivals", "a trace brings its own arrival times; remove 'arrivals'"
+                )
         elif self.arrivals is None:
-            raise ValueError(
-                "'arrivals' is required for generated traffic, "
-                "e.g. {process: poisson, rate_per_s: 2}"
+            raise field_problem(
+                "arrivals",
+                "required for generated traffic, e.g. {process: poisson, rate_per_s: 2}",
             )
+        else:
+            try:
+                _build_arrivals(self.arrivals)
+            except WorkloadError as error:
+                raise field_problem("arrivals", str(error)) from None
         return self
 
     def build(self, *, seed: int, until_s: float | None, base_dir: Path) -> Iterable[RequestSpec]:

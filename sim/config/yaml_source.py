@@ -12,6 +12,13 @@ import yaml
 from sim.errors import InputError
 
 MAX_EXTENDS_DEPTH = 16
+# Scenario files are small and shallow; these bounds refuse pathological input (deep nesting,
+# recursive anchors, alias "bombs") with a clear error instead of a crash or a hang.
+MAX_NESTING_DEPTH = 64
+MAX_NUM_NODES = 100_000
+# Python refuses to convert longer decimal integers from text (sys.get_int_max_str_digits()).
+MAX_INT_CHARS = 4000
+_CONVERTED_SCALARS = frozenset({"bool", "int", "float", "timestamp"})
 
 
 @dataclass(slots=True)
@@ -33,25 +40,139 @@ class ScenarioSource:
         return str(self.path), None
 
 
-def _node_locations(
-    node: yaml.Node, source: str, prefix: str, out: dict[str, tuple[str, int | None]]
-) -> None:
-    if isinstance(node, yaml.MappingNode):
+class _NodeWalk:
+    """Records the line of every dotted path; refuses duplicate keys and runaway aliases."""
+
+    def __init__(self, source: str, loader: yaml.SafeLoader) -> None:
+        self.source = source
+        self.loader = loader
+        self.locations: dict[str, tuple[str, int | None]] = {}
+        self.num_nodes = 0
+        self.open_node_ids: set[int] = set()
+
+    def fail(self, message: str, node: yaml.Node) -> InputError:
+        return InputError(message, source=self.source, line=node.start_mark.line + 1)
+
+    def visit(self, node: yaml.Node, prefix: str, depth: int = 0) -> None:
+        self.num_nodes += 1
+        if self.num_nodes > MAX_NUM_NODES:
+            raise self.fail(
+                f"more than {MAX_NUM_NODES} values once aliases are expanded; "
+                "a scenario needs far fewer (an alias bomb?)",
+                node,
+            )
+        if depth > MAX_NESTING_DEPTH:
+            raise self.fail(f"nested deeper than {MAX_NESTING_DEPTH} levels", node)
+        if id(node) in self.open_node_ids:
+            raise self.fail("an alias refers to a mapping or list that contains it", node)
+        if isinstance(node, yaml.ScalarNode):
+            self._check_scalar(node)
+            return
+        self.open_node_ids.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            self._visit_mapping(node, prefix, depth)
+        else:
+            for index, item in enumerate(node.value):
+                key = f"{prefix}.{index}" if prefix else str(index)
+                self.locations[key] = (self.source, item.start_mark.line + 1)
+                self.visit(item, key, depth + 1)
+        self.open_node_ids.discard(id(node))
+
+    def _check_scalar(self, node: yaml.ScalarNode) -> None:
+        kind = node.tag.rsplit(":", 1)[-1]
+        if kind == "int" and len(node.value) > MAX_INT_CHARS:
+            raise self.fail(
+                f"an integer written with {len(node.value)} characters; "
+                f"at most {MAX_INT_CHARS} are read",
+                node,
+            )
+        if kind in _CONVERTED_SCALARS:
+            # An explicit tag (`!!int name`) makes PyYAML's converters fail with plain errors.
+            try:
+                self.loader.construct_object(node)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                raise self.fail(f"{node.value!r} is not a valid YAML {kind}", node) from None
+
+    def _visit_mapping(self, node: yaml.MappingNode, prefix: str, depth: int) -> None:
+        first_lines: dict[tuple[str, str], int] = {}
         for key_node, value_node in node.value:
-            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            out[key] = (source, key_node.start_mark.line + 1)
-            _node_locations(value_node, source, key, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            key = f"{prefix}.{index}" if prefix else str(index)
-            out[key] = (source, item.start_mark.line + 1)
-            _node_locations(item, source, key, out)
+            line = key_node.start_mark.line + 1
+            if isinstance(key_node, yaml.ScalarNode):
+                identity = (key_node.tag, key_node.value)
+                if identity in first_lines:
+                    raise InputError(
+                        f"duplicate key {key_node.value!r} (first set on line "
+                        f"{first_lines[identity]}); each key may appear once per mapping",
+                        source=self.source,
+                        line=line,
+                    )
+                first_lines[identity] = line
+                key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+                self.locations[key] = (self.source, line)
+            else:
+                key = prefix
+            self.visit(key_node, key, depth + 1)
+            self.visit(value_node, key, depth + 1)
+
+
+def _check_nesting(text: str, source: str) -> None:
+    # The composer recurses per level, so a deep document must be refused before composing.
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise InputError(
+                    f"nested deeper than {MAX_NESTING_DEPTH} levels",
+                    source=source,
+                    line=event.start_mark.line + 1,
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _yaml_error(error: yaml.YAMLError, text: str, source: str) -> InputError:
+    """A PyYAML error as one line at its line number."""
+    line = None
+    if isinstance(error, yaml.MarkedYAMLError):
+        problem = str(error.problem)
+        if error.problem_mark is not None:
+            line = error.problem_mark.line + 1
+        if problem.startswith("could not determine a constructor"):
+            problem += "; only plain YAML is read (no tags that build objects)"
+    elif isinstance(error, yaml.reader.ReaderError):
+        problem = f"character {error.character!r} is not allowed in YAML"
+        line = text.count("\n", 0, error.position) + 1
+    else:
+        problem = str(error)
+    return InputError(f"invalid YAML: {' '.join(problem.split())}", source=source, line=line)
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, tuple[str, int | None]]]:
+    """The document in `text` and the line of each dotted path.
+
+    Syntax errors are PyYAML's; structures no scenario needs are InputErrors.
+    """
+    _check_nesting(text, source)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        walk = _NodeWalk(source, loader)
+        walk.visit(node, "")
+        return loader.construct_document(node), walk.locations
+    finally:
+        loader.dispose()
 
 
 def _read_yaml(path: Path) -> tuple[Any, dict[str, tuple[str, int | None]]]:
     source = str(path)
     if path.is_dir():
         raise InputError("is a directory; expected a YAML file", source=source)
+    if path.exists() and not path.is_file():
+        # A device or a pipe could be read forever.
+        raise InputError("is not a regular file; expected a YAML file", source=source)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -61,18 +182,9 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, tuple[str, int | None]]]:
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", source=source) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(f"invalid YAML: {error.problem}", source=source, line=line) from None
+        return _parse_yaml(text, source)
     except yaml.YAMLError as error:
-        raise InputError(f"invalid YAML: {error}", source=source) from None
-    locations: dict[str, tuple[str, int | None]] = {}
-    if node is not None:
-        _node_locations(node, source, "", locations)
-    return data, locations
+        raise _yaml_error(error, text, source) from None
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -86,12 +198,8 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def load_source(path: Path, _depth: int = 0) -> ScenarioSource:
+def load_source(path: Path, _chain: tuple[Path, ...] = ()) -> ScenarioSource:
     """Load a scenario file, resolving `extends:` (a path relative to the file) recursively."""
-    if _depth > MAX_EXTENDS_DEPTH:
-        raise InputError(
-            f"'extends' nests deeper than {MAX_EXTENDS_DEPTH} files (a cycle?)", source=str(path)
-        )
     data, locations = _read_yaml(path)
     if data is None:
         raise InputError("empty file; expected a YAML mapping of scenario fields", source=str(path))
@@ -104,15 +212,52 @@ def load_source(path: Path, _depth: int = 0) -> ScenarioSource:
     extends = data.pop("extends", None)
     if extends is None:
         return ScenarioSource(data, path, locations)
+    line = locations.pop("extends", (str(path), None))[1]
     if not isinstance(extends, str) or not extends:
-        line = locations.get("extends", (str(path), None))[1]
         raise InputError(
-            f"'extends' must be a file path, got {extends!r}", source=str(path), line=line
+            f"extends: {extends!r} is not allowed; expected the path of a base scenario file",
+            source=str(path),
+            line=line,
         )
+    chain = (*_chain, path.resolve())
     base_path = (path.parent / extends).resolve()
-    base = load_source(base_path, _depth + 1)
-    locations.pop("extends", None)
+    if base_path in chain:
+        cycle = " -> ".join(link.name for link in (*chain[chain.index(base_path) :], base_path))
+        raise InputError(
+            f"extends: {extends!r} makes a cycle: {cycle}", source=str(path), line=line
+        )
+    if len(chain) > MAX_EXTENDS_DEPTH:
+        raise InputError(
+            f"extends: chains more than {MAX_EXTENDS_DEPTH} files", source=str(path), line=line
+        )
+    if not base_path.is_file():
+        if base_path.is_dir():
+            problem = "is a directory"
+        else:
+            problem = "is not a regular file" if base_path.exists() else "does not exist"
+        raise InputError(
+            f"extends: {extends!r} {problem}; expected a base scenario file "
+            f"(looked at {base_path})",
+            source=str(path),
+            line=line,
+        )
+    base = load_source(base_path, chain)
     return ScenarioSource(deep_merge(base.data, data), path, {**base.locations, **locations})
+
+
+def _override_value(raw_value: str, assignment: str) -> Any:
+    """A `--set` value read as YAML (so 2 is an int), or the raw text when it is not YAML."""
+    if not raw_value:
+        return ""
+    try:
+        return _parse_yaml(raw_value, override_label(assignment))[0]
+    except yaml.YAMLError:
+        return raw_value
+
+
+def override_label(assignment: str) -> str:
+    """How errors name a `--set` assignment: as typed, or quoted if it spans lines."""
+    return f"--set {assignment}" if assignment.isprintable() else f"--set {assignment!r}"
 
 
 def apply_overrides(source: ScenarioSource, assignments: list[str]) -> None:
@@ -123,24 +268,22 @@ def apply_overrides(source: ScenarioSource, assignments: list[str]) -> None:
             raise InputError(
                 f"--set {assignment!r}: expected dotted.path=value, e.g. engine.block_size=32"
             )
-        try:
-            value = yaml.safe_load(raw_value) if raw_value else ""
-        except yaml.YAMLError:
-            value = raw_value
+        value = _override_value(raw_value, assignment)
         parts = dotted.split(".")
         target: Any = source.data
         for position, part in enumerate(parts):
             last = position == len(parts) - 1
             if isinstance(target, list):
-                if not part.isdigit() or int(part) >= len(target):
+                index = int(part) if part.isdecimal() and len(part) < 10 else len(target)
+                if index >= len(target):
                     raise InputError(
                         f"--set {assignment!r}: {part!r} is not an index of a "
                         f"{len(target)}-item list"
                     )
                 if last:
-                    target[int(part)] = value
+                    target[index] = value
                 else:
-                    target = target[int(part)]
+                    target = target[index]
             elif isinstance(target, dict):
                 if last:
                     target[part] = value
@@ -148,4 +291,4 @@ def apply_overrides(source: ScenarioSource, assignments: list[str]) -> None:
                     target = target.setdefault(part, {})
             else:
                 raise InputError(f"--set {assignment!r}: {parts[position - 1]!r} is not a mapping")
-        source.locations[dotted] = (f"--set {assignment}", None)
+        source.locations[dotted] = (override_label(assignment), None)

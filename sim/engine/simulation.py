@@ -50,14 +50,21 @@ def simulate(
     env = simpy.Environment()
     rejected: list[str] = []
 
+    # Sessions left with no turn in flight. The driver forgets those that have ended when it
+    # reads the next first turn, just before dispatching it; the router is then told.
+    idle_session_ids: dict[str, None] = {}  # insertion-ordered set
+
     def end_turn(session_id: str | None) -> None:
-        if session_id is None:
-            return
-        driver.on_session_turn_done(session_id)
-        if session_id not in driver.sessions:
-            router.on_session_end(session_id)
+        if session_id is not None:
+            driver.on_session_turn_done(session_id)
+            idle_session_ids[session_id] = None
 
     def dispatch(spec: SpecLike) -> None:
+        if spec.arrival_at is not None and idle_session_ids:
+            for session_id in idle_session_ids:
+                if session_id not in driver.sessions:
+                    router.on_session_end(session_id)
+            idle_session_ids.clear()
         request = request_from_spec(spec, cluster.hasher, float(env.now))
         try:
             cluster.submit(request)

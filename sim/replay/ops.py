@@ -159,7 +159,7 @@ def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[s
     if not isinstance(fields, dict):
         raise InputError("each line must be a JSON object", source=source, line=line_number)
     name = fields.get("op")
-    if name not in known_ops:
+    if not isinstance(name, str) or name not in known_ops:
         raise InputError(
             f"unknown op {name!r}; allowed: {', '.join(sorted(known_ops))}",
             source=source,

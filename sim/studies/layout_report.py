@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from sim.fileio import atomic_write_text
 from sim.report.plotting import save_figure
 from sim.studies.layout import LayoutReport, OrderingResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_PLOTTED_ORDERINGS = 20
 JSON_DECIMALS = 9
@@ -107,6 +108,8 @@ def plotted_rows(report: LayoutReport) -> list[tuple[int, OrderingResult]]:
 
 def layout_figure(report: LayoutReport) -> Figure:
     """Hit rate and TTFT p50/p99 per ordering, best at the top, as horizontal bars."""
+    from matplotlib.figure import Figure  # imported on use: keeps CLI start-up light
+
     shown = plotted_rows(report)
     labels = [
         f"#{rank} {row.label}" + (" (as written)" if row.is_as_written else "")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from sim.fileio import atomic_write_text
 from sim.report.plotting import save_figure
 from sim.studies.side_channel import CONFIDENCE, SettingResult, SideChannelReport
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 JSON_DECIMALS = 9
 NUM_BINS = 60
@@ -103,6 +104,8 @@ def _plot_setting(axes, result: SettingResult, bins: np.ndarray) -> None:
         f"[{result.accuracy_low:.2f}, {result.accuracy_high:.2f}]",
         fontsize=10,
     )
+    from matplotlib.ticker import MaxNLocator
+
     axes.set_ylabel("probes")
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.grid(alpha=0.3)
@@ -110,6 +113,8 @@ def _plot_setting(axes, result: SettingResult, bins: np.ndarray) -> None:
 
 def side_channel_figure(report: SideChannelReport) -> Figure:
     """Probe TTFT histograms per setting, split by whether the victim sent the candidate."""
+    from matplotlib.figure import Figure  # imported on use: keeps CLI start-up light
+
     all_ms = np.concatenate(
         [
             np.asarray(trial.probe_ttfts_s) * 1e3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import run_tiny
+from report_runs import run_tiny
 
 from sim.report.report import write_report
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_tiny
+from report_runs import run_tiny
 
 from sim.report import series
 from sim.report.series import (

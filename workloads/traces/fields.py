@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Iterator, Mapping
 
 from workloads.errors import WorkloadError
@@ -68,6 +69,17 @@ def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]
         except json.JSONDecodeError as error:
             raise WorkloadError(
                 f"invalid JSON ({error.msg} at column {error.colno})",
+                source=source,
+                line=line_number,
+            ) from None
+        except RecursionError:
+            raise WorkloadError(
+                "invalid JSON (nested too deeply)", source=source, line=line_number
+            ) from None
+        except ValueError:
+            # json's one plain ValueError: an integer longer than Python converts from text.
+            raise WorkloadError(
+                f"invalid JSON (an integer has more than {sys.get_int_max_str_digits()} digits)",
                 source=source,
                 line=line_number,
             ) from None

@@ -1,0 +1,160 @@
+"""The routing policies: round robin, least loaded, prefix-aware (SGLang's rule), session affinity.
+
+prefix_aware applies the decision rule of SGLang's cache-aware router (sgl-project/sglang,
+docs/router/router.md), with the replica's exact prefix cache in place of the router's
+approximate radix tree:
+
+1. Loads are unfinished (waiting + running) requests. The cluster is imbalanced when
+   `max - min > balance_abs_threshold` and `max > balance_rel_threshold * min`; then the
+   request goes to the least loaded replica.
+2. Otherwise the match ratio of a replica is the prompt fraction its cache holds (whole blocks,
+   at most the prompt minus one token, exactly what vLLM's lookup would reuse). The highest
+   ratio wins if it exceeds `cache_threshold`; ties go to the less loaded, then lower index.
+3. Below the threshold the request goes to the least loaded replica. (SGLang picks the worker
+   with the smallest approximate tree instead; a vLLM cache keeps evictable blocks until they
+   are reused, so every warm replica's cache is full and its size says nothing about room.)
+
+llm-d's precise prefix-cache scorer reads the same quantity (the matched fraction of the
+prompt's blocks, from the engines' KV events) but adds it to a queue-depth score with weights
+rather than switching on thresholds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sim.routing.router import (
+    ReplicaView,
+    Router,
+    least_loaded_by_requests,
+    least_loaded_by_tokens,
+)
+from sim.sched import Request
+
+ROUTER_POLICIES = ("round_robin", "least_loaded", "prefix_aware", "session_affinity")
+
+
+class RoundRobinRouter:
+    """Replicas in turn, whatever the request or load."""
+
+    policy = "round_robin"
+
+    def __init__(self) -> None:
+        self._next_index = 0
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        """The next replica in turn."""
+        index = self._next_index % len(replicas)
+        self._next_index = index + 1
+        return index
+
+    def on_session_end(self, session_id: str) -> None:
+        """Round robin keeps no session state."""
+
+
+class LeastLoadedRouter:
+    """The replica with the fewest queued tokens (ties: fewer requests, lower index)."""
+
+    policy = "least_loaded"
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        """The least loaded replica now."""
+        return least_loaded_by_tokens(replicas)
+
+    def on_session_end(self, session_id: str) -> None:
+        """Least loaded keeps no session state."""
+
+
+class SessionAffinityRouter:
+    """A session's first turn goes to the least loaded replica; its later turns follow it there.
+
+    Requests without a session are routed as by LeastLoadedRouter. A session's pin is dropped
+    when the session ends, so the table holds only live sessions.
+    """
+
+    policy = "session_affinity"
+
+    def __init__(self) -> None:
+        self.pins: dict[str, int] = {}
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        """The session's replica, pinning a new session to the least loaded one."""
+        session_id = request.session_id
+        if session_id is None:
+            return least_loaded_by_tokens(replicas)
+        index = self.pins.get(session_id)
+        if index is None:
+            index = self.pins[session_id] = least_loaded_by_tokens(replicas)
+        return index
+
+    def on_session_end(self, session_id: str) -> None:
+        """Forget the session's replica."""
+        self.pins.pop(session_id, None)
+
+
+class PrefixAwareRouter:
+    """SGLang's cache-aware rule on exact caches (see the module docstring)."""
+
+    policy = "prefix_aware"
+
+    def __init__(
+        self,
+        *,
+        cache_threshold: float = 0.5,
+        balance_abs_threshold: int = 32,
+        balance_rel_threshold: float = 1.0001,
+    ) -> None:
+        self.cache_threshold = cache_threshold
+        self.balance_abs_threshold = balance_abs_threshold
+        self.balance_rel_threshold = balance_rel_threshold
+
+    def is_imbalanced(self, loads: Sequence[int]) -> bool:
+        """Both the absolute and the relative load gap exceed their thresholds."""
+        highest, lowest = max(loads), min(loads)
+        return (
+            highest - lowest > self.balance_abs_threshold
+            and highest > self.balance_rel_threshold * lowest
+        )
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        """Least loaded when imbalanced, else the best prefix match above the threshold."""
+        loads = [replica.num_unfinished_requests for replica in replicas]
+        if self.is_imbalanced(loads):
+            return least_loaded_by_requests(replicas)
+        num_prompt_tokens = max(request.num_prompt_tokens, 1)
+        ratios = [
+            replica.num_cached_prefix_tokens(request) / num_prompt_tokens for replica in replicas
+        ]
+        best = max(
+            range(len(replicas)),
+            key=lambda position: (ratios[position], -loads[position], -replicas[position].index),
+        )
+        if ratios[best] > self.cache_threshold:
+            return replicas[best].index
+        return least_loaded_by_requests(replicas)
+
+    def on_session_end(self, session_id: str) -> None:
+        """Prefix-aware routing keeps no session state."""
+
+
+def make_router(
+    policy: str,
+    *,
+    cache_threshold: float = 0.5,
+    balance_abs_threshold: int = 32,
+    balance_rel_threshold: float = 1.0001,
+) -> Router:
+    """A fresh router for `policy` (one of ROUTER_POLICIES)."""
+    if policy == "round_robin":
+        return RoundRobinRouter()
+    if policy == "least_loaded":
+        return LeastLoadedRouter()
+    if policy == "session_affinity":
+        return SessionAffinityRouter()
+    if policy == "prefix_aware":
+        return PrefixAwareRouter(
+            cache_threshold=cache_threshold,
+            balance_abs_threshold=balance_abs_threshold,
+            balance_rel_threshold=balance_rel_threshold,
+        )
+    raise ValueError(f"router policy must be one of {', '.join(ROUTER_POLICIES)}, got {policy!r}")

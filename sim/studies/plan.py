@@ -1,0 +1,314 @@
+"""Capacity planning: the largest arrival rate, or the fewest replicas or least KV memory per
+replica, with which a deployment meets latency SLOs and stays stable.
+
+Every probe is a full `run_scenario` of the scenario with one setting changed
+(`workload.arrivals.rate_per_s`, `deployment.replicas` or `engine.kv_cache_memory_gib`),
+same seed, event traces off. A probe is feasible when it is stable and meets every SLO:
+
+- SLO: the summary.json percentile (measured requests only, after warm-up) is at most the
+  limit; a percentile with no samples fails.
+- Stable: the drain time, from the end of arrivals (`duration_s`) to the last finished request,
+  is at most `max_drain_fraction` x the measured window (`duration_s - warmup_s`). A deployment
+  that keeps up drains in about one request's latency; an overloaded one has a backlog that
+  grows with the run, so its drain time grows in proportion to the window. Overloads small
+  enough to drain within the fraction pass this rule; the latency SLOs catch those.
+
+Feasibility is assumed monotone in the searched setting; see sim.studies.plan_search.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.config import Scenario, validate_scenario_data
+from sim.config.workload import GammaSettings, PoissonSettings
+from sim.config.yaml_source import ScenarioSource
+from sim.costmodel import get_gpu, get_model, num_gpu_blocks
+from sim.costmodel.capacity import kv_bytes_per_token
+from sim.errors import InputError
+from sim.runner import GIB, run_scenario
+from sim.studies.plan_search import (
+    Bracket,
+    largest_feasible,
+    smallest_feasible,
+    smallest_feasible_count,
+)
+
+# SLO metric names and the summary.json key (seconds) each one reads.
+SLO_METRICS = {
+    "ttft_p50": "ttft_p50_s",
+    "ttft_p90": "ttft_p90_s",
+    "ttft_p99": "ttft_p99_s",
+    "e2e_p50": "e2e_p50_s",
+    "e2e_p99": "e2e_p99_s",
+    "itl_p50": "itl_p50_s",
+    "itl_p99": "itl_p99_s",
+    "queue_p50": "queue_p50_s",
+    "queue_p99": "queue_p99_s",
+}
+_SLO_TEXT = re.compile(r"^\s*(\w+)\s*=\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+)\s*(ms|s)\s*$")
+_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3}
+
+FIND_MODES = ("rate", "replicas", "kv-memory")
+_SEARCHED_PATHS = {
+    "rate": "workload.arrivals.rate_per_s",
+    "replicas": "deployment.replicas",
+    "kv-memory": "engine.kv_cache_memory_gib",
+}
+_UNITS = {"rate": "arrivals/s", "replicas": "replicas", "kv-memory": "GiB"}
+
+
+@dataclass(slots=True, frozen=True)
+class Slo:
+    """An upper limit on one latency percentile of the summary."""
+
+    metric: str  # a key of SLO_METRICS
+    limit_s: float
+
+    @property
+    def summary_key(self) -> str:
+        """The summary.json key this SLO reads."""
+        return SLO_METRICS[self.metric]
+
+
+def parse_slo(text: str) -> Slo:
+    """`metric=value` with a unit, e.g. `ttft_p99=2s` or `itl_p99=50ms`."""
+    match = _SLO_TEXT.match(text)
+    if match is None:
+        raise InputError(
+            f"--slo {text!r}: expected metric=value with a unit (s or ms), e.g. ttft_p99=2s"
+        )
+    metric, number, unit = match.groups()
+    if metric not in SLO_METRICS:
+        raise InputError(
+            f"--slo {text!r}: unknown metric {metric!r}; allowed: {', '.join(SLO_METRICS)}"
+        )
+    limit_s = float(number) * _UNIT_SECONDS[unit]
+    if not limit_s > 0:
+        raise InputError(f"--slo {text!r}: the limit must be positive")
+    return Slo(metric, limit_s)
+
+
+@dataclass(slots=True, frozen=True)
+class PlanSettings:
+    """What to search and the rules of the search."""
+
+    find: str = "rate"  # one of FIND_MODES
+    rate_per_s: float | None = None  # fixed arrival rate (replicas, kv-memory) or search start
+    rel_tol: float = 0.05
+    max_drain_fraction: float = 0.1
+    max_replicas: int = 64
+
+
+@dataclass(slots=True)
+class Probe:
+    """One simulated run at one value of the searched setting."""
+
+    value: float
+    metrics_s: dict[str, float | None]  # SLO metric -> measured value
+    num_requests: int
+    drain_s: float
+    stable: bool
+    meets_slos: bool
+
+    @property
+    def feasible(self) -> bool:
+        """Stable and within every SLO."""
+        return self.stable and self.meets_slos
+
+
+@dataclass(slots=True)
+class PlanResult:
+    """The answer, the infeasible value next to it, and every probe in the order run."""
+
+    scenario: str
+    settings: PlanSettings
+    slos: list[Slo]
+    answer: float | None
+    infeasible_bound: float | None
+    drain_limit_s: float
+    probes: list[Probe] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        """The unit of the searched value."""
+        return _UNITS[self.settings.find]
+
+    def to_json(self) -> dict[str, Any]:
+        """plan.json's document."""
+        settings = self.settings
+        return {
+            "scenario": self.scenario,
+            "find": settings.find,
+            "searched": _SEARCHED_PATHS[settings.find],
+            "unit": self.unit,
+            "answer": self.answer,
+            "infeasible_bound": self.infeasible_bound,
+            "slos": {slo.metric: slo.limit_s for slo in self.slos},
+            "rate_per_s": settings.rate_per_s,
+            "rel_tol": settings.rel_tol,
+            "max_drain_fraction": settings.max_drain_fraction,
+            "drain_limit_s": self.drain_limit_s,
+            "probes": [
+                {
+                    "value": probe.value,
+                    "feasible": probe.feasible,
+                    "stable": probe.stable,
+                    "meets_slos": probe.meets_slos,
+                    "drain_s": probe.drain_s,
+                    "num_requests": probe.num_requests,
+                    "metrics_s": probe.metrics_s,
+                }
+                for probe in self.probes
+            ],
+        }
+
+
+def with_setting(scenario: Scenario, dotted_path: str, value: Any) -> Scenario:
+    """The scenario with one setting replaced, validated like a scenario file."""
+    data = scenario.resolved()
+    *parents, last = dotted_path.split(".")
+    target = data
+    for part in parents:
+        target = target[part]
+    target[last] = value
+    return validate_scenario_data(ScenarioSource(data, Path(f"<{dotted_path}={value}>")))
+
+
+def kv_memory_range_gib(scenario: Scenario) -> tuple[float, float]:
+    """Per-GPU KV memory from the least vLLM accepts (one max_model_len sequence plus the null
+    block) to all the GPU leaves after weights and activations."""
+    engine, deployment = scenario.engine, scenario.deployment
+    if engine.num_gpu_blocks is not None:
+        raise InputError(
+            "engine.num_gpu_blocks fixes the KV cache size; remove it to search kv-memory"
+        )
+    gpu, model = get_gpu(deployment.gpu), get_model(deployment.model)
+    block_bytes = engine.block_size * kv_bytes_per_token(model, deployment.tp)
+    least_blocks = math.ceil(engine.max_model_len / engine.block_size) + 1
+    most_blocks = num_gpu_blocks(
+        gpu,
+        model,
+        tp=deployment.tp,
+        block_size=engine.block_size,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        activation_reserve_bytes=None
+        if engine.activation_reserve_gib is None
+        else int(engine.activation_reserve_gib * GIB),
+    )
+    if most_blocks < least_blocks:
+        raise InputError(
+            f"the GPU's KV cache ({most_blocks - 1} blocks) cannot hold one max_model_len "
+            f"({engine.max_model_len}) sequence; lower engine.max_model_len"
+        )
+    return least_blocks * block_bytes / GIB, most_blocks * block_bytes / GIB
+
+
+def check_plan_inputs(scenario: Scenario, settings: PlanSettings) -> None:
+    """Reject settings a plan cannot run with (before any probe), as one-line InputErrors."""
+    if settings.find not in FIND_MODES:
+        raise InputError(f"--find {settings.find!r}: allowed: {', '.join(FIND_MODES)}")
+    if scenario.duration_s is None:
+        raise InputError(
+            "plan needs duration_s in the scenario: every probe must see the same arrival window"
+        )
+    rate_needed = settings.find == "rate" or settings.rate_per_s is not None
+    if rate_needed and not isinstance(scenario.workload.arrivals, PoissonSettings | GammaSettings):
+        raise InputError(
+            "workload.arrivals: changing the arrival rate needs a poisson or gamma process "
+            "(rate_per_s); piecewise arrivals and traces have no single rate"
+        )
+    if settings.rate_per_s is not None and not settings.rate_per_s > 0:
+        raise InputError(f"--rate {settings.rate_per_s}: must be a positive number of arrivals/s")
+    if not 0 < settings.rel_tol < 1:
+        raise InputError(f"--tolerance {settings.rel_tol}: must be in (0, 1)")
+    if not settings.max_drain_fraction > 0:
+        raise InputError(f"--max-drain-fraction {settings.max_drain_fraction}: must be > 0")
+    if settings.max_replicas < 1:
+        raise InputError(f"--max-replicas {settings.max_replicas}: must be >= 1")
+    if settings.find == "kv-memory":
+        kv_memory_range_gib(scenario)
+
+
+def plan(
+    scenario: Scenario,
+    base_dir: Path,
+    slos: list[Slo],
+    settings: PlanSettings,
+    *,
+    scratch_dir: Path,
+    on_probe: Callable[[Probe], None] | None = None,
+) -> PlanResult:
+    """Search the setting `settings.find` names; probe runs go to (and leave) `scratch_dir`."""
+    if not slos:
+        raise InputError("give at least one --slo, e.g. --slo ttft_p99=2s")
+    check_plan_inputs(scenario, settings)
+    duration_s = scenario.duration_s
+    base = with_setting(scenario, "outputs", {"events": False, "scrape_interval_s": duration_s})
+    if settings.rate_per_s is not None:
+        base = with_setting(base, _SEARCHED_PATHS["rate"], settings.rate_per_s)
+    result = PlanResult(
+        scenario=scenario.name,
+        settings=settings,
+        slos=list(slos),
+        answer=None,
+        infeasible_bound=None,
+        drain_limit_s=settings.max_drain_fraction * (duration_s - scenario.warmup_s),
+    )
+    searched_path = _SEARCHED_PATHS[settings.find]
+
+    def is_feasible(value: float) -> bool:
+        probe_scenario = with_setting(base, searched_path, value)
+        run_dir = scratch_dir / f"probe-{len(result.probes):03d}"
+        summary = run_scenario(probe_scenario, base_dir, run_dir=run_dir).summary
+        shutil.rmtree(run_dir, ignore_errors=True)
+        probe = _probe(value, summary, slos, duration_s, result.drain_limit_s)
+        result.probes.append(probe)
+        if on_probe is not None:
+            on_probe(probe)
+        return probe.feasible
+
+    bracket = _search(base, settings, is_feasible)
+    result.answer, result.infeasible_bound = bracket.feasible, bracket.infeasible
+    return result
+
+
+def _search(
+    base: Scenario, settings: PlanSettings, is_feasible: Callable[[float], bool]
+) -> Bracket:
+    if settings.find == "rate":
+        return largest_feasible(
+            is_feasible, base.workload.arrivals.rate_per_s, rel_tol=settings.rel_tol
+        )
+    if settings.find == "replicas":
+        return smallest_feasible_count(is_feasible, max_count=settings.max_replicas)
+    low_gib, high_gib = kv_memory_range_gib(base)
+    return smallest_feasible(is_feasible, low_gib, high_gib, rel_tol=settings.rel_tol)
+
+
+def _probe(
+    value: float,
+    summary: dict[str, Any],
+    slos: list[Slo],
+    duration_s: float,
+    drain_limit_s: float,
+) -> Probe:
+    metrics_s = {slo.metric: summary.get(slo.summary_key) for slo in slos}
+    meets_slos = all(
+        metrics_s[slo.metric] is not None and metrics_s[slo.metric] <= slo.limit_s for slo in slos
+    )
+    drain_s = max(summary["end_at"] - duration_s, 0.0)
+    return Probe(
+        value=value,
+        metrics_s=metrics_s,
+        num_requests=summary["num_requests"],
+        drain_s=drain_s,
+        stable=drain_s <= drain_limit_s,
+        meets_slos=meets_slos,
+    )

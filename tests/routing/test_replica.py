@@ -1,0 +1,41 @@
+"""SchedulerReplica reads a live scheduler's load and prefix cache without changing them."""
+
+from __future__ import annotations
+
+from sim.routing import SchedulerReplica
+from sim.sched import Request, Scheduler, SchedulerConfig
+
+
+def make_request(scheduler: Scheduler, request_id: str, prompt: list[int]) -> Request:
+    return Request(request_id, prompt, [7, 8, 9], scheduler.hasher)
+
+
+def test_load_and_cached_prefix_of_a_scheduler() -> None:
+    # 16-token blocks. Request a (40 tokens) is prefilled in one step, caching its 2 full
+    # blocks (tokens 0..31); request b (50 tokens) then waits.
+    scheduler = Scheduler(SchedulerConfig(num_gpu_blocks=33, block_size=16, max_model_len=256))
+    replica = SchedulerReplica(3, scheduler)
+    assert (replica.num_unfinished_requests, replica.num_queued_tokens) == (0, 0)
+
+    scheduler.add_request(make_request(scheduler, "a", list(range(40))))
+    assert (replica.num_unfinished_requests, replica.num_queued_tokens) == (1, 40)
+    output = scheduler.schedule(0.0)
+    # During the step every token of a is scheduled: nothing is queued.
+    assert replica.num_queued_tokens == 0
+    scheduler.update_from_output(output, 0.25)
+    # a sampled its first output token, the one the next decode step computes.
+    assert replica.num_queued_tokens == 1
+    scheduler.add_request(make_request(scheduler, "b", list(range(100, 150))))
+    assert (replica.num_unfinished_requests, replica.num_queued_tokens) == (2, 51)
+
+    manager = scheduler.kv_cache_manager
+    queries_before = manager.stats.queries
+    shares_two_blocks = make_request(scheduler, "c", [*range(32), *range(500, 520)])
+    shares_one_block = make_request(scheduler, "d", [*range(16), *range(600, 640)])
+    unrelated = make_request(scheduler, "e", list(range(900, 960)))
+    assert replica.num_cached_prefix_tokens(shares_two_blocks) == 32
+    assert replica.num_cached_prefix_tokens(shares_one_block) == 16
+    assert replica.num_cached_prefix_tokens(unrelated) == 0
+    assert replica.index == 3
+    assert manager.stats.queries == queries_before
+    assert (replica.num_unfinished_requests, replica.num_queued_tokens) == (2, 51)

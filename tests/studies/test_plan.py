@@ -1,0 +1,273 @@
+"""Capacity planning: SLO parsing, the bracket-and-bisect searches, and `plan` on a deployment
+whose boundary can be worked out by hand.
+
+The hand-checkable deployment: one sequence at a time (max_num_seqs 1), every step 10 ms,
+single-turn requests with 8 output tokens and near-deterministic arrivals (gamma, cv 0.01).
+A request takes 8 steps = 80 ms (prefill emits the first token), so one replica serves at
+most 12.5 requests/s. Below that TTFT is one 10 ms step; above it the queue grows all run
+(20 s of arrivals).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.cli import main
+from sim.config import load_scenario
+from sim.errors import InputError
+from sim.studies.plan import PlanSettings, Slo, parse_slo, plan
+from sim.studies.plan_search import (
+    Bracket,
+    largest_feasible,
+    smallest_feasible,
+    smallest_feasible_count,
+)
+
+SERIAL_YAML = """\
+name: serial
+seed: 1
+duration_s: 20
+engine: {max_num_seqs: 1, max_num_batched_tokens: 1024, max_model_len: 1024, num_gpu_blocks: 200}
+cost_model: "constant:0.01"
+workload:
+  source:
+    kind: chat
+    common: {system_prompt_tokens: 0}
+    turns_per_session: 1
+    user_message_tokens: 32
+    answer_tokens: 8
+  arrivals: {process: gamma, rate_per_s: 4.0, cv: 0.01}
+"""
+TTFT_SLO = [Slo("ttft_p99", 0.05)]
+BLOCK_GIB = 16 * 128 * 1024 / 1024**3  # a 16-token block of llama-3.1-8b KV (128 KiB/token)
+
+
+def write_scenario(tmp_path: Path, text: str = SERIAL_YAML) -> Path:
+    path = tmp_path / "serial.yaml"
+    path.write_text(text)
+    return path
+
+
+def run_plan(tmp_path: Path, settings: PlanSettings, overrides: tuple[str, ...] = ()):
+    loaded = load_scenario(write_scenario(tmp_path), overrides)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    return plan(loaded.scenario, loaded.base_dir, TTFT_SLO, settings, scratch_dir=scratch)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ttft_p99=2s", Slo("ttft_p99", 2.0)),
+        ("itl_p99=50ms", Slo("itl_p99", 0.05)),
+        (" e2e_p50 = 1.5 s ", Slo("e2e_p50", 1.5)),
+        ("queue_p99=.25s", Slo("queue_p99", 0.25)),
+        ("ttft_p90=2.5e2ms", Slo("ttft_p90", 0.25)),
+    ],
+)
+def test_parse_slo(text: str, expected: Slo) -> None:
+    assert parse_slo(text) == expected
+    assert expected.summary_key == f"{expected.metric}_s"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("ttft_p99=2", "expected metric=value with a unit (s or ms), e.g. ttft_p99=2s"),
+        ("ttft_p99=2min", "expected metric=value with a unit (s or ms), e.g. ttft_p99=2s"),
+        ("ttft_p99<2s", "expected metric=value with a unit (s or ms), e.g. ttft_p99=2s"),
+        ("ttft_p99=-1s", "expected metric=value with a unit (s or ms), e.g. ttft_p99=2s"),
+        ("ttft_p99=0ms", "the limit must be positive"),
+        (
+            "e2e_p90=1s",
+            "unknown metric 'e2e_p90'; allowed: ttft_p50, ttft_p90, ttft_p99, e2e_p50, "
+            "e2e_p99, itl_p50, itl_p99, queue_p50, queue_p99",
+        ),
+    ],
+)
+def test_bad_slo_is_an_input_error(text: str, problem: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_slo(text)
+    assert str(raised.value) == f"--slo {text!r}: {problem}"
+
+
+def recording(threshold: float, feasible_below: bool):
+    probes: list[float] = []
+
+    def is_feasible(value: float) -> bool:
+        probes.append(value)
+        return value <= threshold if feasible_below else value >= threshold
+
+    return is_feasible, probes
+
+
+@given(
+    threshold=st.floats(0.01, 1000.0),
+    start_exponent=st.floats(-9.0, 9.0),  # within the default 10 doublings or halvings
+    rel_tol=st.sampled_from([0.01, 0.05, 0.2]),
+)
+def test_largest_feasible_brackets_the_threshold(threshold, start_exponent, rel_tol) -> None:
+    start = threshold * 2**start_exponent
+    is_feasible, probes = recording(threshold, feasible_below=True)
+    bracket = largest_feasible(is_feasible, start, rel_tol=rel_tol)
+    assert bracket.feasible <= threshold < bracket.infeasible
+    assert bracket.infeasible - bracket.feasible <= rel_tol * bracket.infeasible
+    assert {bracket.feasible, bracket.infeasible} <= set(probes)
+
+
+def test_largest_feasible_stops_doubling_and_halving() -> None:
+    always, probes = recording(math.inf, feasible_below=True)
+    assert largest_feasible(always, 1.0, rel_tol=0.05, max_doublings=3) == Bracket(8.0, None)
+    assert probes == [1.0, 2.0, 4.0, 8.0]
+    never, probes = recording(-1.0, feasible_below=True)
+    assert largest_feasible(never, 1.0, rel_tol=0.05, max_doublings=3) == Bracket(None, 0.125)
+
+
+@given(threshold=st.floats(0.1, 100.0), rel_tol=st.sampled_from([0.01, 0.05, 0.2]))
+def test_smallest_feasible_brackets_the_threshold(threshold, rel_tol) -> None:
+    is_feasible, _ = recording(threshold, feasible_below=False)
+    bracket = smallest_feasible(is_feasible, 0.1, 100.0, rel_tol=rel_tol)
+    if threshold <= 0.1:
+        assert bracket == Bracket(0.1, None)
+    else:
+        assert bracket.infeasible < threshold <= bracket.feasible
+        assert bracket.feasible - bracket.infeasible <= rel_tol * bracket.feasible
+
+
+def test_smallest_feasible_without_a_feasible_value() -> None:
+    is_feasible, probes = recording(200.0, feasible_below=False)
+    assert smallest_feasible(is_feasible, 0.1, 100.0, rel_tol=0.05) == Bracket(None, 100.0)
+    assert probes == [100.0]
+
+
+@given(threshold=st.integers(1, 100), max_count=st.integers(1, 100))
+def test_smallest_feasible_count_is_exact(threshold: int, max_count: int) -> None:
+    is_feasible, probes = recording(threshold, feasible_below=False)
+    bracket = smallest_feasible_count(is_feasible, max_count=max_count)
+    if threshold > max_count:
+        assert bracket == Bracket(None, max_count)
+    else:
+        assert bracket.feasible == threshold
+        assert bracket.infeasible == (threshold - 1 if threshold > 1 else None)
+    assert len(probes) == len(set(probes))
+
+
+def test_the_largest_rate_is_the_hand_computed_capacity(tmp_path: Path) -> None:
+    # From 4/s: 4, 8 ok; 16 unstable; bisect 12 ok, 14 and 13 fail, 12.5 ok; 13-12.5 < 5% of 13.
+    result = run_plan(tmp_path, PlanSettings(find="rate"))
+    assert [probe.value for probe in result.probes] == [4.0, 8.0, 16.0, 12.0, 14.0, 13.0, 12.5]
+    assert [probe.feasible for probe in result.probes] == [1, 1, 0, 1, 0, 0, 1]
+    assert (result.answer, result.infeasible_bound) == (12.5, 13.0)
+    # 16/s runs 28% over capacity: the backlog drains for far longer than 10% of the 20 s.
+    over = result.probes[2]
+    assert not over.stable and over.drain_s > 2.0
+    assert result.probes[0].metrics_s == {"ttft_p99": pytest.approx(0.01)}
+    assert not list((tmp_path / "scratch").iterdir())
+
+
+def test_two_replicas_sustain_twice_the_rate_of_one(tmp_path: Path) -> None:
+    result = run_plan(tmp_path, PlanSettings(find="rate"), ("deployment.replicas=2",))
+    assert (result.answer, result.infeasible_bound) == (25.0, 26.0)
+
+
+def test_the_fewest_replicas_for_a_rate(tmp_path: Path) -> None:
+    # 30/s needs 30/12.5 = 2.4 replicas: doubling probes 1, 2, 4, then bisection tries 3.
+    # Round robin alternates the near-regular arrivals, so each replica sees 10/s.
+    result = run_plan(tmp_path, PlanSettings(find="replicas", rate_per_s=30.0))
+    assert [probe.value for probe in result.probes] == [1, 2, 4, 3]
+    assert (result.answer, result.infeasible_bound) == (3, 2)
+
+
+def test_the_least_kv_memory_for_a_rate(tmp_path: Path) -> None:
+    # 880-token prompts; 15/s needs 2 requests in flight (1 serves 12.5/s). One holds 56 blocks
+    # (887 computed tokens), so the pool needs 2 x 56 usable + the null block = 113 blocks.
+    result = run_plan(
+        tmp_path,
+        PlanSettings(find="kv-memory", rate_per_s=15.0, rel_tol=0.05),
+        (
+            "engine.num_gpu_blocks=null",
+            "engine.max_num_seqs=64",
+            "workload.source.user_message_tokens=880",
+        ),
+    )
+    assert result.infeasible_bound < 113 * BLOCK_GIB <= result.answer
+    assert result.answer - result.infeasible_bound <= 0.05 * result.answer
+    assert result.probes[0].value == pytest.approx(56.31640625)  # all the H100 leaves for KV
+    assert result.probes[1].value == 65 * BLOCK_GIB  # one max_model_len sequence + null block
+
+
+@pytest.mark.parametrize(
+    ("text", "settings", "message"),
+    [
+        (
+            SERIAL_YAML.replace("duration_s: 20\n", "").replace(
+                "answer_tokens: 8", "answer_tokens: 8\n  num_arrivals: 10"
+            ),
+            PlanSettings(),
+            "plan needs duration_s in the scenario",
+        ),
+        (
+            SERIAL_YAML.replace(
+                "{process: gamma, rate_per_s: 4.0, cv: 0.01}",
+                "{process: piecewise, pieces: [{duration_s: 10, rate_per_s: 2.0}]}",
+            ),
+            PlanSettings(),
+            "changing the arrival rate needs a poisson or gamma process",
+        ),
+        (SERIAL_YAML, PlanSettings(find="kv-memory"), "engine.num_gpu_blocks fixes the KV cache"),
+        (SERIAL_YAML, PlanSettings(find="latency"), "--find 'latency': allowed: rate, replicas"),
+        (SERIAL_YAML, PlanSettings(rate_per_s=-1.0), "--rate -1.0: must be a positive"),
+    ],
+)
+def test_plan_input_errors(tmp_path: Path, text: str, settings: PlanSettings, message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        loaded = load_scenario(write_scenario(tmp_path, text))
+        plan(loaded.scenario, loaded.base_dir, TTFT_SLO, settings, scratch_dir=tmp_path)
+
+
+def test_plan_command_writes_plan_json_and_png(tmp_path: Path, capsys) -> None:
+    scenario = write_scenario(tmp_path)
+    out = tmp_path / "plan"
+    with pytest.raises(SystemExit) as raised:
+        main(
+            [
+                "plan",
+                str(scenario),
+                "--slo",
+                "ttft_p99=50ms",
+                "--find",
+                "replicas",
+                "--rate",
+                "30",
+                "--out",
+                str(out),
+            ]
+        )
+    assert raised.value.code == 0
+    stdout = capsys.readouterr().out
+    assert "smallest replicas meeting the SLOs: 3 replicas (infeasible at 2)" in stdout
+    document = json.loads((out / "plan.json").read_text())
+    assert (document["answer"], document["infeasible_bound"]) == (3, 2)
+    assert document["searched"] == "deployment.replicas"
+    assert document["slos"] == {"ttft_p99": 0.05}
+    assert [probe["value"] for probe in document["probes"]] == [1, 2, 4, 3]
+    assert (out / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(path.name for path in out.iterdir()) == ["plan.json", "plan.png"]
+
+
+def test_plan_command_rejects_a_bad_slo_in_one_line(tmp_path: Path, capsys) -> None:
+    scenario = write_scenario(tmp_path)
+    with pytest.raises(SystemExit) as raised:
+        main(["plan", str(scenario), "--slo", "ttft_p99=fast"])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --slo 'ttft_p99=fast': expected metric=value with a unit (s or ms), "
+        "e.g. ttft_p99=2s\n"
+    )

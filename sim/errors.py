@@ -16,3 +16,17 @@ class InputError(Exception):
         super().__init__(f"{location}{message}")
         self.source = source
         self.line = line
+
+    def at(self, source: object) -> InputError:
+        """This error located in `source` (a file), unless it already names one."""
+        if self.source is not None:
+            return self
+        return InputError(str(self), source=str(source))
+
+    @classmethod
+    def from_workload_error(cls, error: Exception) -> InputError:
+        """The same problem as an InputError; its message already names the file and line."""
+        converted = cls(str(error))
+        converted.source = getattr(error, "source", None)
+        converted.line = getattr(error, "line", None)
+        return converted

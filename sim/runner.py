@@ -22,6 +22,7 @@ from sim.config import Scenario
 from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
 from sim.costmodel.profiles import profile_name
 from sim.engine import SimulationResult, simulate
+from sim.engine.core import check_max_model_len_fits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics import make_run_recorder
@@ -137,10 +138,12 @@ def run_scenario(
     run_id = scenario.run_id()
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     config = scheduler_config(scenario)
+    check_max_model_len_fits(config)
     cost_model = scenario_cost_model(scenario, base_dir)
+    created_dirs = _make_dirs(run_dir.parent)
     partial_dir = run_dir.parent / f".{run_dir.name}.partial"
     shutil.rmtree(partial_dir, ignore_errors=True)
-    partial_dir.mkdir(parents=True)
+    partial_dir.mkdir()
     try:
         recorder = make_run_recorder(
             partial_dir,
@@ -176,7 +179,7 @@ def run_scenario(
                     replica_recorders=replica_summaries,
                 )
             except WorkloadError as error:
-                raise InputError(str(error)) from None
+                raise InputError.from_workload_error(error) from None
         summary = _finish_summary(partial_dir, scenario, run_id, config, result)
         if replica_summaries is not None:
             _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
@@ -186,8 +189,23 @@ def run_scenario(
         partial_dir.rename(run_dir)
     except BaseException:
         shutil.rmtree(partial_dir, ignore_errors=True)
+        for directory in reversed(created_dirs):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only if still empty
         raise
     return RunResult(run_dir, summary)
+
+
+def _make_dirs(directory: Path) -> list[Path]:
+    """Create `directory` and missing parents; returns those created, outermost first."""
+    missing = [path for path in (directory, *directory.parents) if not path.exists()]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(
+            f"cannot create the results directory {directory}: {error.strerror}"
+        ) from None
+    return list(reversed(missing))
 
 
 def _finish_summary(

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from sim.errors import InputError
+from workloads.errors import WorkloadError
 
 app = typer.Typer(
     name="prefixsim",
@@ -22,8 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; bad input prints one line on stderr and exits with status 2."""
     try:
         app(args=argv, prog_name="prefixsim", standalone_mode=True)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (InputError, WorkloadError) as error:
+        # One line, always: a message must never spill into a second line.
+        print("error: " + " ".join(str(error).split()), file=sys.stderr)
         raise SystemExit(2) from None
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as Unix tools do on SIGPIPE.

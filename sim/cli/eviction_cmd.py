@@ -49,7 +49,7 @@ def eviction_command(
             hash_algo=scenario.engine.hash_algo,
         )
     except WorkloadError as error:
-        raise InputError(str(error)) from None
+        raise InputError.from_workload_error(error) from None
     out = out if out is not None else Path("results") / scenario.name / "eviction"
     markdown = report.to_markdown()
     atomic_write_text(out / "eviction.md", markdown + "\n")

@@ -95,7 +95,7 @@ def replay_command(
                 "hits": result.summary["num_hits"],
             }
     except WorkloadError as error:
-        raise InputError(str(error)) from None
+        raise InputError.from_workload_error(error) from None
     print(json.dumps(summary, sort_keys=True))
 
 

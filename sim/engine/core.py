@@ -47,6 +47,18 @@ def request_record(request: Request) -> RequestRecord:
     )
 
 
+def check_max_model_len_fits(config: SchedulerConfig) -> None:
+    """vLLM refuses to start when one max_model_len sequence does not fit its KV cache."""
+    capacity_tokens = (config.num_gpu_blocks - 1) * config.block_size
+    if config.max_model_len > capacity_tokens:
+        raise InputError(
+            f"engine.max_model_len {config.max_model_len} is larger than the KV cache "
+            f"({config.num_gpu_blocks - 1} usable blocks x {config.block_size} = "
+            f"{capacity_tokens} tokens), which vLLM refuses at start-up; lower "
+            "max_model_len or give the cache more memory"
+        )
+
+
 class EngineCore:
     """A vLLM engine replica: a Scheduler whose steps take `cost_model` time in a SimPy env.
 
@@ -66,14 +78,7 @@ class EngineCore:
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
     ) -> None:
-        capacity_tokens = (config.num_gpu_blocks - 1) * config.block_size
-        if config.max_model_len > capacity_tokens:
-            raise InputError(
-                f"max_model_len {config.max_model_len} is larger than the KV cache "
-                f"({config.num_gpu_blocks - 1} usable blocks x {config.block_size} = "
-                f"{capacity_tokens} tokens), which vLLM refuses at start-up; lower "
-                "max_model_len or give the cache more memory"
-            )
+        check_max_model_len_fits(config)
         self.env = env
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder) if record_block_events else None

@@ -88,7 +88,15 @@ def simulate(
         on_step=on_progress,
     )
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)
-    env.run()
+    try:
+        env.run()
+    except Exception as error:
+        # SimPy re-raises a process's exception as a fresh copy built from its args alone;
+        # the original (with its attributes, e.g. an InputError's file and line) is the cause.
+        original = error.__cause__
+        if type(original) is type(error):
+            raise original from None
+        raise
     recorder.close(env.now)
     return SimulationResult(
         env.now, cluster.num_steps, driver.num_submitted, len(rejected), cluster.num_routed

@@ -105,11 +105,6 @@ def test_bad_trace_file_in_a_scenario(case: BadFile, tmp_path, capsys):
     assert files_and_partials(results) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sim/runner.py creates RESULTS/<name>/ before simulating and leaves it behind when "
-    "the trace fails mid-run (reported to the lead)",
-)
 def test_failed_trace_run_leaves_results_empty(tmp_path, capsys):
     """A trace whose line 3 is truncated: the results directory gains nothing, not even a
     directory."""
@@ -120,11 +115,6 @@ def test_failed_trace_run_leaves_results_empty(tmp_path, capsys):
     assert written_entries(results) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the KV-capacity check runs in sim/runner.py / sim/engine after RESULTS/<name>/ is "
-    "made, and its error names no file (reported to the lead)",
-)
 def test_max_model_len_over_cache_names_the_file(tmp_path, capsys):
     """9 usable blocks of 16 tokens cannot hold max_model_len 4096: the error names the
     scenario file and engine.max_model_len, and nothing is written."""
@@ -278,11 +268,6 @@ def test_usage_error(arguments, fragment, tmp_path, valid_scenario, capsys):
     assert written_entries(tmp_path) == ["valid.yaml"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sim/runner.py lets mkdir's NotADirectoryError escape when --results is a file "
-    "(reported to the lead)",
-)
 def test_results_root_is_a_file(tmp_path, valid_scenario, capsys):
     """--results naming an existing file: one `error:` line naming it, exit 2."""
     not_a_directory = tmp_path / "results"

@@ -25,6 +25,7 @@ from sim.engine import SimulationResult, simulate
 from sim.engine.core import check_max_model_len_fits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
+from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.metrics import make_run_recorder
 from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
 from sim.routing import Router, make_router
@@ -61,6 +62,8 @@ def scheduler_config(scenario: Scenario) -> SchedulerConfig:
         else int(engine.kv_cache_memory_gib * GIB),
         num_gpu_blocks_override=engine.num_gpu_blocks,
     )
+    if blocks > MAX_NUM_GPU_BLOCKS:
+        raise InputError(pool_size_problem(blocks))
     return SchedulerConfig(
         num_gpu_blocks=blocks,
         block_size=engine.block_size,

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from sim.config.base import StrictModel, field_problem
 from sim.costmodel.specs import get_gpu, get_model
 from sim.errors import InputError
+from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS
 
 HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]  # = kvcache.HASH_ALGOS
 RouterPolicy = Literal[
@@ -20,7 +21,9 @@ class EngineSettings(StrictModel):
     """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33)."""
 
     block_size: int = Field(16, ge=1, le=1024)
-    num_gpu_blocks: int | None = Field(None, ge=2, description="Override; includes the null block")
+    num_gpu_blocks: int | None = Field(
+        None, ge=2, le=MAX_NUM_GPU_BLOCKS, description="Override; includes the null block"
+    )
     kv_cache_memory_gib: float | None = Field(None, gt=0)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     activation_reserve_gib: float | None = Field(None, ge=0)

@@ -7,6 +7,20 @@ from collections.abc import Iterable, Sequence
 from sim.kvcache.block import FreeBlockQueue, KVBlock
 from sim.kvcache.observer import BLOCK_CLEARED, BLOCK_EVICTED, BLOCK_STORED, CacheObserver
 
+# Every block is a Python object (~132 bytes with its list slot): 30M blocks are ~4 GiB, about a
+# sixth of this project's 24 GiB machines. More is refused up front instead of swapping.
+MAX_NUM_GPU_BLOCKS = 30_000_000
+BYTES_PER_BLOCK = 132
+
+
+def pool_size_problem(num_gpu_blocks: int) -> str:
+    """Why a pool of `num_gpu_blocks` cannot be built (with its memory estimate)."""
+    return (
+        f"num_gpu_blocks must be in 2..{MAX_NUM_GPU_BLOCKS:,} (one is the null block), got "
+        f"{num_gpu_blocks:,}, which would need about "
+        f"{num_gpu_blocks * BYTES_PER_BLOCK / 1024**3:.1f} GiB of memory to simulate"
+    )
+
 
 class BlockPool:
     """All physical blocks; block 0 is the null block, so `num_gpu_blocks - 1` are usable."""
@@ -30,10 +44,8 @@ class BlockPool:
         enable_caching: bool = True,
         observer: CacheObserver | None = None,
     ) -> None:
-        if num_gpu_blocks < 2:
-            raise ValueError(
-                f"num_gpu_blocks must be at least 2 (one is the null block), got {num_gpu_blocks}"
-            )
+        if not 2 <= num_gpu_blocks <= MAX_NUM_GPU_BLOCKS:
+            raise ValueError(pool_size_problem(num_gpu_blocks))
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.observer = observer

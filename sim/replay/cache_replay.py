@@ -78,7 +78,7 @@ class CacheReplayConfig:
         if hash_seed is not None and not isinstance(hash_seed, str):
             raise op.error(f"'hash_seed' must be a string or null, got {hash_seed!r}")
         return cls(
-            num_blocks=op.get_int("num_blocks", 64, minimum=2),
+            num_blocks=op.get_num_blocks(),
             block_size=op.get_int("block_size", 16, minimum=1),
             hash_algo=check_hash_algo(op),
             hash_seed=hash_seed,

@@ -53,7 +53,7 @@ def scheduler_config_from_op(op: Op | None) -> SchedulerConfig:
         raise op.error(f"'hash_seed' must be a string or null, got {hash_seed!r}")
     try:
         return SchedulerConfig(
-            num_gpu_blocks=op.get_int("num_blocks", 64, minimum=2),
+            num_gpu_blocks=op.get_num_blocks(),
             block_size=op.get_int("block_size", 16, minimum=1),
             max_num_batched_tokens=op.get_int("max_num_batched_tokens", 2048, minimum=1),
             max_num_seqs=op.get_int("max_num_seqs", 128, minimum=1),

@@ -12,6 +12,7 @@ from typing import Any
 
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS
+from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 
 
 @dataclass(slots=True)
@@ -53,6 +54,13 @@ class Op:
         if value < minimum:
             raise self.error(f"{key!r} must be an integer >= {minimum}, got {value}")
         return value
+
+    def get_num_blocks(self) -> int:
+        """The pool size `num_blocks` (null block included), within what can be simulated."""
+        num_blocks = self.get_int("num_blocks", 64, minimum=2)
+        if num_blocks > MAX_NUM_GPU_BLOCKS:
+            raise self.error(pool_size_problem(num_blocks))
+        return num_blocks
 
     def get_optional_int(self, key: str, *, minimum: int = 0) -> int | None:
         """An optional integer field (absent or null gives None)."""

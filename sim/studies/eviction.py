@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from sim.engine.requests import hash_keys_from_spec
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, BlockHasher, CacheRequest
+from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.studies.eviction_exact import ExactPoolReplay
 from sim.studies.eviction_policies import POLICY_CLASSES
 from sim.studies.eviction_sim import PolicyOutcome, simulate_policy
@@ -81,10 +82,8 @@ class EvictionReport:
 def _check_arguments(
     num_gpu_blocks: int, block_size: int, hash_algo: str, policies: Sequence[str]
 ) -> None:
-    if num_gpu_blocks < 2:
-        raise InputError(
-            f"num_gpu_blocks must be at least 2 (one is the null block), got {num_gpu_blocks}"
-        )
+    if not 2 <= num_gpu_blocks <= MAX_NUM_GPU_BLOCKS:
+        raise InputError(pool_size_problem(num_gpu_blocks))
     if block_size < 1:
         raise InputError(f"block_size must be at least 1, got {block_size}")
     if hash_algo not in HASH_ALGOS:

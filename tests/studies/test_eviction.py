@@ -264,7 +264,7 @@ def test_without_the_exact_pool_the_first_policy_is_the_baseline() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"num_gpu_blocks": 1}, "num_gpu_blocks must be at least 2"),
+        ({"num_gpu_blocks": 1}, "num_gpu_blocks must be in 2..30,000,000"),
         ({"block_size": 0}, "block_size must be at least 1"),
         ({"hash_algo": "md5"}, "unknown hash_algo 'md5'"),
         ({"policies": ("lru", "fifo")}, "unknown policy 'fifo'; allowed: lru-exact, lru"),

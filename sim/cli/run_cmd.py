@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import typer
@@ -11,10 +10,11 @@ from rich.console import Console
 
 from sim.cli import app
 from sim.config import load_scenario, scenario_json_schema
-from sim.demo import DEMO_SCENARIO_YAML
+from sim.config.yaml_source import load_source
+from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.runner import run_scenario
-from sim.sweep import is_sweep_file, load_sweep
+from sim.sweep import load_sweep
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -53,9 +53,12 @@ def run_command(
 ) -> None:
     """Simulate one scenario and write requests/steps/events/metrics parquet and summary.json."""
     loaded = load_scenario(scenario_file, set_values)
-    result = run_scenario(
-        loaded.scenario, loaded.base_dir, results_root=results, run_dir=out, progress=progress
-    )
+    try:
+        result = run_scenario(
+            loaded.scenario, loaded.base_dir, results_root=results, run_dir=out, progress=progress
+        )
+    except InputError as error:
+        raise error.at(scenario_file) from None
     print_summary(result.summary, result.run_dir)
     print(json.dumps(result.summary, sort_keys=True))
 
@@ -65,13 +68,22 @@ def validate_command(
     scenario_file: Path = typer.Argument(..., help="Scenario or sweep YAML."),
     set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
 ) -> None:
-    """Check a scenario or sweep file: prints 'ok' and its run ids, or one line on the problem."""
-    if is_sweep_file(scenario_file):
+    """Check a scenario, sweep or study file: prints 'ok', or one line on the problem."""
+    keys = load_source(scenario_file).data
+    if "sweep" in keys:
         plan = load_sweep(scenario_file, set_values)
         print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
-        return
-    loaded = load_scenario(scenario_file, set_values)
-    print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")
+    elif "segments" in keys or "secrets" in keys:
+        from sim.studies.layout_config import LayoutStudySettings
+        from sim.studies.side_channel_config import SideChannelSettings
+        from sim.studies.study_runs import load_study
+
+        model = LayoutStudySettings if "segments" in keys else SideChannelSettings
+        settings, _ = load_study(scenario_file, model, set_values)
+        print(f"ok: study {settings.name}")
+    else:
+        loaded = load_scenario(scenario_file, set_values)
+        print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")
 
 
 @app.command("schema")
@@ -88,12 +100,18 @@ def schema_command(
 
 @app.command("demo")
 def demo_command(
-    out: Path = typer.Option(Path("results/demo"), "--out", help="Where the demo writes."),
+    out: Path = typer.Option(Path("results/demo"), "--out", help="The demo sweep's directory."),
+    jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Runs at a time."),
+    set_values: list[str] = typer.Option(
+        [], "--set", help="Override a field of the demo's base scenario: dotted.path=value."
+    ),
 ) -> None:
-    """Run the embedded default scenario (a few simulated minutes of multi-turn chat)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        scenario_file = Path(scratch) / "demo.yaml"
-        scenario_file.write_text(DEMO_SCENARIO_YAML)
-        loaded = load_scenario(scenario_file)
-        result = run_scenario(loaded.scenario, loaded.base_dir, run_dir=out, progress=True)
-    print_summary(result.summary, result.run_dir)
+    """Run the embedded demo sweep (block size x prompt layout, 2 seeds) and write its report."""
+    from sim.demo import run_demo, variant_lines  # draws with matplotlib: load only when used
+
+    result = run_demo(out, overrides=set_values, num_workers=jobs, progress=True)
+    for line in variant_lines(result.sweep.sweep_dir):
+        console.print(f"  {line}", soft_wrap=True)
+    if result.sweep.failed_run_ids:
+        console.print(f"{len(result.sweep.failed_run_ids)} runs failed; see the report")
+    console.print(f"report in {result.report.report_path}")

@@ -1,0 +1,75 @@
+"""`prefixsim demo`: the embedded sweep (block size 16/64 x two chat layouts x seeds 1, 2).
+
+The embedded sweep lives in sim/demo.py rather than scenarios/, so it is checked here with them.
+Runs are shortened to 30 simulated seconds (5 s warm-up) instead of 180.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim.cli import main
+from sim.demo import DEMO_SWEEP_YAML, run_demo, variant_lines
+from sim.sweep import load_sweep
+
+SHORT = ["duration_s=30", "warmup_s=5"]
+
+
+def test_demo_sweep_expands_to_eight_runs(tmp_path: Path) -> None:
+    sweep_file = tmp_path / "demo.yaml"
+    sweep_file.write_text(DEMO_SWEEP_YAML)
+    plan = load_sweep(sweep_file)
+    assert [(run.variant, run.seed) for run in plan.runs] == [
+        (f"engine.block_size={size},workload.source.layout={layout}", seed)
+        for size in (16, 64)
+        for layout in ("chat", "chat_user_fields_first")
+        for seed in (1, 2)
+    ]
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shortened demo run once, on one worker, into <tmp>/my-demo."""
+    out_dir = tmp_path_factory.mktemp("demo") / "my-demo"
+    result = run_demo(out_dir, overrides=SHORT, num_workers=1, progress=False)
+    assert result.sweep.sweep_dir == out_dir.absolute()
+    assert result.sweep.failed_run_ids == []
+    return out_dir
+
+
+def test_demo_writes_its_sweep_and_report_into_out(demo_dir: Path) -> None:
+    manifest = pd.read_parquet(demo_dir / "manifest.parquet")
+    assert list(manifest["status"]) == ["ok"] * 8
+    report = (demo_dir / "report.md").read_text()
+    assert "Sweep of 8 runs (8 ok, 0 failed, 0 missing)" in report
+    assert (demo_dir / "figures" / "hit_rate_vs_block_size.png").is_file()
+
+
+def test_demo_shows_the_layout_effect(demo_dir: Path) -> None:
+    manifest = pd.read_parquet(demo_dir / "manifest.parquet")
+    hit_rate = manifest.groupby("workload.source.layout")["hit_rate"].max()
+    # Per-request fields first leave at most the 16-token user id block to share.
+    assert hit_rate["chat_user_fields_first"] < 0.05
+    assert hit_rate["chat"] > 0.5
+    lines = variant_lines(demo_dir)
+    assert len(lines) == 4
+    assert lines[0].startswith("block_size=16, layout=chat: hit rate ")
+    assert lines[0].endswith("(2 seeds)")
+
+
+def test_demo_command_reuses_finished_runs_and_prints_the_report(
+    demo_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summaries = sorted((demo_dir / "runs").glob("*/summary.json"))
+    written_at_ns = [path.stat().st_mtime_ns for path in summaries]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--out", str(demo_dir), "-j", "1", *(f"--set={item}" for item in SHORT)])
+    assert exit_info.value.code == 0
+    assert len(summaries) == 8
+    assert [path.stat().st_mtime_ns for path in summaries] == written_at_ns
+    printed = capsys.readouterr().err.replace("\n", "")
+    assert "block_size=64, layout=chat_user_fields_first: hit rate " in printed
+    assert f"report in {demo_dir / 'report.md'}" in printed

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import Scenario
+from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
 from sim.costmodel.profiles import profile_name
 from sim.engine import SimulationResult, simulate
@@ -44,11 +45,12 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def scheduler_config(scenario: Scenario) -> SchedulerConfig:
-    """The engine settings, with `num_gpu_blocks` sized from GPU memory unless overridden."""
-    engine = scenario.engine
-    deployment = scenario.deployment
-    blocks = num_gpu_blocks(
+def deployment_num_gpu_blocks(
+    engine: EngineSettings, deployment: DeploymentSettings, *, use_overrides: bool = True
+) -> int:
+    """KV blocks per replica from GPU memory; with `use_overrides`, the engine's explicit
+    `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
+    return num_gpu_blocks(
         get_gpu(deployment.gpu),
         get_model(deployment.model),
         tp=deployment.tp,
@@ -58,10 +60,29 @@ def scheduler_config(scenario: Scenario) -> SchedulerConfig:
         if engine.activation_reserve_gib is None
         else int(engine.activation_reserve_gib * GIB),
         kv_cache_memory_bytes=None
-        if engine.kv_cache_memory_gib is None
+        if engine.kv_cache_memory_gib is None or not use_overrides
         else int(engine.kv_cache_memory_gib * GIB),
-        num_gpu_blocks_override=engine.num_gpu_blocks,
+        num_gpu_blocks_override=engine.num_gpu_blocks if use_overrides else None,
     )
+
+
+class DeploymentConfig(Protocol):
+    """What sizing the engine needs: a scenario, or a study's settings with the same sections."""
+
+    @property
+    def engine(self) -> EngineSettings: ...
+
+    @property
+    def deployment(self) -> DeploymentSettings: ...
+
+    @property
+    def cost_model(self) -> str: ...
+
+
+def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
+    """The engine settings, with `num_gpu_blocks` sized from GPU memory unless overridden."""
+    engine = scenario.engine
+    blocks = deployment_num_gpu_blocks(engine, scenario.deployment)
     if blocks > MAX_NUM_GPU_BLOCKS:
         raise InputError(pool_size_problem(blocks))
     return SchedulerConfig(
@@ -86,7 +107,7 @@ def scenario_router(scenario: Scenario) -> Router:
     return make_router(**scenario.deployment.router.model_dump())
 
 
-def scenario_cost_model(scenario: Scenario, base_dir: Path) -> CostModel:
+def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
     """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
     deployment = scenario.deployment
     spec = scenario.cost_model

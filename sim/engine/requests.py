@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sim.errors import InputError
-from sim.kvcache import BlockHasher, HashKeys, cache_salt_problem
+from sim.kvcache import BlockHasher, CacheRequest, HashKeys, cache_salt_problem
 from sim.sched import Request
 
 
@@ -64,4 +64,15 @@ def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) ->
         skip_reading_prefix_cache=spec.prompt_logprobs,
         session_id=spec.session_id,
         tenant=spec.tenant,
+    )
+
+
+def cache_request_from_spec(spec: SpecLike, hasher: BlockHasher) -> CacheRequest:
+    """The cache-level request of `spec`, for cache-only replays (no timing, no outputs yet)."""
+    return CacheRequest(
+        spec.request_id,
+        spec.prompt_tokens(),
+        hasher,
+        hash_keys=hash_keys_from_spec(spec),
+        skip_reading_prefix_cache=spec.prompt_logprobs,
     )

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.engine.requests import SpecLike, hash_keys_from_spec
-from sim.kvcache import BlockHasher, CacheRequest, KVCacheManager, PrefixCacheStats
+from sim.engine.requests import SpecLike, cache_request_from_spec
+from sim.kvcache import BlockHasher, KVCacheManager, PrefixCacheStats
 from sim.kvcache.sequential import run_alone
 
 HASH_MEMO_SIZE = 262144
@@ -37,16 +37,6 @@ class CacheOnlyResult:
         }
 
 
-def _cache_request(spec: SpecLike, hasher: BlockHasher) -> CacheRequest:
-    return CacheRequest(
-        spec.request_id,
-        spec.prompt_tokens(),
-        hasher,
-        hash_keys=hash_keys_from_spec(spec),
-        skip_reading_prefix_cache=spec.prompt_logprobs,
-    )
-
-
 def replay_cache_only(
     specs: Iterable[SpecLike],
     *,
@@ -73,7 +63,7 @@ def replay_cache_only(
         if spec.num_prompt_tokens + spec.num_output_tokens - 1 > capacity_tokens:
             num_skipped += 1
             continue
-        run = run_alone(manager, _cache_request(spec, hasher), spec.output_tokens)
+        run = run_alone(manager, cache_request_from_spec(spec, hasher), spec.output_tokens)
         if not run.admitted:
             num_skipped += 1
     return CacheOnlyResult(
@@ -92,7 +82,7 @@ def _replay_unbounded(specs: Iterable[SpecLike], hasher: BlockHasher) -> CacheOn
     num_requests = 0
     for spec in specs:
         num_requests += 1
-        request = _cache_request(spec, hasher)
+        request = cache_request_from_spec(spec, hasher)
         if not request.skip_reading_prefix_cache:
             max_blocks = (request.num_tokens - 1) // block_size
             num_hit_blocks = 0

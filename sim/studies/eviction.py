@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sim.engine.requests import hash_keys_from_spec
+from sim.engine.requests import cache_request_from_spec, hash_keys_from_spec
 from sim.errors import InputError
-from sim.kvcache import HASH_ALGOS, BlockHasher, CacheRequest
+from sim.kvcache import HASH_ALGOS, BlockHasher
 from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.studies.eviction_exact import ExactPoolReplay
 from sim.studies.eviction_policies import POLICY_CLASSES
@@ -103,16 +103,6 @@ def _check_request(spec: RequestSpec) -> None:
         raise InputError(f"request {spec.request_id!r}: the prompt is empty; vLLM rejects it")
 
 
-def _cache_request(spec: RequestSpec, hasher: BlockHasher) -> CacheRequest:
-    return CacheRequest(
-        spec.request_id,
-        spec.prompt_tokens(),
-        hasher,
-        hash_keys=hash_keys_from_spec(spec),
-        skip_reading_prefix_cache=spec.prompt_logprobs,
-    )
-
-
 def compare_eviction_policies(
     specs: Iterable[RequestSpec],
     *,
@@ -137,7 +127,7 @@ def compare_eviction_policies(
         if num_blocks > num_usable_blocks:
             num_skipped += 1
             continue
-        request = _cache_request(spec, hasher)
+        request = cache_request_from_spec(spec, hasher)
         if exact is not None:
             exact.run(request, spec.output_tokens)
         else:

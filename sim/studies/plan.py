@@ -29,10 +29,10 @@ from typing import Any
 from sim.config import Scenario, validate_scenario_data
 from sim.config.workload import GammaSettings, PoissonSettings
 from sim.config.yaml_source import ScenarioSource
-from sim.costmodel import get_gpu, get_model, num_gpu_blocks
+from sim.costmodel import get_model
 from sim.costmodel.capacity import kv_bytes_per_token
 from sim.errors import InputError
-from sim.runner import GIB, run_scenario
+from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
 from sim.studies.plan_search import (
     Bracket,
     largest_feasible,
@@ -189,19 +189,9 @@ def kv_memory_range_gib(scenario: Scenario) -> tuple[float, float]:
         raise InputError(
             "engine.num_gpu_blocks fixes the KV cache size; remove it to search kv-memory"
         )
-    gpu, model = get_gpu(deployment.gpu), get_model(deployment.model)
-    block_bytes = engine.block_size * kv_bytes_per_token(model, deployment.tp)
+    block_bytes = engine.block_size * kv_bytes_per_token(get_model(deployment.model), deployment.tp)
     least_blocks = math.ceil(engine.max_model_len / engine.block_size) + 1
-    most_blocks = num_gpu_blocks(
-        gpu,
-        model,
-        tp=deployment.tp,
-        block_size=engine.block_size,
-        gpu_memory_utilization=engine.gpu_memory_utilization,
-        activation_reserve_bytes=None
-        if engine.activation_reserve_gib is None
-        else int(engine.activation_reserve_gib * GIB),
-    )
+    most_blocks = deployment_num_gpu_blocks(engine, deployment, use_overrides=False)
     if most_blocks < least_blocks:
         raise InputError(
             f"the GPU's KV cache ({most_blocks - 1} blocks) cannot hold one max_model_len "

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from workloads.calibration import (
     DYNAMO_AGENT_ACTION,
     DYNAMO_AGENT_OBSERVATION,
@@ -29,11 +27,11 @@ from workloads.generators.common import (
     require_max_context,
     require_name,
 )
-from workloads.generators.session import Turn, session_specs, turn_request_id
+from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
 from workloads.layout import AGENT_LAYOUT, PromptLayout
-from workloads.prompt import Piece, TokenMode
+from workloads.prompt import Piece
 from workloads.spec import RequestSpec
-from workloads.tags import TagSampler, TenantSpec, validate_tagging
+from workloads.tags import TenantSpec, validate_tagging
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,20 +69,10 @@ class AgentConfig:
         validate_tagging("AgentConfig", self.tenants, self.prompt_logprobs_fraction)
 
 
-class AgentBuilder:
+class AgentBuilder(SessionBuilder):
     """Builds every step of one agent run per arrival."""
 
-    def __init__(
-        self,
-        config: AgentConfig,
-        content_rng: np.random.Generator,
-        tags_rng: np.random.Generator,
-        tokens: TokenMode,
-    ) -> None:
-        self._config = config
-        self._rng = content_rng
-        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
-        self._tokens = tokens
+    _config: AgentConfig
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The run's steps in order; the first arrives at `arrival_at`."""

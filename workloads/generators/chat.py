@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
 from workloads.generators.common import (
@@ -25,11 +23,11 @@ from workloads.generators.common import (
     require_max_context,
     require_name,
 )
-from workloads.generators.session import Turn, session_specs, turn_request_id
+from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
 from workloads.layout import CHAT_LAYOUT, PromptLayout
-from workloads.prompt import Piece, TokenMode
+from workloads.prompt import Piece
 from workloads.spec import RequestSpec
-from workloads.tags import TagSampler, TenantSpec, validate_tagging
+from workloads.tags import TenantSpec, validate_tagging
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,20 +56,10 @@ class ChatConfig:
         validate_tagging("ChatConfig", self.tenants, self.prompt_logprobs_fraction)
 
 
-class ChatBuilder:
+class ChatBuilder(SessionBuilder):
     """Builds every turn of one session per arrival."""
 
-    def __init__(
-        self,
-        config: ChatConfig,
-        content_rng: np.random.Generator,
-        tags_rng: np.random.Generator,
-        tokens: TokenMode,
-    ) -> None:
-        self._config = config
-        self._rng = content_rng
-        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
-        self._tokens = tokens
+    _config: ChatConfig
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The session's turns in order; the first arrives at `arrival_at`."""

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
-from workloads.tags import TenantSpec, tenant_fields
+from workloads.tags import TagSampler, TenantSpec, tenant_fields
+
+if TYPE_CHECKING:
+    from workloads.generators.agent import AgentConfig
+    from workloads.generators.chat import ChatConfig
 
 
 @dataclass(slots=True, frozen=True)
@@ -27,6 +34,22 @@ class Turn:
     prompt_logprobs: bool
     history_before_answer: tuple[Piece, ...] = ()
     history_after_answer: tuple[Piece, ...] = ()
+
+
+class SessionBuilder:
+    """Shared state of the builders that turn one arrival into a closed-loop session."""
+
+    def __init__(
+        self,
+        config: ChatConfig | AgentConfig,
+        content_rng: np.random.Generator,
+        tags_rng: np.random.Generator,
+        tokens: TokenMode,
+    ) -> None:
+        self._config = config
+        self._rng = content_rng
+        self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
+        self._tokens = tokens
 
 
 def turn_request_id(session_id: str, turn_index: int) -> str:

@@ -1,4 +1,5 @@
-"""`python -m sim.bench [NAME ...]` (`make bench`): run the registered benchmarks, print a table."""
+"""`python -m sim.bench [NAME ...]` (`make bench`): run the registered benchmarks, print a table
+of their figures and whether each Done-when target is met."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from rich.table import Table
 
 from sim.bench import Benchmark, Figures
 from sim.bench.cache_bench import run_cache_benchmark
+from sim.bench.engine_bench import run_engine_benchmark
+from sim.bench.replay_bench import run_replay_benchmark
+from sim.bench.sweep_bench import run_sweep_benchmark
+from sim.bench.targets import target_lines
 
-# New benchmarks (engine speed, trace replay memory, sweep throughput) register here.
 BENCHMARKS: dict[str, Benchmark] = {
     "cache": run_cache_benchmark,
+    "engine": run_engine_benchmark,
+    "replay": run_replay_benchmark,
+    "sweep": run_sweep_benchmark,
 }
 
 
@@ -41,10 +48,13 @@ def main(names: list[str]) -> int:
     table.add_column("benchmark")
     table.add_column("figure")
     table.add_column("value", justify="right")
+    table.add_column("unit")
     for name, figures in results.items():
-        for figure, value in figures.items():
-            table.add_row(name, figure, format_figure(value))
+        for figure_name, figure in figures.items():
+            table.add_row(name, figure_name, format_figure(figure.value), figure.unit)
     console.print(table)
+    for line in target_lines(results, format_figure):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.bench import Figures
+from sim.bench import Figure, Figures
 from sim.kvcache import BlockHasher, CacheRequest, KVCacheManager, RequestStatus
 
 
@@ -180,14 +180,14 @@ def run_cache_benchmark(config: CacheBenchConfig | None = None) -> Figures:
         )
     stats = manager.cumulative_stats
     return {
-        "cache ops": counts.num_ops,
-        "block hashes": counts.num_block_hashes,
-        "replay s (best of runs)": replay_s,
-        "ops/s": counts.num_ops / replay_s,
-        "hashing alone s (best of runs)": hashing_s,
-        "block hashes/s (hashing alone)": num_floor_hashes / hashing_s,
-        "replay / hashing time": replay_s / hashing_s,
-        "hit rate %": 100.0 * stats.hit_rate,
-        "evictions": manager.block_pool.num_evictions,
-        "refused admissions": counts.num_refused_admissions,
+        "cache ops": Figure(counts.num_ops),
+        "block hashes": Figure(counts.num_block_hashes),
+        "replay (best of runs)": Figure(replay_s, "s"),
+        "replay speed": Figure(counts.num_ops / replay_s, "ops/s"),
+        "hashing alone (best of runs)": Figure(hashing_s, "s"),
+        "hashing alone speed": Figure(num_floor_hashes / hashing_s, "block hashes/s"),
+        "replay / hashing time": Figure(replay_s / hashing_s, "x"),
+        "hit rate": Figure(100.0 * stats.hit_rate, "%"),
+        "evictions": Figure(manager.block_pool.num_evictions),
+        "refused admissions": Figure(counts.num_refused_admissions),
     }

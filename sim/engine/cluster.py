@@ -36,6 +36,7 @@ class Cluster:
         record_block_events: bool = True,
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
+        fast_decode_path: bool = True,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -61,6 +62,7 @@ class Cluster:
                     record_block_events=record_block_events,
                     on_request_finished=on_request_finished,
                     on_step=on_step,
+                    fast_decode_path=fast_decode_path,
                 )
             )
         self.views = [

@@ -39,6 +39,7 @@ def simulate(
     num_replicas: int = 1,
     router: Router | None = None,
     replica_recorders: Sequence[Recorder] | None = None,
+    fast_decode_path: bool = True,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
     until every submitted request has finished.
@@ -86,6 +87,7 @@ def simulate(
         record_block_events=record_block_events,
         on_request_finished=finished,
         on_step=on_progress,
+        fast_decode_path=fast_decode_path,
     )
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)
     try:

@@ -15,6 +15,9 @@ from array import array
 
 from sim.sched.request import Request
 
+# How many steps of gaps accumulate before stale bookkeeping is dropped.
+COMPACT_EVERY_STEPS = 8192
+
 
 class LazyDecoders:
     """Bookkeeping of lazy requests: due steps, aggregate context length, per-step gaps."""
@@ -24,6 +27,7 @@ class LazyDecoders:
         "num_lazy",
         "context_offset_sum",
         "step_gaps",
+        "first_gap_step",
         "last_step_end_at",
         "_due",
         "_longest",
@@ -36,7 +40,10 @@ class LazyDecoders:
         # Sum over lazy requests of (context after sync - sync step - 1): their KV tokens at
         # step t are context_offset_sum + num_lazy * t.
         self.context_offset_sum = 0
-        self.step_gaps = array("d", [0.0])  # step_gaps[t] = end of step t - end of step t-1
+        # step_gaps[t - first_gap_step] = end of step t - end of step t-1; steps no lazy request
+        # can still need are dropped now and then, so memory stays bounded on long runs.
+        self.step_gaps = array("d", [0.0])
+        self.first_gap_step = 0
         self.last_step_end_at = 0.0
         # Heap entries carry a push counter so equal keys never compare requests.
         self._due: list[tuple[int, int, Request]] = []
@@ -47,11 +54,22 @@ class LazyDecoders:
         """Remember the gap every lazy request sees between its tokens of consecutive steps."""
         self.step_gaps.append(now - self.last_step_end_at)
         self.last_step_end_at = now
+        if len(self.step_gaps) >= COMPACT_EVERY_STEPS:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale heap entries and the gaps of steps every lazy request has passed."""
+        live = [entry for entry in self._longest if entry[3].lazy_sync_step == entry[1]]
+        heapq.heapify(live)
+        self._longest = live
+        oldest_sync_step = min((entry[1] for entry in live), default=self.num_completed_steps)
+        del self.step_gaps[: oldest_sync_step - self.first_gap_step]
+        self.first_gap_step = oldest_sync_step
 
     @property
     def num_completed_steps(self) -> int:
         """Steps finished so far."""
-        return len(self.step_gaps) - 1
+        return self.first_gap_step + len(self.step_gaps) - 1
 
     def kv_tokens(self, step: int) -> int:
         """Total KV length of the lazy requests before `step`."""
@@ -110,7 +128,10 @@ class LazyDecoders:
                 request.planned_output_token_ids[num_output_tokens : num_output_tokens + skipped]
             )
             request.num_computed_tokens += skipped
-            request.inter_token_latencies_s.extend(self.step_gaps[sync_step + 1 : last_step + 1])
+            first = self.first_gap_step
+            request.inter_token_latencies_s.extend(
+                self.step_gaps[sync_step + 1 - first : last_step + 1 - first]
+            )
             request.last_token_at = self.last_step_end_at
         request.lazy_sync_step = -1
         self.num_lazy -= 1

@@ -1,0 +1,191 @@
+"""Every engine optimisation keeps outputs byte-identical to the straightforward path.
+
+Each scenario (30 simulated seconds on the H100 profile of Llama-3.1-8B unless it says
+otherwise, events on) runs twice through `run_scenario`: once with the engine's fast decode
+path (the default: lazy decoders, held-block decode tokens, the hash memo) and once with the
+straightforward path. Every result file must be byte-identical. The scenarios stress what the
+fast path skips or defers: preemption when the cache runs out, priority preemption, chunked
+prefill, a small running set, several replicas, mixed traffic with salts, LoRA and
+prompt-logprobs requests, and prefix caching off. The expected counts pin that each scenario
+really reaches the situation it is named for.
+
+The runner always takes the default path, so the test swaps the EngineCore that Cluster builds
+for one with the path fixed, and checks every engine built used it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import sim.engine.cluster as cluster_module
+from sim.config import Scenario
+from sim.engine.core import EngineCore
+from sim.runner import RunResult, run_scenario
+
+PROFILE = "h100/llama-3.1-8b/tp1"
+
+
+def chat(rate_per_s: float, **source: Any) -> dict[str, Any]:
+    """Chat sessions at `rate_per_s` with 2 s mean think time."""
+    return {
+        "source": {"kind": "chat", "think_time_s": 2, **source},
+        "arrivals": {"process": "poisson", "rate_per_s": rate_per_s},
+    }
+
+
+def rag(rate_per_s: float) -> dict[str, Any]:
+    """RAG requests over a 50-document corpus (prompts of about 1,900 tokens)."""
+    return {
+        "source": {"kind": "rag", "corpus_size": 50},
+        "arrivals": {"process": "poisson", "rate_per_s": rate_per_s},
+    }
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    # 139 usable blocks (2,224 tokens) for chat at 2 sessions/s: the cache runs out.
+    "chat-preempting": {
+        "engine": {"num_gpu_blocks": 140, "max_model_len": 2048},
+        "workload": chat(2.0),
+    },
+    "agent": {
+        "workload": {
+            "source": {"kind": "agent", "tool_latency_s": 0.5},
+            "arrivals": {"process": "poisson", "rate_per_s": 0.5},
+        }
+    },
+    "rag": {"workload": rag(4.0)},
+    # Bronze (priority 5) is preempted for gold (0) in a 199-block cache.
+    "priority": {
+        "engine": {"policy": "priority", "num_gpu_blocks": 200, "max_model_len": 3000},
+        "workload": chat(
+            2.0,
+            tenants=[{"name": "gold", "priority": 0}, {"name": "bronze", "priority": 5}],
+        ),
+    },
+    # 256-token steps, each prefill chunk at most 64 tokens.
+    "chunked-prefill": {
+        "engine": {
+            "max_num_batched_tokens": 256,
+            "max_num_seqs": 16,
+            "long_prefill_token_threshold": 64,
+        },
+        "workload": rag(3.0),
+    },
+    "four-seqs": {"engine": {"max_num_seqs": 4}, "workload": chat(2.0)},
+    "two-replicas-prefix-aware": {
+        "deployment": {"replicas": 2, "router": {"policy": "prefix_aware"}},
+        "engine": {"num_gpu_blocks": 300, "max_model_len": 4096},
+        "workload": chat(2.0),
+    },
+    # Chat, agent and RAG with a salted tenant, a LoRA tenant and prompt-logprobs requests,
+    # block 32, priced by the roofline model.
+    "mix-tenants-roofline": {
+        "cost_model": "roofline",
+        "engine": {"block_size": 32},
+        "workload": {
+            "source": {
+                "kind": "mix",
+                "components": [
+                    {
+                        "weight": 2,
+                        "source": {
+                            "kind": "chat",
+                            "think_time_s": 2,
+                            "prompt_logprobs_fraction": 0.2,
+                            "tenants": [
+                                {"name": "plain"},
+                                {"name": "salted", "cache_salt": "tenant-b"},
+                            ],
+                        },
+                    },
+                    {
+                        "weight": 1,
+                        "source": {
+                            "kind": "agent",
+                            "tool_latency_s": 0.5,
+                            "tenants": [
+                                {"name": "adapter", "lora": {"name": "a", "id": 3, "path": "x"}}
+                            ],
+                        },
+                    },
+                    {"weight": 1, "source": {"kind": "rag", "corpus_size": 50}},
+                ],
+            },
+            "arrivals": {"process": "poisson", "rate_per_s": 1.5},
+        },
+    },
+    "no-prefix-caching": {"engine": {"enable_prefix_caching": False}, "workload": chat(2.0)},
+}
+
+# (requests finished, preemptions) of each scenario, from summary.json.
+EXPECTED_COUNTS = {
+    "chat-preempting": (117, 51),
+    "agent": (56, 0),
+    "rag": (125, 0),
+    "priority": (107, 66),
+    "chunked-prefill": (92, 0),
+    "four-seqs": (126, 0),
+    "two-replicas-prefix-aware": (178, 25),
+    "mix-tenants-roofline": (139, 0),
+    "no-prefix-caching": (207, 0),
+}
+
+
+def run_with_decode_path(
+    name: str, fast_decode_path: bool, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> RunResult:
+    """Run scenario `name` with every engine on the given decode path."""
+    built: list[EngineCore] = []
+
+    def engine_core(*args: Any, **kwargs: Any) -> EngineCore:
+        kwargs["fast_decode_path"] = fast_decode_path
+        engine = EngineCore(*args, **kwargs)
+        built.append(engine)
+        return engine
+
+    monkeypatch.setattr(cluster_module, "EngineCore", engine_core)
+    data = {"name": name, "seed": 3, "duration_s": 30, "cost_model": PROFILE, **SCENARIOS[name]}
+    result = run_scenario(Scenario.model_validate(data), run_dir, run_dir=run_dir)
+    assert built
+    assert all(engine.scheduler.fast_decode_path is fast_decode_path for engine in built)
+    return result
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_fast_and_straightforward_paths_write_identical_files(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = run_with_decode_path(name, True, tmp_path / "fast", monkeypatch)
+    straightforward = run_with_decode_path(name, False, tmp_path / "straightforward", monkeypatch)
+
+    file_names = sorted(path.name for path in fast.run_dir.iterdir())
+    assert file_names == sorted(path.name for path in straightforward.run_dir.iterdir())
+    assert {"requests.parquet", "steps.parquet", "events.parquet", "summary.json"} <= set(
+        file_names
+    )
+    for file_name in file_names:
+        fast_bytes = (fast.run_dir / file_name).read_bytes()
+        assert fast_bytes == (straightforward.run_dir / file_name).read_bytes(), file_name
+
+    summary = fast.summary
+    assert (summary["num_requests"], summary["num_preemptions"]) == EXPECTED_COUNTS[name]
+
+
+def test_chunked_prefill_and_four_seqs_reach_their_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunked scenario's busiest step schedules exactly its 256-token budget (252 of them
+    prefill); four-seqs never runs more than 4 while up to 43 wait."""
+    chunked = run_with_decode_path("chunked-prefill", True, tmp_path / "chunked", monkeypatch)
+    steps = pq.read_table(chunked.run_dir / "steps.parquet").to_pydict()
+    step_tokens = map(
+        sum, zip(steps["num_prefill_tokens"], steps["num_decode_tokens"], strict=True)
+    )
+    assert (max(step_tokens), max(steps["num_prefill_tokens"])) == (256, 252)
+    few = run_with_decode_path("four-seqs", True, tmp_path / "few", monkeypatch)
+    steps = pq.read_table(few.run_dir / "steps.parquet").to_pydict()
+    assert (max(steps["num_running"]), max(steps["num_waiting"])) == (4, 43)

@@ -50,7 +50,8 @@ def test_dry_run_run_and_dry_run_again(tmp_path, capsys):
     lines = err.splitlines()
     for line, run in zip(lines[:2], plan.runs[2:], strict=True):
         assert line.startswith(
-            f"failed {run.run_id} [engine.num_gpu_blocks=32, seed {run.seed}]: engine.max_model_len 1008"
+            f"failed {run.run_id} [engine.num_gpu_blocks=32, seed {run.seed}]: "
+            "engine.max_model_len 1008"
         )
     manifest = results / "tiny" / "manifest.parquet"
     totals = f"sweep tiny: 4 runs, 2 ok (0 already done), 2 failed; manifest {manifest}"

@@ -158,6 +158,26 @@ class KVCacheManager:
             )
         return new_blocks
 
+    def allocate_one_slot(self, request: CacheRequest, now: float = 0.0) -> bool:
+        """`allocate_slots(request, 1) is not None` for a running request one token short of its
+        sequence (a decode step), without the general bookkeeping; False changes nothing.
+
+        A running request holds ceil(num_computed / B) blocks with every full one cached, so
+        one more token needs a block only when it opens one, and caches one only when it fills
+        one. The caller keeps num_computed + 1 within max_model_len.
+        """
+        num_slots = request.num_computed_tokens + 1
+        block_size = self.block_size
+        blocks = self.req_to_blocks[request.request_id]
+        if num_slots > len(blocks) * block_size:
+            pool = self.block_pool
+            if pool.free_block_queue.num_free_blocks < 1:
+                return False
+            blocks.extend(pool.get_new_blocks(1, now))
+        if self.enable_caching and num_slots % block_size == 0:
+            self.cache_blocks(request, min(num_slots, len(request.all_token_ids)), now)
+        return True
+
     def cache_blocks(self, request: CacheRequest, num_tokens: int, now: float = 0.0) -> None:
         """Register every block that is full within the first `num_tokens` tokens."""
         request_id = request.request_id

@@ -142,7 +142,6 @@ class Scheduler:
         max_model_len = config.max_model_len
         running = self.running
 
-        block_size = config.block_size
         fast_decode_path = self.fast_decode_path
         lazy = self.lazy
         if lazy is not None:
@@ -167,12 +166,11 @@ class Scheduler:
             if (
                 fast_decode_path
                 and num_new_tokens == 1
-                and num_computed % block_size
-                and (num_computed + 1) % block_size
                 and num_computed < max_model_len - 1
+                and manager.allocate_one_slot(request, now)
             ):
-                # One token inside an already held, not-yet-full block: allocate_slots would
-                # allocate and cache nothing, so skip it (decisions are identical).
+                # A decode token: the same blocks and caching as allocate_slots, done lean.
+                # (If it needs a block and none is free, the general path below preempts.)
                 num_scheduled[request.request_id] = 1
                 output.scheduled.append(request)
                 budget -= 1
@@ -238,6 +236,7 @@ class Scheduler:
         manager = self.kv_cache_manager
         threshold = config.long_prefill_token_threshold
         max_model_len = config.max_model_len
+        block_size = config.block_size
         demand = self.lazy.num_lazy
         blocks_needed = 0
         for request in self.running:
@@ -251,9 +250,10 @@ class Scheduler:
             if num_new_tokens <= 0:
                 continue
             demand += num_new_tokens
-            blocks_needed += manager.num_blocks_to_allocate(
-                request.request_id, min(num_computed + num_new_tokens, max_model_len), ()
-            )
+            num_slots = min(num_computed + num_new_tokens, max_model_len)
+            held = manager.req_to_blocks[request.request_id]
+            if num_slots > len(held) * block_size:
+                blocks_needed += -(-num_slots // block_size) - len(held)
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(self, output: SchedulerOutput, budget: int, now: float) -> None:

@@ -17,6 +17,7 @@ from sim.metrics.prometheus import (
     INTER_TOKEN_LATENCY_SECONDS,
     REQUEST_QUEUE_TIME_SECONDS,
     TIME_TO_FIRST_TOKEN_SECONDS,
+    Histogram,
 )
 from sim.metrics.scraper import METRICS_SCHEMA, MetricsScraper
 
@@ -201,3 +202,20 @@ def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
     for at, series in scrapes.items():
         expected_queries = 3.0 * sum(1 for started_at in step_times if started_at <= at)
         assert series[("vllm:prefix_cache_queries", None)] == expected_queries
+
+
+def test_histogram_observe_many_counts_like_one_by_one() -> None:
+    # Gaps on, between and beyond the ITL bucket edges land in the same buckets either way; the
+    # batch sum is exact (fsum), so 0.1 + 0.2 + 0.3 is 0.6, not 0.6000000000000001.
+    values = [0.01, 0.0100001, 0.1, 0.2, 0.3, 0.025, 80.0, 81.0, 0.0]
+    one_by_one = Histogram((0.01, 0.025, 0.05, 0.1, 0.5, 80.0))
+    for value in values:
+        one_by_one.observe(value)
+    batched = Histogram((0.01, 0.025, 0.05, 0.1, 0.5, 80.0))
+    batched.observe_many(values)
+    batched.observe_many([])
+    assert batched.bucket_counts == one_by_one.bucket_counts == [2, 2, 0, 1, 2, 1, 1]
+    assert batched.count == one_by_one.count == 9
+    exact = Histogram((1.0,))
+    exact.observe_many([0.1, 0.2, 0.3])
+    assert exact.total == 0.6

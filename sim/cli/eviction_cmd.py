@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,7 +11,6 @@ from rich.console import Console
 from sim.cli import app
 from sim.config import load_scenario
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
 from sim.runner import scheduler_config
 from workloads.api import WorkloadError
 
@@ -27,8 +25,9 @@ def eviction_command(
     out: Path | None = typer.Option(None, "--out", help="Default: results/<name>/eviction."),
 ) -> None:
     """Replay the scenario's requests through the cache alone under each eviction policy."""
+    from sim.report.study_files import write_study_files
     from sim.studies.eviction import compare_eviction_policies
-    from sim.studies.eviction_plot import plot_eviction_report
+    from sim.studies.eviction_plot import eviction_figure
 
     loaded = load_scenario(scenario_file, set_values)
     scenario = loaded.scenario
@@ -52,10 +51,6 @@ def eviction_command(
         raise InputError.from_workload_error(error) from None
     out = out if out is not None else Path("results") / scenario.name / "eviction"
     markdown = report.to_markdown()
-    atomic_write_text(out / "eviction.md", markdown + "\n")
-    atomic_write_text(
-        out / "eviction.json", json.dumps(asdict(report), indent=2, sort_keys=True) + "\n"
-    )
-    plot_eviction_report(report, out / "eviction.png")
+    write_study_files(out, "eviction", markdown, asdict(report), eviction_figure(report))
     Console(stderr=True).print(markdown)
     print(out / "eviction.md")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from sim.fileio import atomic_writer
+from sim.report.plotting import save_figure
 from sim.studies.eviction import EvictionReport
 
 _BASELINE_COLOR = "#4c72b0"
@@ -17,7 +16,12 @@ _OPTIMUM_COLOR = "#55a868"
 
 
 def plot_eviction_report(report: EvictionReport, path: Path) -> None:
-    """Write a PNG: hit rate per policy (left) and prefill tokens computed (right)."""
+    """Write the eviction figure as a PNG at `path`."""
+    save_figure(eviction_figure(report), path)
+
+
+def eviction_figure(report: EvictionReport) -> Figure:
+    """Hit rate per policy (left) and prefill tokens computed (right)."""
     names = [row.name for row in report.rows]
     colors = [
         _BASELINE_COLOR
@@ -29,8 +33,6 @@ def plot_eviction_report(report: EvictionReport, path: Path) -> None:
     ]
     positions = range(len(names))
     figure = Figure(figsize=(10, 4.2))
-    # An explicit Agg canvas: no pyplot, no global backend switch.
-    FigureCanvasAgg(figure)
     hit_axes, prefill_axes = figure.subplots(1, 2)
 
     hit_rates = [100.0 * row.hit_rate for row in report.rows]
@@ -68,5 +70,4 @@ def plot_eviction_report(report: EvictionReport, path: Path) -> None:
         fontsize=10,
     )
     figure.tight_layout()
-    with atomic_writer(Path(path), "wb") as handle:
-        figure.savefig(handle, format="png", dpi=110)
+    return figure

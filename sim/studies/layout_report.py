@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim.fileio import atomic_write_text
-from sim.report.plotting import save_figure
 from sim.studies.layout import LayoutReport, OrderingResult
 
 if TYPE_CHECKING:
@@ -158,10 +155,8 @@ def layout_figure(report: LayoutReport) -> Figure:
 
 def write_layout_files(report: LayoutReport, out_dir: Path) -> list[Path]:
     """Write layout.md, layout.json and layout.png into `out_dir`; returns their paths."""
-    markdown_path = out_dir / "layout.md"
-    json_path = out_dir / "layout.json"
-    png_path = out_dir / "layout.png"
-    atomic_write_text(markdown_path, layout_markdown(report))
-    atomic_write_text(json_path, json.dumps(layout_json(report), indent=2) + "\n")
-    save_figure(layout_figure(report), png_path)
-    return [markdown_path, json_path, png_path]
+    from sim.report.study_files import write_study_files
+
+    return write_study_files(
+        out_dir, "layout", layout_markdown(report), layout_json(report), layout_figure(report)
+    )

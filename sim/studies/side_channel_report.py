@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.fileio import atomic_write_text
-from sim.report.plotting import save_figure
 from sim.studies.side_channel import CONFIDENCE, SettingResult, SideChannelReport
 
 if TYPE_CHECKING:
@@ -138,10 +135,12 @@ def side_channel_figure(report: SideChannelReport) -> Figure:
 
 def write_side_channel_files(report: SideChannelReport, out_dir: Path) -> list[Path]:
     """Write side_channel.md, .json and .png into `out_dir`; returns their paths."""
-    markdown_path = out_dir / "side_channel.md"
-    json_path = out_dir / "side_channel.json"
-    png_path = out_dir / "side_channel.png"
-    atomic_write_text(markdown_path, side_channel_markdown(report))
-    atomic_write_text(json_path, json.dumps(side_channel_json(report), indent=2) + "\n")
-    save_figure(side_channel_figure(report), png_path)
-    return [markdown_path, json_path, png_path]
+    from sim.report.study_files import write_study_files
+
+    return write_study_files(
+        out_dir,
+        "side_channel",
+        side_channel_markdown(report),
+        side_channel_json(report),
+        side_channel_figure(report),
+    )

@@ -20,18 +20,12 @@ from workloads.calibration import (
     DYNAMO_AGENT_STEP_GAP_S,
 )
 from workloads.distributions import Distribution, LogNormal, Uniform
-from workloads.generators.common import (
-    CommonSlots,
-    require_distribution,
-    require_layout,
-    require_max_context,
-    require_name,
-)
+from workloads.generators.common import CommonSlots, validate_session_config
 from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
 from workloads.layout import AGENT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec
-from workloads.tags import TenantSpec, validate_tagging
+from workloads.tags import TenantSpec
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,20 +47,16 @@ class AgentConfig:
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        require_name("AgentConfig", self.name)
-        for name in (
-            "steps_per_agent",
-            "task_tokens",
-            "action_tokens",
-            "observation_tokens",
-            "tool_latency_s",
-        ):
-            require_distribution("AgentConfig", name, getattr(self, name))
-        require_layout(
-            "AgentConfig", self.layout, [*self.common.produced_slots(), "question", "history"]
+        validate_session_config(
+            self,
+            (
+                "steps_per_agent",
+                "task_tokens",
+                "action_tokens",
+                "observation_tokens",
+                "tool_latency_s",
+            ),
         )
-        require_max_context("AgentConfig", self.max_context_tokens)
-        validate_tagging("AgentConfig", self.tenants, self.prompt_logprobs_fraction)
 
 
 class AgentBuilder(SessionBuilder):

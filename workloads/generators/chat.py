@@ -16,18 +16,12 @@ from dataclasses import dataclass, field
 
 from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
-from workloads.generators.common import (
-    CommonSlots,
-    require_distribution,
-    require_layout,
-    require_max_context,
-    require_name,
-)
+from workloads.generators.common import CommonSlots, validate_session_config
 from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
 from workloads.layout import CHAT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec
-from workloads.tags import TenantSpec, validate_tagging
+from workloads.tags import TenantSpec
 
 
 @dataclass(slots=True, frozen=True)
@@ -46,14 +40,10 @@ class ChatConfig:
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        require_name("ChatConfig", self.name)
-        for name in ("turns_per_session", "user_message_tokens", "answer_tokens", "think_time_s"):
-            require_distribution("ChatConfig", name, getattr(self, name))
-        require_layout(
-            "ChatConfig", self.layout, [*self.common.produced_slots(), "history", "question"]
+        validate_session_config(
+            self,
+            ("turns_per_session", "user_message_tokens", "answer_tokens", "think_time_s"),
         )
-        require_max_context("ChatConfig", self.max_context_tokens)
-        validate_tagging("ChatConfig", self.tenants, self.prompt_logprobs_fraction)
 
 
 class ChatBuilder(SessionBuilder):

@@ -6,6 +6,7 @@ for arrival processes and lengths. Arrivals are seconds from the first row's tim
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from datetime import datetime
 from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
+from workloads.traces.blocks import trace_request_spec
 from workloads.traces.fields import (
     MAX_TRACE_TOKENS,
     check_replay_options,
@@ -139,19 +141,13 @@ def _specs(
     max_requests: int | None,
     tokens: SyntheticTokens,
 ) -> Iterator[RequestSpec]:
-    for index, record in enumerate(records):
-        if max_requests is not None and index >= max_requests:
-            return
+    for index, record in enumerate(itertools.islice(records, max_requests)):
         prompt_id = f"{namespace}/prompt/{index}"
-        yield RequestSpec(
-            request_id=f"{namespace}-{index}",
-            arrival_at=record.arrival_s / speedup,
-            session_id=None,
-            turn_index=0,
-            think_time_s=0.0,
-            segments=[
-                Segment("prompt", prompt_id, tokens.tokens(prompt_id, record.context_tokens))
-            ],
-            output_tokens=tokens.tokens(f"{namespace}/output/{index}", record.generated_tokens),
-            extras={"trace_line": record.line},
+        yield trace_request_spec(
+            namespace,
+            index,
+            record.arrival_s / speedup,
+            [Segment("prompt", prompt_id, tokens.tokens(prompt_id, record.context_tokens))],
+            tokens.tokens(f"{namespace}/output/{index}", record.generated_tokens),
+            {"trace_line": record.line},
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workloads.spec import Segment
+from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
 
 TRACE_BLOCK_SEGMENT = "block"
@@ -47,3 +47,26 @@ def token_range(
         covered.extend(tokens.block_tokens(namespace, hash_ids[index], length))
     offset = first_block * block_size
     return covered[start - offset : end - offset]
+
+
+def trace_request_spec(
+    namespace: str,
+    index: int,
+    arrival_at: float,
+    segments: list[Segment],
+    output_tokens: list[int],
+    extras: dict[str, str | int | float],
+    measured_cached_tokens: int | None = None,
+) -> RequestSpec:
+    """The open-loop spec of a trace's `index`-th request (traces carry no sessions to replay)."""
+    return RequestSpec(
+        request_id=f"{namespace}-{index}",
+        arrival_at=arrival_at,
+        session_id=None,
+        turn_index=0,
+        think_time_s=0.0,
+        segments=segments,
+        output_tokens=output_tokens,
+        measured_cached_tokens=measured_cached_tokens,
+        extras=extras,
+    )

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
-from workloads.traces.blocks import TRACE_BLOCK_SEGMENT, block_segments, token_range
+from workloads.traces.blocks import (
+    TRACE_BLOCK_SEGMENT,
+    block_segments,
+    token_range,
+    trace_request_spec,
+)
 from workloads.traces.fields import (
     RecordReader,
     check_replay_options,
@@ -208,14 +213,6 @@ class _SpecBuilder:
         }
         if record.session_id is not None:
             extras["trace_session_id"] = record.session_id
-        return RequestSpec(
-            request_id=f"{self.namespace}-{index}",
-            arrival_at=arrival_at,
-            session_id=None,
-            turn_index=0,
-            think_time_s=0.0,
-            segments=segments,
-            output_tokens=output,
-            measured_cached_tokens=record.cached_tokens,
-            extras=extras,
+        return trace_request_spec(
+            self.namespace, index, arrival_at, segments, output, extras, record.cached_tokens
         )

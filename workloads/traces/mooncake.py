@@ -8,13 +8,14 @@ unique per request: the trace does not hash answers.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import block_segments
+from workloads.traces.blocks import block_segments, trace_request_spec
 from workloads.traces.fields import (
     RecordReader,
     check_replay_options,
@@ -95,18 +96,14 @@ def _specs(
     max_requests: int | None,
     tokens: SyntheticTokens,
 ) -> Iterator[RequestSpec]:
-    for index, record in enumerate(records):
-        if max_requests is not None and index >= max_requests:
-            return
-        yield RequestSpec(
-            request_id=f"{namespace}-{index}",
-            arrival_at=record.arrival_s / speedup,
-            session_id=None,
-            turn_index=0,
-            think_time_s=0.0,
-            segments=block_segments(
+    for index, record in enumerate(itertools.islice(records, max_requests)):
+        yield trace_request_spec(
+            namespace,
+            index,
+            record.arrival_s / speedup,
+            block_segments(
                 namespace, record.hash_ids, record.input_length, trace_block_size, tokens
             ),
-            output_tokens=tokens.tokens(f"{namespace}/output/{index}", record.output_length),
-            extras={"trace_line": record.line},
+            tokens.tokens(f"{namespace}/output/{index}", record.output_length),
+            {"trace_line": record.line},
         )

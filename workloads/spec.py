@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Any
 
 from workloads.errors import WorkloadError
 
@@ -65,6 +66,19 @@ class RequestSpec:
     priority: int = 0
     measured_cached_tokens: int | None = None
     extras: dict[str, str | int | float] = field(default_factory=dict)
+
+    @classmethod
+    def open_loop(
+        cls,
+        request_id: str,
+        arrival_at: float,
+        segments: list[Segment],
+        output_tokens: list[int],
+        **tags: Any,
+    ) -> RequestSpec:
+        """A request that arrives on its own at `arrival_at` (no session); `tags` are the
+        optional fields (tenant, cache_salt, lora, prompt_logprobs, priority, extras, ...)."""
+        return cls(request_id, arrival_at, None, 0, 0.0, segments, output_tokens, **tags)
 
     def prompt_tokens(self) -> list[int]:
         """The prompt as one new list: the segments' tokens in order."""

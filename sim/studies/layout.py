@@ -225,18 +225,15 @@ def evaluate_ordering(
 ) -> OrderingResult:
     """Serve the traffic with prompts in this segment order; hit rate, TTFT and prefix facts."""
     specs = [
-        RequestSpec(
-            request_id=request.request_id,
-            arrival_at=request.arrival_at,
-            session_id=None,
-            turn_index=0,
-            think_time_s=0.0,
-            segments=[
+        RequestSpec.open_loop(
+            request.request_id,
+            request.arrival_at,
+            [
                 *renderer.opening,
                 *(renderer.segment(segment, request) for segment in order),
                 renderer.generation_prompt,
             ],
-            output_tokens=output_tokens,
+            output_tokens,
             tenant=request.tenant,
         )
         for request in traffic

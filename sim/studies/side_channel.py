@@ -78,14 +78,11 @@ class TrialPlan:
     def specs(self, setting: SaltSetting) -> list[RequestSpec]:
         """The trial's request specs with the salts of `setting`."""
         return [
-            RequestSpec(
-                request_id=request.request_id,
-                arrival_at=request.arrival_at,
-                session_id=None,
-                turn_index=0,
-                think_time_s=0.0,
-                segments=request.segments,
-                output_tokens=request.output_tokens,
+            RequestSpec.open_loop(
+                request.request_id,
+                request.arrival_at,
+                request.segments,
+                request.output_tokens,
                 tenant=request.tenant,
                 cache_salt=tenant_salt(setting, request.tenant),
             )

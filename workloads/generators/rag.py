@@ -140,16 +140,11 @@ class RagBuilder:
             )
         ]
         return [
-            RequestSpec(
-                request_id=request_id,
-                arrival_at=arrival_at,
-                session_id=None,
-                turn_index=0,
-                think_time_s=0.0,
-                segments=self._tokens.render(config.layout.arrange(slots)),
-                output_tokens=self._tokens.output_tokens(
-                    f"{config.name}/answer/{request_id}", num_answer_tokens
-                ),
+            RequestSpec.open_loop(
+                request_id,
+                arrival_at,
+                self._tokens.render(config.layout.arrange(slots)),
+                self._tokens.output_tokens(f"{config.name}/answer/{request_id}", num_answer_tokens),
                 prompt_logprobs=self._tags.prompt_logprobs(),
                 **tenant_fields(tenant),
             )

@@ -59,14 +59,11 @@ def trace_request_spec(
     measured_cached_tokens: int | None = None,
 ) -> RequestSpec:
     """The open-loop spec of a trace's `index`-th request (traces carry no sessions to replay)."""
-    return RequestSpec(
-        request_id=f"{namespace}-{index}",
-        arrival_at=arrival_at,
-        session_id=None,
-        turn_index=0,
-        think_time_s=0.0,
-        segments=segments,
-        output_tokens=output_tokens,
+    return RequestSpec.open_loop(
+        f"{namespace}-{index}",
+        arrival_at,
+        segments,
+        output_tokens,
         measured_cached_tokens=measured_cached_tokens,
         extras=extras,
     )

@@ -51,8 +51,14 @@ def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
     )
 
 
-def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) -> Request:
-    """A scheduler Request for `spec`, arriving at `arrival_at`."""
+def request_from_spec(
+    spec: SpecLike,
+    hasher: BlockHasher,
+    arrival_at: float,
+    prefix_source: CacheRequest | None = None,
+) -> Request:
+    """A scheduler Request for `spec`, arriving at `arrival_at`; `prefix_source` (say, the
+    session's previous turn) lends the hashes of the blocks it shares with the prompt."""
     return Request(
         spec.request_id,
         spec.prompt_tokens(),
@@ -64,6 +70,7 @@ def request_from_spec(spec: SpecLike, hasher: BlockHasher, arrival_at: float) ->
         skip_reading_prefix_cache=spec.prompt_logprobs,
         session_id=spec.session_id,
         tenant=spec.tenant,
+        prefix_source=prefix_source,
     )
 
 

@@ -54,6 +54,9 @@ def simulate(
     # Sessions left with no turn in flight. The driver forgets those that have ended when it
     # reads the next first turn, just before dispatching it; the router is then told.
     idle_session_ids: dict[str, None] = {}  # insertion-ordered set
+    # Each live session's last finished turn: the next turn's prompt repeats it, so its block
+    # hashes are reused rather than recomputed (part of the fast path, like the hash memo).
+    last_turns: dict[str, Request] = {}
 
     def end_turn(session_id: str | None) -> None:
         if session_id is not None:
@@ -65,8 +68,10 @@ def simulate(
             for session_id in idle_session_ids:
                 if session_id not in driver.sessions:
                     router.on_session_end(session_id)
+                    last_turns.pop(session_id, None)
             idle_session_ids.clear()
-        request = request_from_spec(spec, cluster.hasher, float(env.now))
+        prefix_source = last_turns.get(spec.session_id) if spec.session_id is not None else None
+        request = request_from_spec(spec, cluster.hasher, float(env.now), prefix_source)
         try:
             cluster.submit(request)
         except ValueError:
@@ -74,6 +79,8 @@ def simulate(
             end_turn(spec.session_id)
 
     def finished(request: Request) -> None:
+        if reuse_turn_hashes and request.session_id is not None:
+            last_turns[request.session_id] = request
         end_turn(request.session_id)
 
     cluster = Cluster(
@@ -89,6 +96,7 @@ def simulate(
         on_step=on_progress,
         fast_decode_path=fast_decode_path,
     )
+    reuse_turn_hashes = all(replica.scheduler.fast_decode_path for replica in cluster.replicas)
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)
     try:
         env.run()

@@ -142,6 +142,14 @@ class BlockHasher:
         self.memo_size = memo_size
         self._memo: dict[tuple[object, ...], bytes] = {}
 
+    def hashes_like(self, other: BlockHasher) -> bool:
+        """True when `other` gives every block the same hash as this hasher does."""
+        return (
+            self.algo == other.algo
+            and self.block_size == other.block_size
+            and self.none_hash == other.none_hash
+        )
+
     def extend(
         self,
         block_hashes: list[bytes],
@@ -173,3 +181,26 @@ class BlockHasher:
                 parent = cached
             block_hashes.append(parent)
         return num_full_blocks - start_block
+
+
+def num_shared_full_blocks(
+    tokens: Sequence[int], other_tokens: Sequence[int], block_size: int
+) -> int:
+    """How many leading full blocks two token lists have in common.
+
+    Whole ranges are compared at once (a binary search when they differ), so a shared prefix of
+    n blocks costs a few C-level comparisons instead of n block-sized ones.
+    """
+    num_equal = 0
+    num_candidates = min(len(tokens), len(other_tokens)) // block_size
+    if tokens[: num_candidates * block_size] == other_tokens[: num_candidates * block_size]:
+        return num_candidates
+    # Invariant: the first num_equal blocks are equal; the first num_candidates are not.
+    while num_candidates - num_equal > 1:
+        middle = (num_equal + num_candidates) // 2
+        start, end = num_equal * block_size, middle * block_size
+        if tokens[start:end] == other_tokens[start:end]:
+            num_equal = middle
+        else:
+            num_candidates = middle
+    return num_equal

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from sim.kvcache.hashing import NO_HASH_KEYS, BlockHasher, HashKeys
+from sim.kvcache.hashing import NO_HASH_KEYS, BlockHasher, HashKeys, num_shared_full_blocks
 
 
 class RequestStatus(enum.Enum):
@@ -48,7 +48,11 @@ class CacheRequest:
         *,
         hash_keys: HashKeys = NO_HASH_KEYS,
         skip_reading_prefix_cache: bool = False,
+        prefix_source: CacheRequest | None = None,
     ) -> None:
+        """`prefix_source` is an earlier request likely to share a prefix with this one (a
+        session's previous turn): the hashes of the full blocks they share are copied, not
+        recomputed. The hashes are the same either way."""
         self.request_id = request_id
         self.all_token_ids = list(prompt_token_ids)
         self.num_prompt_tokens = len(self.all_token_ids)
@@ -60,6 +64,15 @@ class CacheRequest:
         # vLLM sets this when prompt logprobs are requested: no hit, not counted, still cached.
         self.skip_reading_prefix_cache = skip_reading_prefix_cache
         self._hasher = hasher
+        if (
+            prefix_source is not None
+            and prefix_source.hash_keys == hash_keys
+            and prefix_source._hasher.hashes_like(hasher)
+        ):
+            num_shared = num_shared_full_blocks(
+                self.all_token_ids, prefix_source.all_token_ids, hasher.block_size
+            )
+            self.block_hashes = prefix_source.block_hashes[:num_shared]
         hasher.extend(self.block_hashes, self.all_token_ids, hash_keys)
 
     @property

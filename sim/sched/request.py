@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheRequest, HashKeys
@@ -42,6 +43,7 @@ class Request(CacheRequest):
         skip_reading_prefix_cache: bool = False,
         session_id: str | None = None,
         tenant: str | None = None,
+        prefix_source: CacheRequest | None = None,
     ) -> None:
         super().__init__(
             request_id,
@@ -49,6 +51,7 @@ class Request(CacheRequest):
             hasher,
             hash_keys=hash_keys,
             skip_reading_prefix_cache=skip_reading_prefix_cache,
+            prefix_source=prefix_source,
         )
         if not planned_output_token_ids:
             raise ValueError(f"request {request_id!r} must generate at least one token")
@@ -65,7 +68,8 @@ class Request(CacheRequest):
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
-        self.inter_token_latencies_s: list[float] = []
+        # An array, not a list: lazy decoders extend it from the engine's array of step gaps.
+        self.inter_token_latencies_s = array("d")
         # Event-driven decoding (sim.sched.lazy_decode): the step it is synced to, or -1.
         self.lazy_sync_step = -1
         self.lazy_offset = 0

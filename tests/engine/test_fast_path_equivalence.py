@@ -2,8 +2,9 @@
 
 Each scenario (30 simulated seconds on the H100 profile of Llama-3.1-8B unless it says
 otherwise, events on) runs twice through `run_scenario`: once with the engine's fast decode
-path (the default: lazy decoders, held-block decode tokens, the hash memo) and once with the
-straightforward path. Every result file must be byte-identical. The scenarios stress what the
+path (the default: lazy decoders, held-block decode tokens, the hash memo, each session turn
+reusing its previous turn's block hashes) and once with the straightforward path. Every result
+file must be byte-identical. The scenarios stress what the
 fast path skips or defers: preemption when the cache runs out, priority preemption, chunked
 prefill, a small running set, several replicas, mixed traffic with salts, LoRA and
 prompt-logprobs requests, and prefix caching off. The expected counts pin that each scenario

@@ -10,15 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.kvcache import (
     HASH_ALGOS,
     NO_HASH_KEYS,
     BlockHasher,
+    CacheRequest,
     HashKeys,
     MultiModalItem,
     none_hash,
 )
+from sim.kvcache.hashing import num_shared_full_blocks
 from sim.replay.cache_replay import replay_cache
 
 GOLDEN_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity" / "golden"
@@ -180,3 +184,68 @@ def test_hashes_are_identical_in_a_process_with_another_pythonhashseed(pythonhas
         [sys.executable, "-c", _CHILD_SCRIPT], env=env, capture_output=True, text=True, check=True
     )
     assert json.loads(child.stdout) == here
+
+
+def naive_shared_full_blocks(tokens: list[int], other: list[int], block_size: int) -> int:
+    """Block-by-block comparison: what num_shared_full_blocks must equal."""
+    count = 0
+    while (count + 1) * block_size <= min(len(tokens), len(other)):
+        block = slice(count * block_size, (count + 1) * block_size)
+        if tokens[block] != other[block]:
+            break
+        count += 1
+    return count
+
+
+@given(
+    st.lists(st.integers(0, 2), max_size=70),
+    st.lists(st.integers(0, 2), max_size=70),
+    st.integers(1, 8),
+)
+def test_shared_full_blocks_equals_a_block_by_block_count(tokens, other, block_size):
+    # Tokens from {0, 1, 2} so random lists often share long prefixes.
+    assert num_shared_full_blocks(tokens, other, block_size) == naive_shared_full_blocks(
+        tokens, other, block_size
+    )
+
+
+def test_shared_full_blocks_of_a_chat_history_and_its_next_turn():
+    # Previous turn: 40 tokens (2 full blocks of 16); the next prompt repeats them and adds 30.
+    previous = list(range(40))
+    assert num_shared_full_blocks(previous + list(range(100, 130)), previous, 16) == 2
+    # A change at token 20 leaves only block 0 shared; at token 3, none.
+    assert num_shared_full_blocks(previous[:20] + [-1] + previous[21:], previous, 16) == 1
+    assert num_shared_full_blocks([0, 1, 2, -1] + previous[4:], previous, 16) == 0
+
+
+@pytest.mark.parametrize("keys", [NO_HASH_KEYS, HashKeys(lora_name="a", lora_path="/a")])
+def test_hashes_lent_by_a_prefix_source_equal_hashing_from_scratch(keys):
+    # Turn 2 repeats turn 1's 50 prompt + 14 output tokens (4 full blocks) and adds 40 tokens.
+    hasher = BlockHasher("sha256", 16)
+    turn_1 = CacheRequest("t1", list(range(50)), hasher, hash_keys=keys)
+    turn_1.append_output_token_ids(list(range(500, 514)))
+    prompt_2 = turn_1.all_token_ids + list(range(900, 940))
+    lent = CacheRequest("t2", prompt_2, hasher, hash_keys=keys, prefix_source=turn_1)
+    fresh = CacheRequest("t2", prompt_2, BlockHasher("sha256", 16), hash_keys=keys)
+    assert len(lent.block_hashes) == 6
+    assert lent.block_hashes == fresh.block_hashes
+    assert lent.block_hashes[:4] == turn_1.block_hashes
+
+
+@pytest.mark.parametrize(
+    ("source_keys", "source_hasher"),
+    [
+        (HashKeys(cache_salt="other tenant"), BlockHasher("sha256", 16)),
+        (NO_HASH_KEYS, BlockHasher("sha256", 16, hash_seed="another seed")),
+        (NO_HASH_KEYS, BlockHasher("sha256_cbor", 16)),
+    ],
+)
+def test_a_source_with_other_keys_or_another_hash_lends_nothing(source_keys, source_hasher):
+    # Same tokens, but a salt, a seed or an algorithm that changes every hash: nothing is reused.
+    tokens = list(range(64))
+    source = CacheRequest("s", tokens, source_hasher, hash_keys=source_keys)
+    request = CacheRequest("r", tokens, BlockHasher("sha256", 16), prefix_source=source)
+    assert [block_hash.hex() for block_hash in request.block_hashes] == block_hashes(
+        "sha256", tokens
+    )
+    assert not set(request.block_hashes) & set(source.block_hashes)

@@ -13,7 +13,7 @@ DEFAULT_BATCH_ROWS = 50_000
 
 
 class ParquetSink:
-    """Buffers rows column-wise, writes one row group per `batch_rows` rows.
+    """Buffers rows, writes one row group per `batch_rows` rows.
 
     Rows go to a hidden `.<name>.partial` file next to `path`, which replaces `path` only at
     `close`, so a crashed run never leaves a truncated file under the final name.
@@ -29,34 +29,44 @@ class ParquetSink:
         self.batch_rows = batch_rows
         self.num_rows_written = 0
         self._partial_path = self.path.with_name(f".{self.path.name}.partial")
-        self._columns: list[list[Any]] = [[] for _ in schema]
+        self._rows: list[tuple[Any, ...]] = []
         self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
 
     @property
     def num_buffered_rows(self) -> int:
         """Rows held in memory, not yet written."""
-        return len(self._columns[0])
+        return len(self._rows)
 
     def append(self, row: tuple[Any, ...]) -> None:
         """Buffer one row (values in schema order); write a row group when the buffer is full."""
-        for column, value in zip(self._columns, row, strict=True):
-            column.append(value)
-        if self.num_buffered_rows >= self.batch_rows:
+        rows = self._rows
+        rows.append(row)
+        if len(rows) >= self.batch_rows:
             self.flush()
+
+    def extend(self, rows: list[tuple[Any, ...]]) -> None:
+        """Buffer several rows at once, with the same row groups as appending them one by one."""
+        while rows:
+            room = self.batch_rows - len(self._rows)
+            self._rows.extend(rows[:room])
+            rows = rows[room:]
+            if len(self._rows) >= self.batch_rows:
+                self.flush()
 
     def flush(self) -> None:
         """Write the buffered rows as one row group."""
         num_rows = self.num_buffered_rows
         if num_rows == 0:
             return
+        # Rows are transposed only here, in C, so appending a row stays one list append.
+        columns = zip(*self._rows, strict=True)
         arrays = [
             pa.array(column, type=field.type)
-            for column, field in zip(self._columns, self.schema, strict=True)
+            for column, field in zip(columns, self.schema, strict=True)
         ]
         self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
         self.num_rows_written += num_rows
-        for column in self._columns:
-            column.clear()
+        self._rows.clear()
 
     def close(self) -> None:
         """Write what is left, finish the file and move it into place."""

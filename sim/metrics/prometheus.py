@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -73,6 +74,7 @@ class Histogram:
     def __init__(self, edges: tuple[float, ...]) -> None:
         self.edges = edges
         self._edges_array = np.asarray(edges, dtype=float)
+        self._labels = [bucket_label(edge) for edge in edges]
         self.bucket_counts = [0] * (len(edges) + 1)  # last slot: above every edge
         self.total = 0.0
         self.count = 0
@@ -93,15 +95,17 @@ class Histogram:
         self.total += math.fsum(values)
         self.count += len(values)
 
-    def samples(self, name: str) -> Iterator[tuple[str, str | None, float]]:
+    def samples(self, name: str) -> list[tuple[str, str | None, float]]:
         """Cumulative bucket rows (edges ascending, then +Inf), then `_sum` and `_count`."""
-        cumulative = 0
-        for edge, bucket_count in zip(self.edges, self.bucket_counts, strict=False):
-            cumulative += bucket_count
-            yield name, bucket_label(edge), float(cumulative)
-        yield name, INF_LABEL, float(self.count)
-        yield f"{name}_sum", None, self.total
-        yield f"{name}_count", None, float(self.count)
+        cumulative = accumulate(self.bucket_counts[:-1])
+        rows: list[tuple[str, str | None, float]] = [
+            (name, label, float(count))
+            for label, count in zip(self._labels, cumulative, strict=True)
+        ]
+        rows.append((name, INF_LABEL, float(self.count)))
+        rows.append((f"{name}_sum", None, self.total))
+        rows.append((f"{name}_count", None, float(self.count)))
+        return rows
 
 
 class PrometheusState:
@@ -137,11 +141,12 @@ class PrometheusState:
         self.histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
         self.histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
 
-    def samples(self) -> Iterator[tuple[str, str | None, float]]:
+    def samples(self) -> list[tuple[str, str | None, float]]:
         """Every series as (name, le, value): counters, gauges, then histograms, fixed order."""
-        for name, value in self.counters.items():
-            yield name, None, value
-        for name, value in self.gauges.items():
-            yield name, None, value
+        rows: list[tuple[str, str | None, float]] = [
+            (name, None, value) for name, value in self.counters.items()
+        ]
+        rows.extend((name, None, value) for name, value in self.gauges.items())
         for name, histogram in self.histograms.items():
-            yield from histogram.samples(name)
+            rows.extend(histogram.samples(name))
+        return rows

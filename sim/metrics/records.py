@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # "cleared": dropped by reset_prefix_cache rather than evicted.
@@ -56,7 +57,7 @@ class RequestRecord:
     num_computed_prefill_tokens: int  # incl. recomputation after preemption
     num_output_tokens: int
     num_preemptions: int
-    inter_token_latencies_s: list[float]  # gaps between consecutive output tokens
+    inter_token_latencies_s: Sequence[float]  # gaps between consecutive output tokens
 
     @property
     def ttft_s(self) -> float:

@@ -80,6 +80,5 @@ class MetricsScraper(NullRecorder):
         self._next_scrape_index += 1
 
     def _scrape(self, at: float) -> None:
-        for name, le, value in self.state.samples():
-            self.sink.append((at, name, le, value))
+        self.sink.extend([(at, name, le, value) for name, le, value in self.state.samples()])
         self._last_scrape_at = at

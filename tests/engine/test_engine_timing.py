@@ -27,7 +27,7 @@ def test_single_request_takes_one_step_to_first_token_and_one_per_further_output
         4 * STEP_TIME_S,
     )
     assert (record.ttft_s, record.e2e_s, record.queue_s) == (0.25, 1.0, 0.0)
-    assert record.inter_token_latencies_s == [0.25, 0.25, 0.25]
+    assert list(record.inter_token_latencies_s) == [0.25, 0.25, 0.25]
     assert (record.num_prompt_tokens, record.num_output_tokens) == (20, 4)
     assert (record.num_cached_tokens, record.num_computed_prefill_tokens) == (0, 20)
     assert (result.end_at, result.num_steps, result.num_submitted, result.num_rejected) == (

@@ -143,6 +143,28 @@ def test_sink_writes_a_row_group_every_batch_rows_and_keeps_at_most_that_many(tm
     assert pq.read_table(path).column("n").to_pylist() == list(range(7))
 
 
+def test_extend_cuts_the_same_row_groups_as_appending_row_by_row(tmp_path):
+    # batch_rows=3: extend by 2, then by 5 (crossing two batch edges) gives groups 3, 3, 1.
+    path = tmp_path / "numbers.parquet"
+    sink = ParquetSink(path, pa.schema([("n", pa.int64())]), batch_rows=3)
+    sink.extend([(0,), (1,)])
+    assert sink.num_buffered_rows == 2
+    sink.extend([(n,) for n in range(2, 7)])
+    assert (sink.num_rows_written, sink.num_buffered_rows) == (6, 1)
+    sink.close()
+    metadata = pq.read_metadata(path)
+    assert [metadata.row_group(i).num_rows for i in range(3)] == [3, 3, 1]
+    assert pq.read_table(path).column("n").to_pylist() == list(range(7))
+
+
+def test_row_of_the_wrong_width_is_refused_at_flush(tmp_path):
+    sink = ParquetSink(tmp_path / "x.parquet", pa.schema([("a", pa.int64()), ("b", pa.int64())]))
+    sink.append((1, 2))
+    sink.append((3,))
+    with pytest.raises(ValueError):
+        sink.flush()
+
+
 def test_writer_buffer_is_bounded_by_batch_rows(tmp_path, make_step):
     writer = StepsWriter(tmp_path / "steps.parquet", batch_rows=4)
     peak_buffered = 0

@@ -77,9 +77,15 @@ class BlockPool:
     def get_cached_block(self, block_hash: bytes) -> KVBlock | None:
         """The oldest cached block carrying `block_hash`, whether held or free."""
         entry = self.cached_blocks.get(block_hash)
-        if entry is None or type(entry) is KVBlock:
-            return entry
-        return next(iter(entry.values()))
+        return entry if entry is None else _oldest(entry)
+
+    def get_cached_prefix(self, block_hashes: Sequence[bytes]) -> list[KVBlock]:
+        """`get_cached_block` of each hash in order, up to the first one not cached."""
+        # The lookups run in C (map); a prefix ends at its first miss, found by list.index.
+        entries = list(map(self.cached_blocks.get, block_hashes))
+        if None in entries:
+            del entries[entries.index(None) :]
+        return [entry if type(entry) is KVBlock else _oldest(entry) for entry in entries]
 
     def cache_full_blocks(
         self,
@@ -183,3 +189,8 @@ class BlockPool:
                 block.block_hash = None
         self.cached_blocks.clear()
         return True
+
+
+def _oldest(entry: KVBlock | dict[int, KVBlock]) -> KVBlock:
+    """A cache entry's block: the only one, or the first cached of several with one hash."""
+    return entry if type(entry) is KVBlock else next(iter(entry.values()))

@@ -70,14 +70,7 @@ class KVCacheManager:
         if not self.enable_caching or request.skip_reading_prefix_cache:
             return [], 0
         max_blocks = (request.num_tokens - 1) // self.block_size
-        block_hashes = request.block_hashes
-        get_cached_block = self.block_pool.get_cached_block
-        hit_blocks: list[KVBlock] = []
-        for index in range(min(max_blocks, len(block_hashes))):
-            block = get_cached_block(block_hashes[index])
-            if block is None:
-                break
-            hit_blocks.append(block)
+        hit_blocks = self.block_pool.get_cached_prefix(request.block_hashes[:max_blocks])
         return hit_blocks, len(hit_blocks) * self.block_size
 
     def record_prefix_cache_stats(self, request: CacheRequest, num_hit_tokens: int) -> None:

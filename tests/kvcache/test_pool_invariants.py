@@ -185,6 +185,18 @@ class BlockPoolMachine(RuleBasedStateMachine):
         assert self.manager.block_pool.null_block.block_id not in forward
 
     @invariant()
+    def bulk_prefix_lookup_equals_block_by_block_lookups(self) -> None:
+        pool = self.manager.block_pool
+        for request in self.requests:
+            one_by_one = []
+            for block_hash in request.block_hashes:
+                block = pool.get_cached_block(block_hash)
+                if block is None:
+                    break
+                one_by_one.append(block)
+            assert pool.get_cached_prefix(request.block_hashes) == one_by_one
+
+    @invariant()
     def hits_never_exceed_queries(self) -> None:
         stats = self.manager.cumulative_stats
         assert 0 <= stats.hits <= stats.queries

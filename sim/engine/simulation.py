@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import simpy
@@ -12,6 +10,7 @@ import simpy
 from sim.costmodel.model import CostModel
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
+from sim.engine.collector import relaxed_garbage_collection
 from sim.engine.requests import SpecLike, request_from_spec
 from sim.metrics import NullRecorder, Recorder
 from sim.routing import RoundRobinRouter, Router
@@ -27,23 +26,6 @@ class SimulationResult:
     num_submitted: int
     num_rejected: int  # prompts of max_model_len tokens or more, refused as vLLM's API does
     num_routed: list[int]  # requests sent to each replica, rejected ones included
-
-
-# Allocations between young-generation collections while simulating. The run allocates
-# millions of short-lived containers but almost no reference cycles, so the default (700)
-# spends about a fifth of the run walking live objects for nothing; memory stays bounded.
-SIMULATION_GC_THRESHOLDS = (200_000, 50, 100)
-
-
-@contextmanager
-def _relaxed_garbage_collection() -> Iterator[None]:
-    """Collect cycles less often inside the block; the previous thresholds come back after."""
-    previous = gc.get_threshold()
-    gc.set_threshold(*SIMULATION_GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
 
 
 def simulate(
@@ -118,7 +100,7 @@ def simulate(
     reuse_turn_hashes = all(replica.scheduler.fast_decode_path for replica in cluster.replicas)
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)
     try:
-        with _relaxed_garbage_collection():
+        with relaxed_garbage_collection():
             env.run()
     except Exception as error:
         # SimPy re-raises a process's exception as a fresh copy built from its args alone;

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sim.engine.collector import relaxed_garbage_collection
 from sim.engine.requests import SpecLike, cache_request_from_spec
 from sim.kvcache import BlockHasher, KVCacheManager, PrefixCacheStats
 from sim.kvcache.sequential import run_alone
@@ -51,8 +52,16 @@ def replay_cache_only(
     hashes: a pool that never evicts keeps every block it ever cached, so hits are the same.
     """
     hasher = BlockHasher(hash_algo, block_size, hash_seed, memo_size=HASH_MEMO_SIZE)
-    if num_gpu_blocks is None:
-        return _replay_unbounded(specs, hasher)
+    with relaxed_garbage_collection():
+        if num_gpu_blocks is None:
+            return _replay_unbounded(specs, hasher)
+        return _replay_bounded(specs, hasher, num_gpu_blocks)
+
+
+def _replay_bounded(
+    specs: Iterable[SpecLike], hasher: BlockHasher, num_gpu_blocks: int
+) -> CacheOnlyResult:
+    block_size = hasher.block_size
     manager = KVCacheManager(
         num_gpu_blocks, block_size, max_model_len=(num_gpu_blocks - 1) * block_size
     )

@@ -21,7 +21,7 @@ from workloads.calibration import (
 )
 from workloads.distributions import Distribution, LogNormal, Uniform
 from workloads.generators.common import CommonSlots, validate_session_config
-from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
+from workloads.generators.session import SessionBuilder, Turn
 from workloads.layout import AGENT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec
@@ -67,8 +67,7 @@ class AgentBuilder(SessionBuilder):
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The run's steps in order; the first arrives at `arrival_at`."""
         config, rng = self._config, self._rng
-        session_id = f"{config.name}-{arrival_index}"
-        variant = int(rng.integers(config.common.num_prompt_variants))
+        session_id, variant = self._start_session(arrival_index)
         num_steps = config.steps_per_agent.sample_count(rng, minimum=1)
         task = Piece(
             "question",
@@ -84,9 +83,7 @@ class AgentBuilder(SessionBuilder):
         tenant = self._tags.tenant()
         turns = []
         for index in range(num_steps):
-            slots = config.common.pieces(
-                config.name, variant, session_id, turn_request_id(session_id, index)
-            )
+            slots = self._turn_slots(session_id, variant, index)
             slots["question"] = [task]
             observation = Piece(
                 "history",
@@ -104,12 +101,4 @@ class AgentBuilder(SessionBuilder):
                     history_after_answer=(observation,),
                 )
             )
-        return session_specs(
-            session_id,
-            arrival_at,
-            turns,
-            layout=config.layout,
-            tokens=self._tokens,
-            max_context_tokens=config.max_context_tokens,
-            tenant=tenant,
-        )
+        return self._session_specs(session_id, arrival_at, turns, tenant)

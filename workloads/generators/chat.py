@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
 from workloads.generators.common import CommonSlots, validate_session_config
-from workloads.generators.session import SessionBuilder, Turn, session_specs, turn_request_id
+from workloads.generators.session import SessionBuilder, Turn
 from workloads.layout import CHAT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec
@@ -54,8 +54,7 @@ class ChatBuilder(SessionBuilder):
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The session's turns in order; the first arrives at `arrival_at`."""
         config, rng = self._config, self._rng
-        session_id = f"{config.name}-{arrival_index}"
-        variant = int(rng.integers(config.common.num_prompt_variants))
+        session_id, variant = self._start_session(arrival_index)
         num_turns = config.turns_per_session.sample_count(rng, minimum=1)
         question_lengths = [
             config.user_message_tokens.sample_count(rng, 1) for _ in range(num_turns)
@@ -71,9 +70,7 @@ class ChatBuilder(SessionBuilder):
                 "user",
                 question_lengths[index],
             )
-            slots = config.common.pieces(
-                config.name, variant, session_id, turn_request_id(session_id, index)
-            )
+            slots = self._turn_slots(session_id, variant, index)
             slots["question"] = [question]
             turns.append(
                 Turn(
@@ -87,12 +84,4 @@ class ChatBuilder(SessionBuilder):
                     ),
                 )
             )
-        return session_specs(
-            session_id,
-            arrival_at,
-            turns,
-            layout=config.layout,
-            tokens=self._tokens,
-            max_context_tokens=config.max_context_tokens,
-            tenant=tenant,
-        )
+        return self._session_specs(session_id, arrival_at, turns, tenant)

@@ -51,6 +51,32 @@ class SessionBuilder:
         self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
         self._tokens = tokens
 
+    def _start_session(self, arrival_index: int) -> tuple[str, int]:
+        """The session id of arrival `arrival_index` and its drawn prompt variant."""
+        session_id = f"{self._config.name}-{arrival_index}"
+        return session_id, int(self._rng.integers(self._config.common.num_prompt_variants))
+
+    def _turn_slots(self, session_id: str, variant: int, index: int) -> dict[str, list[Piece]]:
+        """The common slots of turn `index` (system prompt, tools, per-request fields)."""
+        config = self._config
+        return config.common.pieces(
+            config.name, variant, session_id, turn_request_id(session_id, index)
+        )
+
+    def _session_specs(
+        self, session_id: str, arrival_at: float, turns: Iterable[Turn], tenant: TenantSpec | None
+    ) -> list[RequestSpec]:
+        """`session_specs` with this builder's layout, tokens and context limit."""
+        return session_specs(
+            session_id,
+            arrival_at,
+            turns,
+            layout=self._config.layout,
+            tokens=self._tokens,
+            max_context_tokens=self._config.max_context_tokens,
+            tenant=tenant,
+        )
+
 
 def turn_request_id(session_id: str, turn_index: int) -> str:
     """The request id of a session's turn."""

@@ -85,7 +85,7 @@ class BlockPool:
         entries = list(map(self.cached_blocks.get, block_hashes))
         if None in entries:
             del entries[entries.index(None) :]
-        return [entry if type(entry) is KVBlock else _oldest(entry) for entry in entries]
+        return list(map(_oldest, entries))
 
     def cache_full_blocks(
         self,

@@ -17,19 +17,22 @@ from sim.sched import Request, Scheduler, SchedulerConfig
 class _BlockEventForwarder:
     """Passes the cache's block events to the recorder as BlockEvent records."""
 
-    __slots__ = ("recorder",)
+    __slots__ = ("recorder", "replica")
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, replica: int) -> None:
         self.recorder = recorder
+        self.replica = replica
 
     def on_block_event(
         self, kind: str, block_hash: bytes, block_id: int, num_tokens: int, now: float
     ) -> None:
-        self.recorder.on_block_event(BlockEvent(kind, now, block_hash, block_id, num_tokens))
+        self.recorder.on_block_event(
+            BlockEvent(kind, now, block_hash, block_id, num_tokens, self.replica)
+        )
 
 
-def request_record(request: Request) -> RequestRecord:
-    """The finished request's row for requests.parquet."""
+def request_record(request: Request, replica: int = 0) -> RequestRecord:
+    """The finished request's row for requests.parquet, served by `replica`."""
     return RequestRecord(
         request_id=request.request_id,
         session_id=request.session_id,
@@ -44,6 +47,7 @@ def request_record(request: Request) -> RequestRecord:
         num_output_tokens=request.num_output_tokens,
         num_preemptions=request.num_preemptions,
         inter_token_latencies_s=request.inter_token_latencies_s,
+        replica=replica,
     )
 
 
@@ -77,11 +81,13 @@ class EngineCore:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        replica: int = 0,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
+        self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
-        observer = _BlockEventForwarder(self.recorder) if record_block_events else None
+        observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.scheduler = Scheduler(config, observer=observer, fast_decode_path=fast_decode_path)
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
@@ -155,10 +161,12 @@ class EngineCore:
                     num_queries=stats.queries,
                     num_hits=stats.hits,
                     num_evictions=block_pool.num_evictions - num_evictions_before,
+                    replica=self.replica,
+                    cached_free_usage=block_pool.cached_free_usage,
                 )
             )
             for request in result.finished:
-                recorder.on_request_finished(request_record(request))
+                recorder.on_request_finished(request_record(request, self.replica))
                 if self.on_request_finished is not None:
                     self.on_request_finished(request)
             if self.on_step is not None:

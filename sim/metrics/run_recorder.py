@@ -20,8 +20,11 @@ SUMMARY_FILE = "summary.json"
 def make_run_recorder(
     out_dir: Path,
     *,
+    max_model_len: int,
+    num_replicas: int = 1,
     scrape_interval_s: float = 1.0,
     warmup_s: float = 0.0,
+    duration_s: float | None = None,
     events: bool = True,
 ) -> Recorder:
     """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
@@ -33,6 +36,15 @@ def make_run_recorder(
     ]
     if events:
         recorders.append(EventsWriter(out_dir / EVENTS_FILE))
-    recorders.append(MetricsScraper(out_dir / METRICS_FILE, scrape_interval_s))
-    recorders.append(SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s))
+    recorders.append(
+        MetricsScraper(
+            out_dir / METRICS_FILE,
+            scrape_interval_s,
+            max_model_len=max_model_len,
+            num_replicas=num_replicas,
+        )
+    )
+    recorders.append(
+        SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s, duration_s=duration_s)
+    )
     return FanOutRecorder(recorders)

@@ -20,8 +20,9 @@ MEASURED_REQUESTS = [
 
 
 def run_warmup_scenario(path, make_step, make_request) -> dict:
-    """Warm-up 10 s, end at 20 s; one request and one step fall inside the warm-up."""
-    recorder = SummaryRecorder(path, warmup_s=10.0)
+    """Warm-up 10 s, arrivals until 15 s, end at 20 s; one request and one step fall inside the
+    warm-up."""
+    recorder = SummaryRecorder(path, warmup_s=10.0, duration_s=15.0)
     recorder.on_step(make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
                                num_hits=1000, num_preemptions=5, num_evictions=5))  # fmt: skip
     recorder.on_step(make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
@@ -89,6 +90,21 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
         "num_output_tokens": 12,
         "requests_per_s": 0.5,
         "output_tokens_per_s": 1.2,
+        # (e2e - TTFT) / (tokens - 1): 0.8, 0.9, 4/3 and 3.8 (r3 has one token)
+        "tpot_p50_s": 1.116666667,
+        "tpot_p99_s": 3.726,
+        # Ten 0.5 s bins over [10, 15): arrivals 1, 0, 1, 0, ... have slope -1/33 per bin,
+        # growth -10/33 (mean 0.5 under the floor of 1); the TTFT bins 0.4, 0.1, 1.0, 0.3, 0.2
+        # at bins 0, 2, 4, 6, 8 have slope -0.01, growth -0.1 / max(0.4, 0.5 floor).
+        "stability_arrivals_growth": -0.303030303,
+        "stability_queue_mean": 0.0,
+        "stability_queue_growth": 0.0,
+        "stability_ttft_mean_s": 0.4,
+        "stability_ttft_growth": -0.2,
+        "drain_s": 5.0,
+        "drain_fraction": 1.0,
+        "stable": False,
+        "unstable_reason": "draining took 5 s, 100% of the 5 s window",
     }
 
 
@@ -113,6 +129,7 @@ def test_empty_run_writes_nulls_for_undefined_values(tmp_path):
     summary = json.loads(path.read_text())
     undefined = [key for key, value in summary.items() if value is None]
     assert undefined == [
+        "drain_fraction",
         "e2e_p50_s",
         "e2e_p99_s",
         "hit_rate",
@@ -124,10 +141,19 @@ def test_empty_run_writes_nulls_for_undefined_values(tmp_path):
         "queue_p50_s",
         "queue_p99_s",
         "requests_per_s",
+        "stability_arrivals_growth",
+        "stability_queue_growth",
+        "stability_queue_mean",
+        "stability_ttft_growth",
+        "stability_ttft_mean_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
         "ttft_p50_s",
         "ttft_p90_s",
         "ttft_p99_s",
     ]
+    assert summary["stable"] is False
+    assert summary["unstable_reason"] == "no request was measured"
     assert summary["num_requests"] == 0
 
 

@@ -22,6 +22,7 @@ SUMMARY_FIELDS = (
     ("hit_rate", "prefix-cache hit rate (tokens)", "{:.1%}"),
     ("ttft_p50_s", "TTFT p50", "{:.3f} s"),
     ("ttft_p99_s", "TTFT p99", "{:.3f} s"),
+    ("tpot_p99_s", "TPOT p99", "{:.4f} s"),
     ("e2e_p50_s", "E2E p50", "{:.3f} s"),
     ("output_tokens_per_s", "output tokens/s", "{:,.0f}"),
     ("num_preemptions", "preemptions", "{:,}"),
@@ -30,12 +31,24 @@ SUMMARY_FIELDS = (
 )
 
 
+def stability_line(summary: dict) -> str:
+    """'steady state reached', or a loud warning with the reason the run is unstable."""
+    if summary.get("stable"):
+        return "steady state reached: queue and TTFT flat over the window, drained promptly"
+    return (
+        "WARNING: UNSTABLE - no steady state, so these numbers describe this run's length, "
+        f"not the deployment: {summary.get('unstable_reason')}"
+    )
+
+
 def print_summary(summary: dict, run_dir: Path) -> None:
-    """A few headline numbers, then the path of the full results."""
+    """A few headline numbers, the stability verdict, then the path of the full results."""
     for key, label, template in SUMMARY_FIELDS:
         value = summary.get(key)
         shown = "n/a" if value is None else template.format(value)
         console.print(f"  {label:<32} {shown}")
+    style = "green" if summary.get("stable") else "bold red"
+    console.print(stability_line(summary), style=style, soft_wrap=True, markup=False)
     console.print(f"results in {run_dir}")
 
 

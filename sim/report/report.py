@@ -321,10 +321,9 @@ def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
     unstable = [run for run in runs if run.stable is False]
     unknown = [run for run in runs if run.stable is None]
     rule = (
-        "A run is stable when its request rate, waiting queue and TTFT show no growth over the "
-        "measured window and it drains within 10 % of the window after arrivals stop "
-        "(sim.metrics.stability). An unstable run's latencies grow with its length: they "
-        "describe the run, not the deployment."
+        "A run is stable when its request rate, waiting queue and TTFT show no significant "
+        "growth over the measured window (sim.metrics.stability). An unstable run's latencies "
+        "grow with its length: they describe the run, not the deployment."
     )
     parts = [f"{rule}\n"]
     if not unstable:

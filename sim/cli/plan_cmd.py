@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cli import app
-from sim.config import load_scenario
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.studies.plan import (
@@ -25,6 +24,7 @@ from sim.studies.plan import (
     format_value,
     parse_slo,
     plan,
+    plan_base,
     slo_slug,
 )
 
@@ -115,7 +115,9 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
 
 @app.command("plan")
 def plan_command(
-    scenario_file: Path = typer.Argument(..., help="Scenario YAML (with duration_s)."),
+    scenario_file: Path = typer.Argument(
+        ..., help="Scenario YAML (with duration_s), or a sweep file: its base scenario and seeds."
+    ),
     slo: list[str] = typer.Option(
         ..., "--slo", help="Latency limit metric=value with s or ms, e.g. ttft_p99=2s (repeat)."
     ),
@@ -142,14 +144,13 @@ def plan_command(
 ) -> None:
     """Find the capacity that meets the SLOs by simulating probes (bracket, then bisect)."""
     slos = [parse_slo(text) for text in slo]
-    loaded = load_scenario(scenario_file, set_values)
-    scenario = loaded.scenario
+    scenario, base_dir, sweep_seeds = plan_base(scenario_file, set_values)
     settings = PlanSettings(
         find=find,
         rate_per_s=rate,
         rel_tol=tolerance,
         max_replicas=max_replicas,
-        seeds=parse_seeds(seeds),
+        seeds=parse_seeds(seeds) or sweep_seeds,
     )
     check_plan_inputs(scenario, settings)
     default_dir = Path("results") / scenario.name / f"plan-{find}-{slo_slug(slos)}"
@@ -164,7 +165,7 @@ def plan_command(
 
     with tempfile.TemporaryDirectory(prefix=".plan-probes-", dir=out_dir) as scratch:
         result = plan(
-            scenario, loaded.base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
+            scenario, base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
         )
     atomic_write_text(
         out_dir / "plan.json", json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"

@@ -208,7 +208,11 @@ def draw_figures(
     save(
         "kv_usage.png",
         "KV cache usage over time",
-        "vLLM's kv_cache_usage_perc per time bin, averaged over step time, seeds pooled.",
+        "Solid: vLLM's kv_cache_usage_perc (blocks held by requests) per time bin. Dashed: "
+        "those plus the free blocks that still hold a cached prefix "
+        "(prefixsim:kv_cache_cached_free_perc), which vLLM's gauge counts as free although "
+        "they are the prefix cache, and evictions take them. Averaged over step time, seeds "
+        "pooled.",
         lambda: kv_usage_figure(traces.step_bins, styles, shaded_warmup_s),
     )
     save(

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.config import Scenario, validate_scenario_data
+from sim.config import Scenario, load_scenario, validate_scenario_data
 from sim.config.workload import GammaSettings, PoissonSettings
 from sim.config.yaml_source import ScenarioSource
 from sim.costmodel import get_model
@@ -42,6 +42,7 @@ from sim.studies.plan_search import (
     smallest_feasible,
     smallest_feasible_count,
 )
+from sim.sweep import is_sweep_file, load_sweep
 
 # SLO metric names and the summary.json key (seconds) each one reads.
 SLO_METRICS = {
@@ -188,6 +189,20 @@ class PlanResult:
                 for probe in self.probes
             ],
         }
+
+
+def plan_base(
+    path: Path, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[Scenario, Path, tuple[int, ...]]:
+    """The scenario to plan on, its base directory and default seeds (none: the scenario's). A
+    sweep file gives its base scenario (its settings as written outside `sweep:`) and its seeds,
+    so a plan and a sweep of one file answer the same question."""
+    if not is_sweep_file(path):
+        loaded = load_scenario(path, overrides)
+        return loaded.scenario, loaded.base_dir, ()
+    sweep = load_sweep(path, overrides)
+    scenario = validate_scenario_data(ScenarioSource(sweep.base_data, path))
+    return scenario, sweep.base_dir, tuple(sweep.spec.seeds or ())
 
 
 def with_setting(scenario: Scenario, dotted_path: str, value: Any) -> Scenario:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from sim.cli import app
-from sim.config import load_scenario, scenario_json_schema
+from sim.config import load_scenario
 from sim.config.yaml_source import load_source
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
@@ -103,8 +103,10 @@ def validate_command(
 def schema_command(
     out: Path | None = typer.Option(None, "--out", help="Write the JSON Schema here."),
 ) -> None:
-    """Print (or save) the JSON Schema of scenario files, for editors."""
-    text = json.dumps(scenario_json_schema(), indent=2, sort_keys=True) + "\n"
+    """Print (or save) the JSON Schema of scenario, sweep and study files, for editors."""
+    from sim.file_schema import file_json_schema  # imports the study models: only when used
+
+    text = json.dumps(file_json_schema(), indent=2, sort_keys=True) + "\n"
     if out is None:
         print(text, end="")
     else:

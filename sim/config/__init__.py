@@ -4,7 +4,6 @@ from sim.config.scenario import (
     LoadedScenario,
     Scenario,
     load_scenario,
-    scenario_json_schema,
     validate_scenario_data,
 )
 
@@ -12,6 +11,5 @@ __all__ = [
     "LoadedScenario",
     "Scenario",
     "load_scenario",
-    "scenario_json_schema",
     "validate_scenario_data",
 ]

@@ -117,11 +117,3 @@ def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Lo
     source = load_source(path)
     apply_overrides(source, list(overrides))
     return LoadedScenario(validate_scenario_data(source), path.resolve().parent, source)
-
-
-def scenario_json_schema() -> dict[str, Any]:
-    """JSON Schema of scenario files, for editor completion and checking."""
-    schema = Scenario.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "prefixsim scenario"
-    return schema

@@ -7,6 +7,7 @@ state whatever the length of the run (120, 180 or 300 s of arrivals after the 10
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,8 @@ import pytest
 from sim.metrics.stability import assess_stability, binned_means, binned_queue, trend
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
-from tests.notebooks.test_notebooks import NOTEBOOKS_DIR
 
-SCENARIOS_DIR = NOTEBOOKS_DIR.parent / "scenarios"
+SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def test_a_flat_series_does_not_grow_and_a_ramp_grows_twice_its_mean() -> None:

@@ -98,9 +98,10 @@ class ReportResult:
 
 
 def write_report(source_dir: Path, out_dir: Path | None = None) -> ReportResult:
-    """Read a run or sweep directory; write report.md and figures/ into out_dir (default: it)."""
+    """Read a run or sweep directory (or a scenario's results folder holding one run); write
+    report.md and figures/ into out_dir (default: the run or sweep directory)."""
     run_set = load_run_set(source_dir)
-    out_dir = source_dir if out_dir is None else out_dir
+    out_dir = run_set.source_dir if out_dir is None else out_dir
     labels = run_set.variant_labels()
     figures = draw_figures(run_set, variant_styles(labels), out_dir / FIGURES_DIR)
     report_path = out_dir / REPORT_FILE

@@ -1,7 +1,9 @@
 """The steady-state test: trends of binned series, the queue integral, and the verdict.
 
-The slow test checks the shipped arrival-rate study: at 10 sessions/s one H100 has no steady
-state whatever the length of the run (120, 180 or 300 s of arrivals after the 100 s warm-up).
+The slow test checks the runs of the shipped arrival-rate study that used to look healthy: with
+the 30 s warm-up it had, 10 sessions/s on one H100 is unstable whatever the length of the run
+(120, 180 or 300 s of arrivals): over 120 s the sessions are still accumulating (the request
+rate grows by about half over the window), over 180 and 300 s the waiting queue grows.
 """
 
 from __future__ import annotations
@@ -103,10 +105,12 @@ def test_an_arrival_rate_still_ramping_is_no_steady_state() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("duration_s", [120, 180, 300])
 def test_ten_sessions_per_second_is_unstable_at_every_duration(duration_s: int, tmp_path) -> None:
-    plan = load_sweep(SCENARIOS_DIR / "arrival_rate.yaml", [f"duration_s={duration_s}"])
+    overrides = [f"duration_s={duration_s}", "warmup_s=30"]
+    plan = load_sweep(SCENARIOS_DIR / "arrival_rate.yaml", overrides)
     runs = [run for run in plan.runs if dict(run.parameters)["workload.arrivals.rate_per_s"] == 10]
     assert [run.seed for run in runs] == [1, 2]
     for run in runs:
         summary = run_scenario(run.scenario, plan.base_dir, run_dir=tmp_path / run.run_id).summary
         assert summary["stable"] is False, (run.seed, summary)
-        assert "the waiting queue grew by" in summary["unstable_reason"]
+        expected = "no steady load" if duration_s == 120 else "the waiting queue grew by"
+        assert expected in summary["unstable_reason"]

@@ -27,6 +27,7 @@ from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.metrics import make_run_recorder
+from sim.metrics.goodput import GoodputSlos
 from sim.metrics.summary import SummaryRecorder, json_value
 from sim.routing import Router, make_router
 from sim.sched import SchedulerConfig
@@ -157,6 +158,7 @@ def run_scenario(
     run_dir: Path | None = None,
     progress: bool = False,
     require_measured: bool = True,
+    goodput: GoodputSlos | None = None,
 ) -> RunResult:
     """Simulate `scenario` and write its result files; returns the run directory and summary.
 
@@ -180,6 +182,7 @@ def run_scenario(
             warmup_s=scenario.warmup_s,
             duration_s=scenario.duration_s,
             events=scenario.outputs.events,
+            goodput=goodput,
         )
         specs = scenario.workload.build(
             seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir

@@ -13,6 +13,7 @@ from sim.config import load_scenario
 from sim.config.yaml_source import load_source
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
+from sim.metrics.goodput import parse_goodput
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
 
@@ -25,6 +26,7 @@ SUMMARY_FIELDS = (
     ("tpot_p99_s", "TPOT p99", "{:.4f} s"),
     ("e2e_p50_s", "E2E p50", "{:.3f} s"),
     ("output_tokens_per_s", "output tokens/s", "{:,.0f}"),
+    ("goodput_per_s", "goodput (requests/s within SLOs)", "{:,.2f}"),
     ("num_preemptions", "preemptions", "{:,}"),
     ("num_evictions", "evictions", "{:,}"),
     ("kv_usage_mean", "KV usage mean", "{:.1%}"),
@@ -44,7 +46,9 @@ def stability_line(summary: dict) -> str:
 def print_summary(summary: dict, run_dir: Path) -> None:
     """A few headline numbers, the stability verdict, then the path of the full results."""
     for key, label, template in SUMMARY_FIELDS:
-        value = summary.get(key)
+        if key not in summary:
+            continue  # goodput without --goodput limits
+        value = summary[key]
         shown = "n/a" if value is None else template.format(value)
         console.print(f"  {label:<32} {shown}")
     style = "green" if summary.get("stable") else "bold red"
@@ -63,12 +67,24 @@ def run_command(
         None, "--out", help="Exact run directory (default: RESULTS/<name>/<run_id>)."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    goodput: list[str] = typer.Option(
+        [],
+        "--goodput",
+        help="A goodput limit as vLLM's benchmark takes it, NAME:MS with NAME ttft, tpot or "
+        "e2el (repeatable); adds goodput_per_s to summary.json.",
+    ),
 ) -> None:
     """Simulate one scenario and write requests/steps/events/metrics parquet and summary.json."""
+    goodput_slos = parse_goodput(goodput)
     loaded = load_scenario(scenario_file, set_values)
     try:
         result = run_scenario(
-            loaded.scenario, loaded.base_dir, results_root=results, run_dir=out, progress=progress
+            loaded.scenario,
+            loaded.base_dir,
+            results_root=results,
+            run_dir=out,
+            progress=progress,
+            goodput=goodput_slos,
         )
     except InputError as error:
         raise error.at(scenario_file) from None

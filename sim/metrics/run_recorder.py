@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.metrics.events import EventsWriter
+from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import FanOutRecorder, Recorder
 from sim.metrics.scraper import MetricsScraper
 from sim.metrics.summary import SummaryRecorder
@@ -26,6 +27,7 @@ def make_run_recorder(
     warmup_s: float = 0.0,
     duration_s: float | None = None,
     events: bool = True,
+    goodput: GoodputSlos | None = None,
 ) -> Recorder:
     """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
     out_dir = Path(out_dir)
@@ -45,6 +47,8 @@ def make_run_recorder(
         )
     )
     recorders.append(
-        SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s, duration_s=duration_s)
+        SummaryRecorder(
+            out_dir / SUMMARY_FILE, warmup_s=warmup_s, duration_s=duration_s, goodput=goodput
+        )
     )
     return FanOutRecorder(recorders)

@@ -6,9 +6,11 @@ statistic; the measured window is [warmup_s, end_at]. Throughput counts the meas
 prefix-cache hits / queries summed over measured steps. Percentiles are numpy's
 `method="linear"` (the default: linear interpolation between closest ranks). KV usage mean is
 weighted by step duration. TPOT is vLLM's benchmark's per-request (e2e - TTFT) / (output tokens
-- 1), over requests with two or more output tokens. `stable` and its evidence (`unstable_reason`,
-`stability_*`, `drain_s`, `drain_fraction`) come from sim.metrics.stability, over the window from
-warm-up to the end of arrivals (`duration_s`, else the last arrival). Floats are rounded to 9
+- 1), over requests with two or more output tokens. With goodput limits, `goodput_per_s` is the
+measured requests meeting them (sim.metrics.goodput) per second of the window. `stable` and its
+evidence (`unstable_reason`, `stability_*`, `drain_s`, `drain_fraction`) come from
+sim.metrics.stability, over the window from warm-up to the end of arrivals (`duration_s`, else
+the last arrival). Floats are rounded to 9
 decimals; undefined values (no samples, empty window) are written as null. Keys are sorted, so
 identical runs give identical bytes.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import InputError
+from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
 from sim.metrics.records import RequestRecord, StepRecord
 from sim.metrics.stability import assess_stability
@@ -66,13 +69,20 @@ class SummaryRecorder(NullRecorder):
     """
 
     def __init__(
-        self, path: Path, *, warmup_s: float = 0.0, duration_s: float | None = None
+        self,
+        path: Path,
+        *,
+        warmup_s: float = 0.0,
+        duration_s: float | None = None,
+        goodput: GoodputSlos | None = None,
     ) -> None:
         if not warmup_s >= 0:
             raise InputError(f"warmup_s must be >= 0 seconds, got {warmup_s!r}")
         self.path = Path(path)
         self.warmup_s = warmup_s
         self.duration_s = duration_s  # when arrivals stop; None: at the last arrival
+        self.goodput = goodput
+        self.num_good_requests = 0
         self.num_requests_in_warmup = 0
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
@@ -129,6 +139,8 @@ class SummaryRecorder(NullRecorder):
         self.e2es_s.append(request.e2e_s)
         self.queues_s.append(request.queue_s)
         self.arrivals_s.append(request.arrival_at)
+        if self.goodput is not None and self.goodput.is_good(request):
+            self.num_good_requests += 1
         tpot_s = request.tpot_s
         if tpot_s is not None:
             self.tpots_s.append(tpot_s)
@@ -147,6 +159,13 @@ class SummaryRecorder(NullRecorder):
             end_at=end_at,
         )
         tpot_p50_s, tpot_p99_s = percentiles(self.tpots_s, (50, 99))
+        goodput: dict[str, SummaryValue] = {}
+        if self.goodput is not None:
+            goodput = {
+                "goodput_slos": self.goodput.describe(),
+                "num_good_requests": self.num_good_requests,
+                "goodput_per_s": _ratio(self.num_good_requests, window_s),
+            }
         ttft_p50_s, ttft_p90_s, ttft_p99_s = percentiles(self.ttfts_s, (50, 90, 99))
         e2e_p50_s, e2e_p99_s = percentiles(self.e2es_s, (50, 99))
         itl_p50_s, itl_p99_s = percentiles(self.inter_token_latencies_s, (50, 99))
@@ -184,6 +203,7 @@ class SummaryRecorder(NullRecorder):
             "warmup_s": self.warmup_s,
             "window_s": window_s,
             **stability.summary_items(),
+            **goodput,
         }
 
     def close(self, end_at: float) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sim.errors import InputError
+from sim.metrics.goodput import GoodputSlos, parse_goodput
 from sim.metrics.summary import SummaryRecorder
 
 # Five measured requests (arrivals 10..14) given as (ttft, e2e, queue, inter-token gaps, cached).
@@ -103,8 +104,9 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
         "stability_ttft_growth": -0.2,
         "drain_s": 5.0,
         "drain_fraction": 1.0,
-        "stable": False,
-        "unstable_reason": "draining took 5 s, 100% of the 5 s window",
+        # No trend is significant; the 5 s drain is evidence, not a verdict.
+        "stable": True,
+        "unstable_reason": None,
     }
 
 
@@ -175,3 +177,42 @@ def test_json_has_sorted_keys_rounded_floats_and_a_final_newline(tmp_path, make_
 def test_negative_warmup_is_rejected(tmp_path):
     with pytest.raises(InputError, match="warmup_s must be >= 0 seconds, got -1.0"):
         SummaryRecorder(tmp_path / "summary.json", warmup_s=-1.0)
+
+
+def test_goodput_counts_requests_meeting_every_given_limit(tmp_path, make_step, make_request):
+    # The five measured requests with TTFT <= 0.45 s and TPOT <= 1 s: r0 (0.4, 0.8), r1 (0.1,
+    # 0.9) and r3 (0.3, one token: TPOT 0); r2 has TTFT 1.0 and r4 TPOT 3.8. 3 over 10 s.
+    recorder_path = tmp_path / "summary.json"
+    goodput = parse_goodput(["ttft:450", "tpot:1000"])
+    assert goodput == GoodputSlos(ttft_s=0.45, tpot_s=1.0)
+    recorder = SummaryRecorder(recorder_path, warmup_s=10.0, duration_s=15.0, goodput=goodput)
+    for index, (ttft_s, e2e_s, queue_s, gaps_s, _) in enumerate(MEASURED_REQUESTS):
+        recorder.on_request_finished(
+            make_request(
+                arrival_at=10.0 + index,
+                first_scheduled_at=10.0 + index + queue_s,
+                first_token_at=10.0 + index + ttft_s,
+                finished_at=10.0 + index + e2e_s,
+                num_output_tokens=len(gaps_s) + 1,
+                inter_token_latencies_s=gaps_s,
+            )
+        )
+    recorder.close(end_at=20.0)
+    summary = json.loads(recorder_path.read_text())
+    assert summary["goodput_slos"] == "ttft:450 tpot:1000"
+    assert summary["num_good_requests"] == 3
+    assert summary["goodput_per_s"] == 0.3
+
+
+@pytest.mark.parametrize(
+    ("texts", "problem"),
+    [
+        (["ttft=400"], "expected NAME:MILLISECONDS with NAME one of ttft, tpot, e2el"),
+        (["itl:50"], "expected NAME:MILLISECONDS with NAME one of ttft, tpot, e2el"),
+        (["ttft:0"], "the limit must be positive"),
+        (["ttft:1", "ttft:2"], "ttft is given twice"),
+    ],
+)
+def test_bad_goodput_limits_are_input_errors(texts, problem) -> None:
+    with pytest.raises(InputError, match=problem):
+        parse_goodput(texts)

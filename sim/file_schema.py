@@ -11,8 +11,9 @@ every property of the schema has one and that every entry names a real field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from sim.config import Scenario
@@ -230,8 +231,11 @@ def _describe(title: str, node: dict[str, Any]) -> None:
 
 def file_json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of scenario, sweep, base and study files."""
-    models = [(Scenario, "validation"), (LayoutStudySettings, "validation"),
-              (SideChannelSettings, "validation")]  # fmt: skip
+    models: list[tuple[type[BaseModel], Literal["validation"]]] = [
+        (Scenario, "validation"),
+        (LayoutStudySettings, "validation"),
+        (SideChannelSettings, "validation"),
+    ]
     _, combined = models_json_schema(models, ref_template="#/$defs/{model}")
     definitions: dict[str, Any] = combined["$defs"]
     for title, node in definitions.items():

@@ -303,20 +303,20 @@ def plan(
 
         result.brackets[seed] = _search(seeded, settings, is_feasible)
     result.answer, result.infeasible_bound = _sustained_by_every_seed(
-        list(result.brackets.values()), largest=settings.find == "rate"
+        list(result.brackets.values()), searching_maximum=settings.find == "rate"
     )
     return result
 
 
 def _sustained_by_every_seed(
-    brackets: list[Bracket], *, largest: bool
+    brackets: list[Bracket], *, searching_maximum: bool
 ) -> tuple[float | None, float | None]:
     """The answer all seeds sustain and its infeasible partner: the bracket of the seed with the
     smallest answer (largest, when searching a minimum); no answer if any seed has none."""
     if any(bracket.feasible is None for bracket in brackets):
         worst = next(bracket for bracket in brackets if bracket.feasible is None)
         return None, worst.infeasible
-    pick = min if largest else max
+    pick = min if searching_maximum else max
     worst = pick(brackets, key=lambda bracket: float(bracket.feasible or 0.0))
     return worst.feasible, worst.infeasible
 

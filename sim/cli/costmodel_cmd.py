@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.costmodel.calibrate import Calibration, calibrate
 from sim.costmodel.derive import write_derived_profiles
 from sim.costmodel.fit import COLUMNS

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.fileio import atomic_writer
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine

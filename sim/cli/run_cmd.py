@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.config import load_scenario, scenario_json_schema
 from sim.config.yaml_source import load_source
 from sim.errors import InputError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
 from sim.config import Scenario, validate_scenario_data
 from sim.config.engine import EngineSettings
@@ -88,13 +88,13 @@ def replay_command(
             scenario = _scenario(
                 trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
             )
-            result = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
-            print_summary(result.summary, result.run_dir)
+            run = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
+            print_summary(run.summary, run.run_dir)
             summary = {
                 "mode": "engine",
-                **result.summary,
-                "queries": result.summary["num_queries"],
-                "hits": result.summary["num_hits"],
+                **run.summary,
+                "queries": run.summary["num_queries"],
+                "hits": run.summary["num_hits"],
             }
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None

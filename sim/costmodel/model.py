@@ -46,11 +46,11 @@ class StepCoefficients:
 class FeatureRanges:
     """Inclusive (min, max) of each step feature seen when a profile was fitted."""
 
-    num_tokens: tuple[int, int]
+    num_tokens: tuple[float, float]
     attention_pairs: tuple[float, float]
-    kv_tokens: tuple[int, int]
-    num_decodes: tuple[int, int]
-    longest_context: tuple[int, int]
+    kv_tokens: tuple[float, float]
+    num_decodes: tuple[float, float]
+    longest_context: tuple[float, float]
 
     def violations(
         self,

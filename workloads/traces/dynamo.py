@@ -33,6 +33,7 @@ from workloads.traces.fields import (
     default_namespace,
     iter_json_objects,
 )
+from workloads.traces.trace_format import TraceFormat
 from workloads.validation import require_int
 
 DYNAMO_BLOCK_SIZE = 16
@@ -216,3 +217,16 @@ class _SpecBuilder:
         return trace_request_spec(
             self.namespace, index, arrival_at, segments, output, extras, record.cached_tokens
         )
+
+
+def _arrival_times_s(path: str | os.PathLike[str]) -> Iterator[float]:
+    received_ms = sorted(record.received_ms for record in iter_dynamo_records(path))
+    return ((value - received_ms[0]) / 1000.0 for value in received_ms)
+
+
+TRACE_FORMAT = TraceFormat(
+    "dynamo",
+    "Dynamo request trace JSONL (dynamo.request.trace.v1): agent sessions, block-16 hashes",
+    read_dynamo,
+    _arrival_times_s,
+)

@@ -18,17 +18,20 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config import Scenario
-from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
-from sim.costmodel.profiles import profile_name
-from sim.engine import SimulationResult, simulate
-from sim.engine.core import check_max_model_len_fits
+from sim.config import DeploymentSettings, EngineSettings, Scenario
+from sim.costmodel import (
+    CostModel,
+    get_gpu,
+    get_model,
+    load_cost_model,
+    num_gpu_blocks,
+    profile_name,
+)
+from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.metrics import make_run_recorder
-from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
+from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
 from sim.routing import Router, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError

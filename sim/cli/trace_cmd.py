@@ -10,14 +10,11 @@ import typer
 
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
-from sim.config import Scenario, validate_scenario_data
-from sim.config.engine import EngineSettings
-from sim.config.yaml_source import ScenarioSource
+from sim.config import EngineSettings, Scenario, ScenarioSource, validate_scenario_data
 from sim.errors import InputError
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
-from workloads.api import TRACE_FORMATS, WorkloadError, read_trace
-from workloads.synthetic_tokens import SyntheticTokens
+from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
 
 DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
 

@@ -7,9 +7,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import StrictModel, field_problem
-from sim.costmodel.specs import get_gpu, get_model
+from sim.costmodel import get_gpu, get_model
 from sim.errors import InputError
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS
+from sim.kvcache import MAX_NUM_GPU_BLOCKS
 
 HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]  # = kvcache.HASH_ALGOS
 RouterPolicy = Literal[

@@ -35,6 +35,7 @@ from workloads.api import (
     RagConfig,
     RatePiece,
     RequestSpec,
+    SyntheticTokens,
     TenantSpec,
     TokenConfig,
     Uniform,
@@ -43,7 +44,6 @@ from workloads.api import (
     builtin_layout,
     read_trace,
 )
-from workloads.synthetic_tokens import SyntheticTokens
 
 
 def accepted_by_workloads(settings: Any) -> None:

@@ -7,8 +7,7 @@ from typing import Any
 
 import simpy
 
-from sim.costmodel.batch import BatchShape
-from sim.costmodel.model import CostModel
+from sim.costmodel import BatchShape, CostModel
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
 from sim.sched import Request, Scheduler, SchedulerConfig

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from sim.costmodel.model import CostModel
+from sim.costmodel import CostModel
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection

@@ -26,11 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.config import Scenario, validate_scenario_data
-from sim.config.workload import GammaSettings, PoissonSettings
-from sim.config.yaml_source import ScenarioSource
-from sim.costmodel import get_model
-from sim.costmodel.capacity import kv_bytes_per_token
+from sim.config import (
+    GammaSettings,
+    PoissonSettings,
+    Scenario,
+    ScenarioSource,
+    validate_scenario_data,
+)
+from sim.costmodel import get_model, kv_bytes_per_token
 from sim.errors import InputError
 from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
 from sim.studies.plan_search import (

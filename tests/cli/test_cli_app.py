@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -52,3 +53,30 @@ def test_a_command_loads_only_its_own_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['sim.cli.replay_cmd']"
+
+
+FIDELITY = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / "traces"
+
+
+def test_python_dash_m_sim_exits_0_1_and_2_as_a_shell_sees_it(tmp_path: Path) -> None:
+    """The entry point in a real interpreter: success, a failed --check, and bad input."""
+    wrong = tmp_path / "wrong_expect.jsonl"
+    wrong.write_text('{"op":"arrive","id":"A","prompt":[1,2],"expect":{"num_tokens":99}}\n')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"op":"frobnicate"}\n')
+    outcomes = [
+        subprocess.run(
+            [sys.executable, "-m", "sim", "cache", "replay", str(script), "--check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for script in (FIDELITY / "s02_full_hit_cap_64.jsonl", wrong, bad)
+    ]
+    assert [outcome.returncode for outcome in outcomes] == [0, 1, 2]
+    assert outcomes[0].stderr == ""
+    assert outcomes[1].stderr == f"check failed: {wrong}:1: num_tokens: expected 99, got 2\n"
+    assert outcomes[2].stderr == (
+        f"error: {bad}:1: unknown op 'frobnicate'; allowed: arrive, config, finish, output, "
+        "preempt, reset_prefix_cache, run, schedule, snapshot\n"
+    )

@@ -32,7 +32,7 @@ from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
-from sim.routing import Router, make_router
+from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
 
@@ -107,7 +107,11 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
 
 def scenario_router(scenario: Scenario) -> Router:
     """A fresh router for the deployment's replicas."""
-    return make_router(**scenario.deployment.router.model_dump())
+    settings = scenario.deployment.router
+    tuning = RouterTuning(
+        settings.cache_threshold, settings.balance_abs_threshold, settings.balance_rel_threshold
+    )
+    return make_router(settings.policy, tuning)
 
 
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:

@@ -36,7 +36,7 @@ CONTRACTS: dict[str, Contract] = {
         ("simpy",),
     ),
     "sim.config": Contract(
-        ("sim.kvcache", "sim.costmodel", "sim.errors", "workloads"),
+        ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.errors", "workloads"),
         ("pydantic", "pydantic_core", "yaml"),
     ),
     "sim.replay": Contract(("sim.kvcache", "sim.sched", "sim.engine", "sim.errors")),

@@ -41,3 +41,9 @@ def read_trace(
     return reader(
         path, speedup=speedup, max_requests=max_requests, namespace=namespace, tokens=tokens
     )
+
+
+def trace_format_table() -> str:
+    """The Markdown table of registered formats that docs/trace_formats.md shows."""
+    rows = [f"| `{form.name}` | {form.summary} |" for form in _FORMATS]
+    return "\n".join(["| format | what it holds |", "|---|---|", *rows])

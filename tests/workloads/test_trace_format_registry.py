@@ -25,7 +25,7 @@ def test_the_scenario_schema_allows_exactly_the_registered_formats() -> None:
 def test_the_cli_names_the_registered_formats() -> None:
     replay = next(info for info in load_commands().registered_commands if info.name == "replay")
     option = replay.callback.__defaults__[1]
-    assert option.help == "One of mooncake, dynamo, azure."
+    assert option.help == f"One of {', '.join(TRACE_FORMATS)}."
 
 
 def test_the_docs_show_the_table_the_registry_renders() -> None:

@@ -23,7 +23,7 @@ from workloads.traces.fields import (
     default_namespace,
     open_trace,
 )
-from workloads.traces.trace_format import TraceFormat
+from workloads.traces.trace_format import TraceFormat, arrival_times_of
 
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _SECONDS_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -154,13 +154,9 @@ def _specs(
         )
 
 
-def _arrival_times_s(path: str | os.PathLike[str]) -> Iterator[float]:
-    return (record.arrival_s for record in iter_azure_records(path))
-
-
 TRACE_FORMAT = TraceFormat(
     "azure",
     "Azure LLM inference CSV: TIMESTAMP, ContextTokens, GeneratedTokens (no prefix reuse)",
     read_azure,
-    _arrival_times_s,
+    arrival_times_of(iter_azure_records),
 )

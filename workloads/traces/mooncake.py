@@ -23,7 +23,7 @@ from workloads.traces.fields import (
     default_namespace,
     iter_json_objects,
 )
-from workloads.traces.trace_format import TraceFormat
+from workloads.traces.trace_format import TraceFormat, arrival_times_of
 from workloads.validation import require_int
 
 MOONCAKE_BLOCK_SIZE = 512
@@ -110,13 +110,9 @@ def _specs(
         )
 
 
-def _arrival_times_s(path: str | os.PathLike[str]) -> Iterator[float]:
-    return (record.arrival_s for record in iter_mooncake_records(path))
-
-
 TRACE_FORMAT = TraceFormat(
     "mooncake",
     "Mooncake JSONL: timestamp (ms), input/output lengths, hash ids of 512-token prefix blocks",
     read_mooncake,
-    _arrival_times_s,
+    arrival_times_of(iter_mooncake_records),
 )

@@ -11,6 +11,18 @@ from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens
 
 
+class _TimedRecord(Protocol):
+    @property
+    def arrival_s(self) -> float: ...
+
+
+def arrival_times_of(
+    iter_records: Callable[[str | os.PathLike[str]], Iterator[_TimedRecord]],
+) -> Callable[[str | os.PathLike[str]], Iterator[float]]:
+    """Arrival times from a reader of records that carry `arrival_s` (in file order)."""
+    return lambda path: (record.arrival_s for record in iter_records(path))
+
+
 class TraceReader(Protocol):
     """The options every trace reader takes (readers may add their own, with defaults)."""
 

@@ -20,8 +20,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import Scenario
 from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
+from sim.costmodel import CostModel, get_gpu, load_cost_model, num_gpu_blocks
 from sim.costmodel.profiles import profile_name
+from sim.costmodel.specs import is_registry_model
 from sim.engine import SimulationResult, simulate
 from sim.engine.core import check_max_model_len_fits
 from sim.errors import InputError
@@ -52,7 +53,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -108,22 +109,24 @@ def scenario_router(scenario: Scenario) -> Router:
 
 
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
+    """The scenario's step-time model; 'auto' picks the shipped profile of a registry model in
+    its shipped dtypes, else the roofline prior derived from the model's config."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
     if spec == "auto":
-        try:
-            return load_cost_model(
-                profile_name(deployment.gpu, deployment.model, deployment.tp),
-                gpu=deployment.gpu,
-                model=deployment.model,
-                tp=deployment.tp,
-            )
-        except InputError:
-            spec = "roofline"
+        spec = "roofline"
+        if is_registry_model(model):
+            with contextlib.suppress(InputError):
+                return load_cost_model(
+                    profile_name(gpu.key, model.key, deployment.tp),
+                    gpu=gpu,
+                    model=model,
+                    tp=deployment.tp,
+                )
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+    return load_cost_model(spec, gpu=gpu, model=model, tp=deployment.tp)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from sim.costmodel.specs import (
     deployment_model,
     get_gpu,
     gpu_names,
+    is_config_path,
     model_names,
 )
 from sim.errors import InputError
@@ -166,7 +167,9 @@ class DeploymentSettings(StrictModel):
                 base_dir=base_dir,
             )
         except InputError as error:
-            raise field_problem("model", str(error)) from None
+            named = isinstance(self.model, str) and not is_config_path(self.model)
+            message = f"{self.model!r} is not allowed: {error}" if named else str(error)
+            raise field_problem("model", message) from None
         return self
 
     @property

@@ -31,6 +31,7 @@ __all__ = [
     "get_gpu",
     "get_model",
     "gpu_names",
+    "is_config_path",
     "is_registry_model",
     "known_gpus",
     "known_models",

@@ -18,8 +18,6 @@ from pydantic_core import CoreSchema
 
 from sim.config.base import StrictModel, field_problem
 from sim.costmodel.specs import (
-    KV_CACHE_DTYPES,
-    QUANTIZATIONS,
     ModelSpec,
     deployment_model,
     get_gpu,
@@ -68,8 +66,9 @@ def model_schema() -> dict[str, Any]:
 
 GpuName = Annotated[str, RegistrySchema(gpu_schema)]
 ModelReference = Annotated[str | dict[str, Any], RegistrySchema(model_schema)]
-Quantization = Literal[QUANTIZATIONS]  # type: ignore[valid-type]
-KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
+# = specs.QUANTIZATIONS and specs.KV_CACHE_DTYPES (tests/costmodel/test_registries.py).
+Quantization = Literal["fp8", "mxfp4"]
+KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 class EngineSettings(StrictModel):

@@ -12,7 +12,15 @@ from sim.costmodel.capacity import (
 )
 from sim.costmodel.loader import load_cost_model
 from sim.costmodel.model import CostModel, OutOfRangeWarning, StepCoefficients, StepTimeModel
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.specs import (
+    GpuSpec,
+    ModelSpec,
+    deployment_model,
+    get_gpu,
+    get_model,
+    known_gpus,
+    known_models,
+)
 
 __all__ = [
     "DEFAULT_ACTIVATION_RESERVE_BYTES",
@@ -23,8 +31,11 @@ __all__ = [
     "OutOfRangeWarning",
     "StepCoefficients",
     "StepTimeModel",
+    "deployment_model",
     "get_gpu",
     "get_model",
+    "known_gpus",
+    "known_models",
     "kv_bytes_per_token",
     "load_cost_model",
     "num_gpu_blocks",

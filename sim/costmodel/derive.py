@@ -71,6 +71,13 @@ def kernel_tables(gpu_key: str, data_dir: Path = KERNEL_DATA_DIR) -> KernelTable
 def kernel_reference(
     gpu: GpuSpec, model: ModelSpec, tp: int, data_dir: Path = KERNEL_DATA_DIR
 ) -> KernelReference:
+    """The kernel layer-sum of (gpu, model, tp); it models dense full-attention bf16 layers."""
+    if model.is_moe or model.num_sliding_layers or model.dtype != "bf16":
+        raise InputError(
+            f"the kernel layer-sum covers dense, full-attention bf16 models; {model.name} "
+            f"({model.dtype}, {model.num_experts} experts, {model.num_sliding_layers} sliding "
+            "layers) has only the roofline prior"
+        )
     return KernelReference(kernel_tables(gpu.key, data_dir), gpu, model, tp)
 
 

@@ -19,7 +19,7 @@ from sim.errors import InputError
 _FIELD_ALIASES = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads"}
 # Families whose MLP is one up projection to 4 x hidden, not a gated one of intermediate_size.
 _UNGATED_4X_MLP_FAMILIES = ("bloom",)
-_EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts")
+_EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 _ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
 # Field present (and not null/0/false/empty) -> why the shape is not supported.
 _UNSUPPORTED_FIELDS = {

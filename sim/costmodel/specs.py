@@ -224,13 +224,27 @@ def deployment_model(
         raise InputError(
             f"quantization {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}"
         )
-    weights = {}
+    weight_dtype, expert_weight_dtype = model.weight_dtype, model.expert_weight_dtype
+    shipped_quantization = next(
+        (d for d in (expert_weight_dtype, weight_dtype) if d != "bf16"), None
+    )
+    if quantization not in (None, shipped_quantization) and shipped_quantization is not None:
+        # vLLM refuses a --quantization that contradicts the checkpoint's quantization_config.
+        raise InputError(
+            f"quantization {quantization!r} does not match {model.name}'s checkpoint, which is "
+            f"quantized with {shipped_quantization!r}; leave quantization null"
+        )
     if quantization == "fp8":
-        weights = {"weight_dtype": "fp8", "expert_weight_dtype": "fp8"}
+        weight_dtype = expert_weight_dtype = "fp8"
     elif quantization == "mxfp4":
         if not model.is_moe:
             raise InputError(
                 f"quantization 'mxfp4' applies to mixture-of-experts models; {model.name} is dense"
             )
-        weights = {"expert_weight_dtype": "mxfp4"}
-    return dataclasses.replace(model, kv_cache_dtype=KV_CACHE_DTYPES[kv_cache_dtype], **weights)
+        expert_weight_dtype = "mxfp4"
+    return dataclasses.replace(
+        model,
+        weight_dtype=weight_dtype,
+        expert_weight_dtype=expert_weight_dtype,
+        kv_cache_dtype=KV_CACHE_DTYPES[kv_cache_dtype],
+    )

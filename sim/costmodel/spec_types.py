@@ -84,7 +84,8 @@ class ModelSpec:
     def num_kv_cache_layers(self) -> int:
         """Layers whose KV grows with the context. vLLM's hybrid allocator gives sliding and full
         layers equal-sized groups that share one block pool; each block then holds the KV of one
-        group, and the sliding group keeps only its window per request."""
+        group, and the sliding group keeps only its window per request (about window/block_size
+        + 1 blocks, which the simulated pool does not set aside)."""
         if 0 < self.num_sliding_layers < self.num_layers:
             return max(self.num_sliding_layers, self.num_full_attention_layers)
         return self.num_layers

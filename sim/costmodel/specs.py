@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -81,9 +80,16 @@ class _Registry:
 
 @functools.cache
 def _gpu_registry() -> _Registry:
+    entries: list[tuple[GpuSpec | ModelSpec, list[str]]] = []
     with GPU_TABLE.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return _Registry.of([(_gpu_from_row(row), _split_aliases(row["aliases"])) for row in rows])
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            try:
+                entries.append((_gpu_from_row(row), _split_aliases(row["aliases"])))
+            except (KeyError, TypeError, ValueError) as error:
+                raise InputError(
+                    f"bad GPU row: {error!r}", source=str(GPU_TABLE), line=line
+                ) from None
+    return _Registry.of(entries)
 
 
 def _gpu_from_row(row: dict[str, str]) -> GpuSpec:
@@ -119,15 +125,20 @@ def _split_aliases(text: str) -> list[str]:
 def _model_registry() -> _Registry:
     entries: list[tuple[GpuSpec | ModelSpec, list[str]]] = []
     for path in sorted(MODEL_DIR.glob("*.json")):
-        document = json.loads(path.read_text())
-        model = model_from_hf_config(
-            document["config"],
-            key=path.stem,
-            name=document["name"],
-            recorded_num_params=document.get("num_params"),
-            field_prefix=f"{path.name}: config.",
-        )
-        entries.append((model, document["aliases"]))
+        document = load_hf_config(path)
+        try:
+            model = model_from_hf_config(
+                document["config"],
+                key=path.stem,
+                name=document["name"],
+                recorded_num_params=document.get("num_params"),
+                field_prefix="config.",
+            )
+            entries.append((model, document["aliases"]))
+        except KeyError as error:
+            raise InputError(f"missing field {error}", source=str(path)) from None
+        except InputError as error:
+            raise error.at(path) from None
     return _Registry.of(entries)
 
 

@@ -30,6 +30,7 @@ from sim.costmodel.specs import (
     known_models,
     model_names,
 )
+from sim.errors import InputError
 from sim.runner import run_scenario
 
 
@@ -136,3 +137,14 @@ def test_a_new_gpu_row_and_model_file_are_all_it_takes(registry_copy: Path, tmp_
     result = run_scenario(loaded.scenario, tmp_path, run_dir=tmp_path / "run")
     assert result.summary["num_requests"] > 0
     assert result.summary["cost_model"] == "roofline"
+
+
+def test_a_broken_registry_entry_names_its_file_and_line(registry_copy: Path) -> None:
+    table = registry_copy / "gpus.csv"
+    table.write_text(table.read_text() + NEW_GPU_ROW.replace("364.2", "fast"))
+    with pytest.raises(InputError, match=r"gpus\.csv:10: bad GPU row: ValueError"):
+        get_gpu("h100")
+    broken = {**NEW_MODEL, "config": {**NEW_MODEL["config"], "kv_lora_rank": 64}}
+    (registry_copy / "models" / "toy-mla.json").write_text(json.dumps(broken))
+    with pytest.raises(InputError, match=r"toy-mla\.json: model config field config\.kv_lora_rank"):
+        get_model("llama-2-7b")

@@ -21,8 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim.config import Scenario
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.costmodel import CostModel, get_gpu, load_cost_model, num_gpu_blocks
-from sim.costmodel.profiles import profile_name, shipped_profile_names
-from sim.costmodel.specs import is_registry_model
+from sim.costmodel.loader import auto_cost_model_spec
 from sim.engine import SimulationResult, simulate
 from sim.engine.core import check_max_model_len_fits
 from sim.errors import InputError
@@ -108,27 +107,17 @@ def scenario_router(scenario: Scenario) -> Router:
     return make_router(**scenario.deployment.router.model_dump())
 
 
-def cost_model_choice(scenario: DeploymentConfig) -> str:
-    """What the scenario's `cost_model` names for its deployment: 'auto' becomes the shipped
-    profile of a registry model in its shipped dtypes, else 'roofline' (the prior derived from
-    the model's config and the GPU's specs); anything else as written."""
-    spec = scenario.cost_model
-    if spec != "auto":
-        return spec
-    deployment = scenario.deployment
-    model = deployment.model_spec
-    name = profile_name(get_gpu(deployment.gpu).key, model.key, deployment.tp)
-    return name if is_registry_model(model) and name in shipped_profile_names() else "roofline"
-
-
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model (`cost_model_choice`; relative profile paths are resolved
-    against `base_dir`)."""
+    """The scenario's step-time model; 'auto' picks the shipped profile of a registry model in
+    its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
-    spec = cost_model_choice(scenario)
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
+    spec = scenario.cost_model
+    if spec == "auto":
+        spec = auto_cost_model_spec(gpu, model, deployment.tp)
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model_spec, tp=deployment.tp)
+    return load_cost_model(spec, gpu=gpu, model=model, tp=deployment.tp)
 
 
 @contextlib.contextmanager
@@ -258,7 +247,6 @@ def _finish_summary(
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,
-            "cost_model": cost_model_choice(scenario),
         }
     )
     atomic_write_text(path, json.dumps(summary, sort_keys=True, indent=2) + "\n")

@@ -7,9 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
-from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
+from sim.costmodel.profiles import (
+    Profile,
+    is_profile_name,
+    load_profile,
+    profile_name,
+    shipped_profile_names,
+    shipped_profile_path,
+)
 from sim.costmodel.roofline import roofline_profile
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model, is_registry_model
 from sim.errors import InputError
 
 ACCEPTED_SPECS = (
@@ -50,6 +57,14 @@ def load_cost_model(
         raise InputError(f"unknown cost model {spec!r}; expected {ACCEPTED_SPECS}")
     _check_matches(profile, gpu, model, tp)
     return cost_model_from_profile(profile)
+
+
+def auto_cost_model_spec(gpu: GpuSpec, model: ModelSpec, tp: int) -> str:
+    """What `cost_model: auto` means for a deployment: the shipped profile of a registry model
+    in its shipped dtypes (the only case a profile of that name describes), else 'roofline', the
+    prior derived from the model's config and the GPU's specs."""
+    name = profile_name(gpu.key, model.key, tp)
+    return name if is_registry_model(model) and name in shipped_profile_names() else "roofline"
 
 
 def cost_model_from_profile(profile: Profile) -> StepTimeModel:

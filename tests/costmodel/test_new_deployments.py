@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.config import load_scenario
+from sim.config import Scenario, load_scenario
+from sim.costmodel import get_gpu
+from sim.costmodel.loader import auto_cost_model_spec
 from sim.costmodel.specs import MODEL_DIR
-from sim.runner import cost_model_choice, deployment_num_gpu_blocks, run_scenario
+from sim.runner import deployment_num_gpu_blocks, run_scenario
 from sim.sweep import load_sweep
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -28,6 +30,12 @@ EXPECTED_BLOCKS = {
     ("codellama-34b", "h200", 1): 21_953,
     ("gpt-oss-120b", "h100", 1): 19_264,
 }
+
+
+def auto_cost_model(scenario: Scenario) -> str:
+    """What `cost_model: auto` picks for the scenario's deployment."""
+    deployment = scenario.deployment
+    return auto_cost_model_spec(get_gpu(deployment.gpu), deployment.model_spec, deployment.tp)
 
 
 def test_the_shipped_scenario_covers_every_new_model_and_gpu() -> None:
@@ -61,9 +69,9 @@ def test_gpt_oss_120b_fits_one_h100_only_with_its_mxfp4_experts() -> None:
 def test_each_pair_runs_on_the_roofline_prior(tmp_path: Path, run_index: int) -> None:
     run = load_sweep(SCENARIOS_DIR / "models_and_gpus.yaml", SHORT).runs[run_index]
     deployment = run.scenario.deployment
+    assert auto_cost_model(run.scenario) == "roofline"  # no shipped profile for these pairs
     result = run_scenario(run.scenario, SCENARIOS_DIR, run_dir=tmp_path / "run")
     summary = result.summary
-    assert summary["cost_model"] == "roofline"  # no shipped profile for these pairs
     assert (
         summary["num_gpu_blocks"]
         == EXPECTED_BLOCKS[(deployment.model, deployment.gpu, deployment.tp)]
@@ -84,9 +92,9 @@ def test_kv_cache_dtype_fp8_doubles_the_blocks_and_leaves_the_shipped_profile(
     )
     shipped = load_scenario(path)
     fp8 = load_scenario(path, ["deployment.kv_cache_dtype=fp8"])
-    assert cost_model_choice(shipped.scenario) == "h100/llama-3.1-8b/tp1"
+    assert auto_cost_model(shipped.scenario) == "h100/llama-3.1-8b/tp1"
     # The kernel-derived profile is bf16 KV; with fp8 KV the run falls back to the roofline.
-    assert cost_model_choice(fp8.scenario) == "roofline"
+    assert auto_cost_model(fp8.scenario) == "roofline"
     # Half the bytes per token: 28_834 -> 57_669 blocks on an H100 (0.92 x 79.6 GiB - 14.96 GiB
     # of weights - 2 GiB, over 2 MiB or 1 MiB per 16-token block).
     assert deployment_num_gpu_blocks(shipped.scenario.engine, shipped.scenario.deployment) == 28_834
@@ -114,7 +122,6 @@ def test_a_config_json_path_runs(tmp_path: Path) -> None:
     assert done.value.code == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["num_gpu_blocks"] == EXPECTED_BLOCKS[("gpt-oss-20b", "l4", 1)]
-    assert summary["cost_model"] == "roofline"
 
 
 def test_weights_that_do_not_fit_are_one_clear_line(

@@ -20,6 +20,7 @@ from sim.config.engine import DeploymentSettings
 from sim.config.scenario import scenario_json_schema
 from sim.costmodel import specs
 from sim.costmodel.derive import KERNEL_DATA_DIR, SHIPPED_COMBINATIONS, kernel_engine_versions
+from sim.costmodel.loader import auto_cost_model_spec
 from sim.costmodel.specs import (
     KV_CACHE_DTYPES,
     QUANTIZATIONS,
@@ -134,9 +135,9 @@ def test_a_new_gpu_row_and_model_file_are_all_it_takes(registry_copy: Path, tmp_
         "outputs: {events: false}\n"
     )
     loaded = load_scenario(path)
+    assert auto_cost_model_spec(get_gpu("rtx6000ada"), get_model("toy-moe"), 1) == "roofline"
     result = run_scenario(loaded.scenario, tmp_path, run_dir=tmp_path / "run")
     assert result.summary["num_requests"] > 0
-    assert result.summary["cost_model"] == "roofline"
 
 
 def test_a_broken_registry_entry_names_its_file_and_line(registry_copy: Path) -> None:

@@ -142,8 +142,10 @@ def test_a_new_gpu_row_and_model_file_are_all_it_takes(registry_copy: Path, tmp_
 
 def test_a_broken_registry_entry_names_its_file_and_line(registry_copy: Path) -> None:
     table = registry_copy / "gpus.csv"
-    table.write_text(table.read_text() + NEW_GPU_ROW.replace("364.2", "fast"))
-    with pytest.raises(InputError, match=r"gpus\.csv:10: bad GPU row: ValueError"):
+    text = table.read_text()
+    table.write_text(text + NEW_GPU_ROW.replace("364.2", "fast"))
+    bad_line = text.count("\n") + 1
+    with pytest.raises(InputError, match=rf"gpus\.csv:{bad_line}: bad GPU row: ValueError"):
         get_gpu("h100")
     broken = {**NEW_MODEL, "config": {**NEW_MODEL["config"], "kv_lora_rank": 64}}
     (registry_copy / "models" / "toy-mla.json").write_text(json.dumps(broken))

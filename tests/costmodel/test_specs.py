@@ -41,8 +41,9 @@ def test_model_lookup_is_case_insensitive_with_aliases(alias: str, key: str) -> 
 
 
 def test_unknown_names_raise_input_error_listing_the_known_ones() -> None:
-    with pytest.raises(InputError, match="unknown GPU 'tpu-v5'; known GPUs: a100, a10g, b200"):
+    with pytest.raises(InputError) as error:
         get_gpu("tpu-v5")
+    assert str(error.value) == f"unknown GPU 'tpu-v5'; known GPUs: {', '.join(known_gpus())}"
     with pytest.raises(InputError, match="unknown model 'gpt-5'.*llama-3.1-8b"):
         get_model("gpt-5")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.costmodel.specs import known_gpus
+from sim.costmodel.specs import known_gpus, known_models
 
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 SCENARIO_DIR = CORPUS_DIR / "scenario"
@@ -74,7 +74,7 @@ SCENARIO_CASES = (
     BadFile(
         "unknown_model.yaml",
         4,
-        ("deployment.model: 'gpt-5' is not allowed", "known models: bloom-176b", "llama-3.1-8b"),
+        ("deployment.model: 'gpt-5' is not allowed", f"known models: {', '.join(known_models())}"),
     ),
     BadFile(
         "unknown_gpu.yaml",

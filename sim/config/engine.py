@@ -24,6 +24,7 @@ from sim.costmodel.specs import (
     gpu_names,
     is_config_path,
     model_names,
+    resolve_model,
 )
 from sim.errors import InputError
 from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS
@@ -159,16 +160,17 @@ class DeploymentSettings(StrictModel):
     def _model_resolves(self, info: ValidationInfo) -> DeploymentSettings:
         base_dir = (info.context or {}).get("base_dir")
         try:
-            self._model_spec = deployment_model(
-                self.model,
-                quantization=self.quantization,
-                kv_cache_dtype=self.kv_cache_dtype,
-                base_dir=base_dir,
-            )
+            model = resolve_model(self.model, base_dir)
         except InputError as error:
             named = isinstance(self.model, str) and not is_config_path(self.model)
             message = f"{self.model!r} is not allowed: {error}" if named else str(error)
             raise field_problem("model", message) from None
+        try:
+            self._model_spec = deployment_model(
+                model, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype
+            )
+        except InputError as error:
+            raise field_problem("quantization", str(error)) from None
         return self
 
     @property

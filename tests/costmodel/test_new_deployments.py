@@ -14,6 +14,7 @@ from sim.config import Scenario, load_scenario
 from sim.costmodel import get_gpu, get_model
 from sim.costmodel.loader import auto_cost_model_spec
 from sim.costmodel.specs import MODEL_DIR
+from sim.errors import InputError
 from sim.runner import deployment_num_gpu_blocks, run_scenario
 from sim.sweep import load_sweep
 
@@ -155,3 +156,30 @@ def test_an_mla_config_is_one_line_naming_the_field(
         "kv_lora_rank = 512: multi-head latent attention (MLA, as in DeepSeek-V2/V3) is not "
         "supported"
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "deployment.quantization=fp8",
+            "deployment.quantization: quantization 'fp8' does not match gpt-oss-20b's "
+            "checkpoint, which is quantized with 'mxfp4'; leave quantization null",
+        ),
+        (
+            "deployment.kv_cache_dtype=int8",
+            "deployment.kv_cache_dtype: 'int8' is not allowed",
+        ),
+        (
+            "deployment.model=gpt-5",
+            "deployment.model: 'gpt-5' is not allowed: unknown model 'gpt-5'; known models: ",
+        ),
+    ],
+)
+def test_deployment_dtype_and_model_problems_name_their_field(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    path = scenario_file(tmp_path, "gpt-oss-20b")
+    with pytest.raises(InputError) as error:
+        load_scenario(path, [override])
+    assert message in str(error.value)

@@ -3,8 +3,7 @@
 Built from the pydantic models that validate the files (so types, bounds, enums and defaults are
 theirs), plus what only the loader knows: `extends:` and the `sweep:` mapping. A file may be a
 base that others extend, so no top-level key is required; the loader still reports a missing
-`name` or `workload` when the file is run. GPU and model names complete from the known keys
-(aliases and other spellings stay valid, as the loader accepts them). Field descriptions that the
+`name` or `workload` when the file is run. Field descriptions that the
 models do not carry come from FIELD_DESCRIPTIONS, keyed `<Model>.<field>`; a test checks that
 every property of the schema has one and that every entry names a real field.
 """
@@ -17,7 +16,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from sim.config import Scenario
-from sim.costmodel.specs import known_gpus, known_models
 from sim.studies.layout_config import LayoutStudySettings
 from sim.studies.side_channel_config import SideChannelSettings
 
@@ -217,11 +215,6 @@ EXTENDS_SCHEMA = {
 }
 
 
-def _name_choices(names: list[str], description: str) -> dict[str, Any]:
-    """Completion from the known names while any string stays valid (aliases, other cases)."""
-    return {"anyOf": [{"enum": names}, {"type": "string"}], "description": description}
-
-
 def _describe(title: str, node: dict[str, Any]) -> None:
     for field, prop in node.get("properties", {}).items():
         described = FIELD_DESCRIPTIONS.get(f"{title}.{field}")
@@ -240,15 +233,6 @@ def file_json_schema() -> dict[str, Any]:
     definitions: dict[str, Any] = combined["$defs"]
     for title, node in definitions.items():
         _describe(title, node)
-    deployment = definitions["DeploymentSettings"]["properties"]
-    deployment["gpu"] = {
-        **_name_choices(known_gpus(), FIELD_DESCRIPTIONS["DeploymentSettings.gpu"]),
-        "default": deployment["gpu"]["default"],
-    }
-    deployment["model"] = {
-        **_name_choices(known_models(), FIELD_DESCRIPTIONS["DeploymentSettings.model"]),
-        "default": deployment["model"]["default"],
-    }
     alternatives = []
     for model, _ in models:
         node = definitions.pop(model.__name__)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 import yaml
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics.exposition import prometheus_text

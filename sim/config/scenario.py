@@ -66,11 +66,11 @@ class Scenario(StrictModel):
         base_dir = (info.context or {}).get("base_dir")
         if spec == "auto" or (is_relative_profile_path(spec) and base_dir is None):
             return self
-        if is_relative_profile_path(spec):
+        if is_relative_profile_path(spec) and base_dir is not None:
             spec = str(base_dir / spec)
         deployment = self.deployment
         try:
-            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model_spec, tp=deployment.tp)
         except InputError as error:
             raise field_problem("cost_model", str(error)) from None
         return self
@@ -117,3 +117,11 @@ def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Lo
     source = load_source(path)
     apply_overrides(source, list(overrides))
     return LoadedScenario(validate_scenario_data(source), path.resolve().parent, source)
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """JSON Schema of scenario files, for editor completion and checking."""
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "prefixsim scenario"
+    return schema

@@ -17,6 +17,9 @@ from nbclient import NotebookClient
 
 from sim.report.report import write_report
 
+# Each notebook runs its sweeps end to end (20 s to 4 minutes): make test-all.
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT_S = 300
 # Per notebook: the files it leaves under its results directory.
@@ -99,7 +102,6 @@ def test_notebook_runs_at_small_scale(
     execute_at_small_scale(name, tmp_path, monkeypatch)
 
 
-@pytest.mark.slow
 def test_capacity_notebook_report_and_plan_give_one_capacity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,7 +37,7 @@ def test_single_run_report_has_figures_and_sections(single_run_dir, tmp_path):
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == ["## Summary", "## Stability", "## Run details", "## Figures"]
     expected_row = (
-        f"| tiny-chat (UNSTABLE) | 1 | {100 * summary['hit_rate']:.2f} "
+        f"| tiny-chat | 1 | {100 * summary['hit_rate']:.2f} "
         f"| {1e3 * summary['ttft_p50_s']:,.2f} "
         f"| {1e3 * summary['ttft_p99_s']:,.2f} | {summary['e2e_p50_s']:.3f} "
         f"| {summary['num_evictions']:.1f} |"

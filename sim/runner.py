@@ -29,9 +29,7 @@ from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.metrics import SummaryRecorder, make_run_recorder
-from sim.metrics.goodput import GoodputSlos
-from sim.metrics.summary import json_value
+from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError

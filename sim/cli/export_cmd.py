@@ -11,8 +11,7 @@ import yaml
 from sim.cli.app import app
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.metrics.exposition import prometheus_text
-from sim.metrics.run_recorder import METRICS_FILE
+from sim.metrics import METRICS_FILE, prometheus_text
 
 RESOLVED_CONFIG_FILE = "config.resolved.yaml"
 

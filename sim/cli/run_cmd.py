@@ -12,7 +12,7 @@ from sim.cli.app import app
 from sim.config import load_scenario, load_source
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.metrics.goodput import parse_goodput
+from sim.metrics import parse_goodput
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
 
@@ -119,7 +119,7 @@ def schema_command(
     out: Path | None = typer.Option(None, "--out", help="Write the JSON Schema here."),
 ) -> None:
     """Print (or save) the JSON Schema of scenario, sweep and study files, for editors."""
-    from sim.file_schema import file_json_schema  # imports the study models: only when used
+    from sim.cli.file_schema import file_json_schema  # imports the study models: only when used
 
     text = json.dumps(file_json_schema(), indent=2, sort_keys=True) + "\n"
     if out is None:

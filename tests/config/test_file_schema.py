@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sim.cli import load_commands
-from sim.file_schema import FIELD_DESCRIPTIONS, file_json_schema
+from sim.cli.file_schema import FIELD_DESCRIPTIONS, file_json_schema
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 SHIPPED_FILES = sorted((REPO_DIR / "scenarios").rglob("*.yaml"))

@@ -36,8 +36,19 @@ DEFAULT_VALIDATION_DIR = Path("results/costmodel-validation")
 
 @app.command("calibrate")
 def calibrate_command(
-    measurements: Path = typer.Argument(..., help="CSV of measured steps, TTFTs or ITLs."),
+    measurements: Path = typer.Argument(
+        ..., help="CSV of measured steps, TTFTs or ITLs, or a vLLM benchmark result (--from)."
+    ),
     out: Path = typer.Option(..., "--out", help="Profile YAML to write."),
+    result_format: str | None = typer.Option(
+        None,
+        "--from",
+        help="vllm-bench-serve (a `vllm bench serve --save-result` JSON) or vllm-bench-latency "
+        "(`vllm bench latency --output-json`): simulate the benchmark and fit to it.",
+    ),
+    batch_size: int | None = typer.Option(None, help="vllm-bench-latency: its --batch-size."),
+    input_len: int | None = typer.Option(None, help="vllm-bench-latency: its --input-len."),
+    output_len: int | None = typer.Option(None, help="vllm-bench-latency: its --output-len."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Predicted-vs-measured PNG (default: next to --out)."
     ),
@@ -46,6 +57,21 @@ def calibrate_command(
     tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    if result_format is not None:
+        from sim.cli.bench_calibrate import calibrate_from_bench
+
+        calibrate_from_bench(
+            result_format,
+            measurements,
+            out,
+            gpu=gpu,
+            model=model,
+            tp=tp,
+            batch_size=batch_size,
+            input_len=input_len,
+            output_len=output_len,
+        )
+        return
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
     plot_path = plot if plot is not None else out.with_suffix(".png")

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 import simpy
 
+from sim.costmodel.frontend import NO_FRONTEND, FrontEnd
 from sim.costmodel.model import CostModel
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
+from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
 from sim.engine.requests import SpecLike, request_from_spec
 from sim.metrics import NullRecorder, Recorder
 from sim.routing import RoundRobinRouter, Router
@@ -41,15 +43,22 @@ def simulate(
     router: Router | None = None,
     replica_recorders: Sequence[Recorder] | None = None,
     fast_decode_path: bool = True,
+    frontend: FrontEnd = NO_FRONTEND,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
-    until every submitted request has finished.
+    until every submitted request has finished; `frontend` is the API server before them.
 
     Requests arriving after `duration_s` are not submitted; those already in flight drain.
     """
     recorder = recorder if recorder is not None else NullRecorder()
     router = router if router is not None else RoundRobinRouter()
     env = simpy.Environment()
+    stage = FrontEndStage(env, frontend)
+    engine_recorder: Recorder = recorder
+    if not frontend.is_zero:
+        engine_recorder = ClientViewRecorder(recorder, stage)
+        if replica_recorders is not None:
+            replica_recorders = [ClientViewRecorder(r, stage) for r in replica_recorders]
     rejected: list[str] = []
 
     # Sessions left with no turn in flight. The driver forgets those that have ended when it
@@ -71,6 +80,9 @@ def simulate(
                     router.on_session_end(session_id)
                     last_turns.pop(session_id, None)
             idle_session_ids.clear()
+        stage.hand_off(spec.request_id, spec.num_prompt_tokens, lambda: submit(spec))
+
+    def submit(spec: SpecLike) -> None:
         prefix_source = last_turns.get(spec.session_id) if spec.session_id is not None else None
         request = request_from_spec(spec, cluster.hasher, float(env.now), prefix_source)
         try:
@@ -90,7 +102,7 @@ def simulate(
         cost_model,
         router,
         num_replicas=num_replicas,
-        recorder=recorder,
+        recorder=engine_recorder,
         replica_recorders=replica_recorders,
         record_block_events=record_block_events,
         on_request_finished=finished,

@@ -86,8 +86,11 @@ def calibrate_command(
 def validate_command(
     out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
 ) -> None:
-    """Shipped profiles vs held-out kernel shapes, Splitwise and published TTFTs (MAPE)."""
-    report = validate_shipped_profiles()
+    """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs),
+    leave-one-source-out, and the kernel-table comparison labelled as what it is."""
+    from sim.calibration.serving_validation import serving_validation_records
+
+    report = validate_shipped_profiles(*serving_validation_records())
     out.mkdir(parents=True, exist_ok=True)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
@@ -175,6 +178,34 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
             f"{summary.max_abs_error:.1%}",
         )
     console.print(per_profile)
+    per_setup = Table(title="real sources: MAPE per source and cost model (GPU, model, TP)")
+    for column in ("source", "cost model", "rows", "MAPE", "median error"):
+        per_setup.add_column(
+            column, justify="left" if column in ("source", "cost model") else "right"
+        )
+    for summary in report.setup_summaries():
+        source, setup = summary.name.split(" | ")
+        per_setup.add_row(
+            source,
+            setup,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+        )
+    console.print(per_setup)
+    per_batch = Table(title="real sources: MAPE per source and batch size (sequences together)")
+    for column in ("source", "batch", "rows", "MAPE", "median error"):
+        per_batch.add_column(column, justify="left" if column == "source" else "right")
+    for summary in report.batch_summaries():
+        source, batch = summary.name.split(" | batch ")
+        per_batch.add_row(
+            source,
+            batch,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+        )
+    console.print(per_batch)
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
@@ -197,6 +228,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
             "table_predicted_s",
             "roofline_predicted_s",
             "in_fitted_range",
+            "batch_size",
         ]
     )
     for r in report.records:
@@ -210,6 +242,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
                 "" if r.table_predicted_s is None else repr(r.table_predicted_s),
                 "" if r.roofline_predicted_s is None else repr(r.roofline_predicted_s),
                 r.in_fitted_range,
+                "" if r.batch_size is None else r.batch_size,
             ]
         )
     atomic_write_bytes(path, text.getvalue().encode())

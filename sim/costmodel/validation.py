@@ -7,7 +7,7 @@ import csv
 import functools
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.costmodel.batch import BatchShape, longest_context, step_features
@@ -24,7 +24,7 @@ SPLITWISE_CSV = DATA_DIR / "splitwise" / "perf_model.csv"
 PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
 
 KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
-LOSO_SUFFIX = " (leave-one-source-out)"
+LOSO_SUFFIX = " (engine factor fitted leave-one-source-out)"
 SPLITWISE_PREFILL_SOURCE = "Splitwise prefill"
 SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
@@ -74,6 +74,7 @@ class ValidationRecord:
     table_predicted_s: float | None  # the kernel layer-sum itself, where it is not the reference
     roofline_predicted_s: float | None  # the specs-only profile of the same (gpu, model, tp)
     in_fitted_range: bool
+    batch_size: int | None = None  # sequences measured together, where the source says
 
     @property
     def relative_error(self) -> float:
@@ -115,9 +116,44 @@ class ValidationReport:
                 groups[record.profile].append(record)
         return [_summarize(name, rows) for name, rows in groups.items()]
 
+    def setup_summaries(self) -> list[ErrorSummary]:
+        """Errors per real source and cost model ("source | profile"), as shipped (no
+        leave-one-source-out rows, no kernel tables, no refit)."""
+        groups: dict[str, list[ValidationRecord]] = defaultdict(list)
+        for record in self.records:
+            if (
+                record.source == KERNEL_SOURCE
+                or record.table_predicted_s is None
+                and (LOSO_SUFFIX in record.source or "refitted" in record.source)
+            ):
+                continue
+            groups[f"{record.source} | {record.profile}"].append(record)
+        return [_summarize(name, rows) for name, rows in sorted(groups.items())]
 
-def validate_shipped_profiles() -> ValidationReport:
-    """Every comparison `prefixsim costmodel validate` reports."""
+    def batch_summaries(self) -> list[ErrorSummary]:
+        """Errors per real source and batch size ("source | batch B"), as shipped."""
+        groups: dict[tuple[str, int], list[ValidationRecord]] = defaultdict(list)
+        for record in self.records:
+            if record.batch_size is None or LOSO_SUFFIX in record.source:
+                continue  # kernel tables and refits carry no batch size
+            groups[(record.source, record.batch_size)].append(record)
+        return [
+            _summarize(f"{source} | batch {batch}", rows)
+            for (source, batch), rows in sorted(groups.items())
+        ]
+
+
+def validate_shipped_profiles(
+    simulated_records: list[ValidationRecord] | None = None,
+    simulated_engine_only: list[ValidationRecord] | None = None,
+) -> ValidationReport:
+    """Every comparison `prefixsim costmodel validate` reports.
+
+    `simulated_records` are real runs replayed through the simulator by a layer above this one
+    (as shipped, front end included); `simulated_engine_only` the same rows without the front
+    end, which the leave-one-source-out factor scales exactly (every request arrives at once, so
+    scaling every step scales every engine-side time).
+    """
     profiles = {
         (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
         for gpu, model, tp in SHIPPED_COMBINATIONS
@@ -128,7 +164,8 @@ def validate_shipped_profiles() -> ValidationReport:
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + real_records
-        + leave_one_source_out_records(real_records)
+        + (simulated_records or [])
+        + leave_one_source_out_records(real_records + (simulated_engine_only or []))
         + _splitwise_refit_records(splitwise_cases, profiles),
         splitwise_exclusions + published_exclusions,
     )
@@ -160,6 +197,7 @@ def leave_one_source_out_records(records: list[ValidationRecord]) -> list[Valida
                 table_predicted_s=None,
                 roofline_predicted_s=None,
                 in_fitted_range=r.in_fitted_range,
+                batch_size=r.batch_size,
             )
             for r in records
             if r.source == source
@@ -168,7 +206,10 @@ def leave_one_source_out_records(records: list[ValidationRecord]) -> list[Valida
 
 
 def _origin(source: str) -> str:
-    return "Splitwise" if "Splitwise" in source else source
+    """Sources measured on the same runs: Splitwise's medians, a serving run's three metrics."""
+    if "Splitwise" in source:
+        return "Splitwise"
+    return source.split(":")[0]
 
 
 def _kernel_held_out_records(
@@ -197,6 +238,7 @@ class _SplitwiseCase:
     case: str
     shape: BatchShape
     measured_s: float
+    batch_size: int
 
 
 def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
@@ -246,6 +288,7 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
                     case,
                     shape,
                     statistics.median(times_ms) * 1e-3,
+                    batch_size,
                 )
             )
     return cases, exclusions
@@ -257,16 +300,15 @@ def _splitwise_records(
     records = []
     for case in cases:
         reference = kernel_reference(get_gpu(case.gpu_key), get_model(case.model_key), case.tp)
-        records.append(
-            _record(
-                case.source,
-                profiles[(case.gpu_key, case.model_key, case.tp)],
-                case.case,
-                case.shape,
-                case.measured_s,
-                reference.step_time_s(case.shape),
-            )
+        record = _record(
+            case.source,
+            profiles[(case.gpu_key, case.model_key, case.tp)],
+            case.case,
+            case.shape,
+            case.measured_s,
+            reference.step_time_s(case.shape),
         )
+        records.append(replace(record, batch_size=case.batch_size))
     return records
 
 
@@ -344,16 +386,15 @@ def _published_records(
             # "unknown" cached tokens are taken as none cached.
             num_cached = int(row["cached_tokens"]) if row["cached_tokens"].isdigit() else 0
             prefill = BatchShape([int(row["input_tokens"]) - num_cached], [num_cached], [])
-            records.append(
-                _record(
-                    source,
-                    profile,
-                    case,
-                    prefill,
-                    float(row["value_ms"]) * 1e-3,
-                    reference.step_time_s(prefill),
-                )
+            record = _record(
+                source,
+                profile,
+                case,
+                prefill,
+                float(row["value_ms"]) * 1e-3,
+                reference.step_time_s(prefill),
             )
+            records.append(replace(record, batch_size=int(row["batch_size"] or 1)))
     return records, exclusions
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from sim.calibration.bench_fit import calibrate_from_latency, calibrate_from_serve
 from sim.calibration.bench_replay import Deployment, replay_requests
+from sim.calibration.serving_validation import read_serving_runs, serving_validation_records
 from sim.cli import app
 from sim.config.scenario import Scenario
 from sim.costmodel import load_cost_model
@@ -171,3 +172,35 @@ def test_leave_one_source_out_fits_the_factor_without_the_held_out_source():
     held_out = leave_one_source_out_records([record("A", 0.5), record("B", 1.0)])
     by_source = {r.source: r.predicted_s for r in held_out}
     assert by_source == {"A" + LOSO_SUFFIX: 0.5, "B" + LOSO_SUFFIX: 2.0}
+
+
+def test_serving_runs_derive_per_token_itl_from_the_printed_means():
+    """Run h100-llama3-8b-tp1: 10 requests, 1867 output tokens, mean TTFT 62.426 ms, mean E2E
+    1431.777 ms, so per-token ITL = (1431.777 - 62.426) ms / (1857 / 10) = 7.3740 ms."""
+    runs = {run.run: run for run in read_serving_runs()}
+    assert len(runs) == 7
+    run = runs["h100-llama3-8b-tp1"]
+    assert run.mean_itl_s == pytest.approx((1.431777 - 0.062426) / 185.7)
+    mistral = runs["h100-mistral-7b-tp1-0819"]  # ITL printed per token, E2E derived
+    assert mistral.mean_e2e_s == pytest.approx(0.057569 + 0.0080447 * (2490 - 9) / 9)
+
+
+def test_shipped_models_follow_real_serving_itl_and_e2e_but_not_ttft():
+    """The 7 vendored vLLM serving runs replayed as shipped: ITL MAPE 4.2 %, E2E 3.1 %, TTFT
+    34.5 % too low on average (measured in this branch; the figures docs/cost_model.md quotes)."""
+    shipped, engine_only = serving_validation_records()
+    assert len(shipped) == len(engine_only) == 21
+
+    def mape(metric: str) -> float:
+        rows = [r for r in shipped if r.source.endswith(metric)]
+        return sum(abs(r.relative_error) for r in rows) / len(rows)
+
+    assert mape("ITL") == pytest.approx(0.042, abs=0.0005)
+    assert mape("E2E") == pytest.approx(0.031, abs=0.0005)
+    assert mape("TTFT") == pytest.approx(0.345, abs=0.0005)
+    # Without the front end every TTFT is lower still; ITL does not move.
+    for with_fe, without in zip(shipped, engine_only, strict=True):
+        if with_fe.source.endswith("TTFT"):
+            assert without.predicted_s < with_fe.predicted_s
+        if with_fe.source.endswith("ITL"):
+            assert without.predicted_s == pytest.approx(with_fe.predicted_s)

@@ -80,7 +80,7 @@ def test_requests_parquet_splits_ttft_into_queue_front_end_prefill_and_first_dec
     cost_model = result.summary["cost_model"]
     assert cost_model["kind"] == "shipped"
     assert cost_model["name"] == "h100/llama-3.1-8b/tp1"
-    assert cost_model["validated_error"]["splitwise_decode_mape"] == 0.398
+    assert cost_model["validated_error"]["vllm_serving_itl_mape"] == 0.042
 
 
 def test_shipped_front_end_is_the_documented_one():

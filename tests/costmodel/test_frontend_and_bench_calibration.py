@@ -24,6 +24,7 @@ from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, load_shipped_frontend
 from sim.costmodel.profiles import load_profile
 from sim.costmodel.validation import LOSO_SUFFIX, ValidationRecord, leave_one_source_out_records
 from sim.errors import InputError
+from sim.report.report import write_report
 from sim.runner import run_scenario
 
 EXAMPLE = (
@@ -81,6 +82,9 @@ def test_requests_parquet_splits_ttft_into_queue_front_end_prefill_and_first_dec
     assert cost_model["kind"] == "shipped"
     assert cost_model["name"] == "h100/llama-3.1-8b/tp1"
     assert cost_model["validated_error"]["vllm_serving_itl_mape"] == 0.042
+    report = write_report(result.run_dir).report_path.read_text()
+    assert "## Cost model\n\n- **shipped** `h100/llama-3.1-8b/tp1`: front end 17.6 ms" in report
+    assert "vllm serving itl 4.2%" in report
 
 
 def test_shipped_front_end_is_the_documented_one():

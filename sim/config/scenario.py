@@ -43,7 +43,8 @@ class Scenario(StrictModel):
     frontend: Literal["auto", "none"] = Field(
         "auto",
         description="the API server's time around the engine (tokenization, hand-off, first "
-        "token streaming): 'auto' (a calibrated profile's, else the shipped one) or 'none'",
+        "token streaming): 'auto' (a calibrated profile's, none for constant:/linear: models, else "
+        "the shipped one) or 'none'",
     )
     workload: WorkloadSettings = Field(description="the traffic: a generator or a trace")
     outputs: OutputSettings = Field(default_factory=OutputSettings)

@@ -17,7 +17,10 @@ import yaml
 from sim.errors import InputError
 
 SHIPPED_FRONTEND_PATH = Path(__file__).parent / "data" / "frontend.yaml"
-FRONTEND_SPECS = "'auto' (the calibrated profile's front end, else the shipped one) or 'none'"
+FRONTEND_SPECS = (
+    "'auto' (a calibrated profile's front end, none for constant:/linear: models, else the "
+    "shipped one) or 'none'"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,8 @@ def load_shipped_frontend() -> FrontEndProfile:
 
 
 def resolve_frontend(spec: str, profile_frontend: FrontEnd | None) -> FrontEnd:
-    """The front end a scenario's `frontend` string names."""
+    """The front end a scenario's `frontend` string names; 'auto' takes `profile_frontend` (the
+    cost model's own) when there is one, else the shipped front end."""
     if spec == "none":
         return NO_FRONTEND
     if spec == "auto":

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from sim.costmodel.frontend import FrontEnd, resolve_frontend
+from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
 from sim.costmodel.loader import cost_model_from_profile, load_cost_model
 from sim.costmodel.model import CostModel
 from sim.costmodel.profiles import (
@@ -72,8 +72,10 @@ def choose_cost_model(
         choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=shipped))
         return choice if shipped else _renamed(choice, text)
     step_model = load_cost_model(text, gpu=gpu, model=model, tp=tp)
+    # A constant: or linear: model states every time of a hypothetical engine itself, so 'auto'
+    # adds no front end to it.
     return CostModelChoice(
-        step_model, resolve_frontend(frontend_spec, None), "synthetic", text, "given inline"
+        step_model, resolve_frontend(frontend_spec, NO_FRONTEND), "synthetic", text, "given inline"
     )
 
 

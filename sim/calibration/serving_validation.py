@@ -15,7 +15,7 @@ from sim.costmodel.validation import ValidationRecord
 SERVING_RUNS_CSV = (
     Path(__file__).parents[1] / "costmodel" / "data" / "measurements" / "vllm_serving_runs.csv"
 )
-SERVING_SOURCE = "vLLM serving runs (LambdaLabsML/vllm-benchmark)"
+SERVING_SOURCE = "vLLM serving runs"
 # The run the shipped front end's request_s was read from (data/frontend.yaml): its TTFT row is
 # not an independent check of the front end.
 FRONTEND_RUN = "h100-mistral-7b-tp1-0819"

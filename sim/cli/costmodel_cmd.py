@@ -20,6 +20,7 @@ from sim.costmodel.model import FeatureRanges
 from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, save_profile
 from sim.costmodel.validation import (
     KERNEL_SOURCE,
+    ErrorSummary,
     ValidationReport,
     validate_shipped_profiles,
 )
@@ -178,37 +179,40 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
             f"{summary.max_abs_error:.1%}",
         )
     console.print(per_profile)
-    per_setup = Table(title="real sources: MAPE per source and cost model (GPU, model, TP)")
-    for column in ("source", "cost model", "rows", "MAPE", "median error"):
-        per_setup.add_column(
-            column, justify="left" if column in ("source", "cost model") else "right"
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and cost model (GPU, model, TP)",
+            "cost model",
+            report.setup_summaries(),
         )
-    for summary in report.setup_summaries():
-        source, setup = summary.name.split(" | ")
-        per_setup.add_row(
-            source,
-            setup,
-            str(summary.num_rows),
-            f"{summary.mape:.1%}",
-            f"{summary.median_signed_error:+.1%}",
+    )
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and batch size (sequences together)",
+            "batch",
+            report.batch_summaries(),
         )
-    console.print(per_setup)
-    per_batch = Table(title="real sources: MAPE per source and batch size (sequences together)")
-    for column in ("source", "batch", "rows", "MAPE", "median error"):
-        per_batch.add_column(column, justify="left" if column == "source" else "right")
-    for summary in report.batch_summaries():
-        source, batch = summary.name.split(" | batch ")
-        per_batch.add_row(
-            source,
-            batch,
-            str(summary.num_rows),
-            f"{summary.mape:.1%}",
-            f"{summary.median_signed_error:+.1%}",
-        )
-    console.print(per_batch)
+    )
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
+
+
+def _breakdown_table(title: str, key: str, summaries: list[ErrorSummary]) -> Table:
+    """One row per "source | key value" summary."""
+    table = Table(title=title)
+    for column in ("source", key, "rows", "MAPE", "median error"):
+        table.add_column(column, justify="left" if column in ("source", key) else "right")
+    for summary in summaries:
+        source, value = summary.name.split(" | ")
+        table.add_row(
+            source,
+            value,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+        )
+    return table
 
 
 def _percent(value: float | None) -> str:

@@ -24,7 +24,7 @@ SPLITWISE_CSV = DATA_DIR / "splitwise" / "perf_model.csv"
 PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
 
 KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
-LOSO_SUFFIX = " (engine factor fitted leave-one-source-out)"
+LOSO_SUFFIX = " (engine factor, leave-one-source-out)"
 SPLITWISE_PREFILL_SOURCE = "Splitwise prefill"
 SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
@@ -131,14 +131,14 @@ class ValidationReport:
         return [_summarize(name, rows) for name, rows in sorted(groups.items())]
 
     def batch_summaries(self) -> list[ErrorSummary]:
-        """Errors per real source and batch size ("source | batch B"), as shipped."""
+        """Errors per real source and batch size ("source | B"), as shipped."""
         groups: dict[tuple[str, int], list[ValidationRecord]] = defaultdict(list)
         for record in self.records:
             if record.batch_size is None or LOSO_SUFFIX in record.source:
                 continue  # kernel tables and refits carry no batch size
             groups[(record.source, record.batch_size)].append(record)
         return [
-            _summarize(f"{source} | batch {batch}", rows)
+            _summarize(f"{source} | {batch}", rows)
             for (source, batch), rows in sorted(groups.items())
         ]
 

@@ -208,3 +208,33 @@ def test_shipped_models_follow_real_serving_itl_and_e2e_but_not_ttft():
             assert without.predicted_s < with_fe.predicted_s
         if with_fe.source.endswith("ITL"):
             assert without.predicted_s == pytest.approx(with_fe.predicted_s)
+
+
+def _chat_scenario(**extra: object) -> dict[str, object]:
+    return {
+        "name": "fe",
+        "seed": 1,
+        "workload": {
+            "source": {"kind": "chat", "common": {"system_prompt_tokens": 64}},
+            "arrivals": {"process": "poisson", "rate_per_s": 2},
+            "num_arrivals": 5,
+        },
+        **extra,
+    }
+
+
+def test_frontend_none_and_constant_models_leave_ttft_to_the_engine(tmp_path):
+    """`frontend: none` on the shipped profile, and `auto` on a constant: model, both give
+    frontend_s = 0 in every row and an all-zero front end in summary.json."""
+    for extra in ({"frontend": "none"}, {"cost_model": "constant:0.01"}):
+        scenario = Scenario.model_validate(_chat_scenario(**extra))
+        result = run_scenario(scenario, tmp_path, results_root=tmp_path / str(len(extra)))
+        rows = pq.read_table(result.run_dir / "requests.parquet").to_pylist()
+        assert rows and all(row["frontend_s"] == 0.0 for row in rows)
+        assert result.summary["cost_model"]["frontend_request_s"] == 0.0
+
+
+def test_an_unknown_frontend_is_a_one_line_field_error():
+    with pytest.raises(Exception, match="frontend") as error:
+        Scenario.model_validate(_chat_scenario(frontend="fast"))
+    assert "'auto'" in str(error.value) and "'none'" in str(error.value)

@@ -54,6 +54,7 @@ def test_no_front_end_leaves_ttft_to_the_engine():
     assert run.ttfts_s == pytest.approx([0.01, 0.01])
 
 
+@pytest.mark.slow
 def test_requests_parquet_splits_ttft_into_queue_front_end_prefill_and_first_decode(tmp_path):
     """A 5 req/s chat scenario on the shipped H100 profile with the shipped front end: every
     row's queue + front end + prefill + first decode equals its TTFT, and the front end is the
@@ -189,6 +190,7 @@ def test_serving_runs_derive_per_token_itl_from_the_printed_means():
     assert mistral.mean_e2e_s == pytest.approx(0.057569 + 0.0080447 * (2490 - 9) / 9)
 
 
+@pytest.mark.slow
 def test_shipped_models_follow_real_serving_itl_and_e2e_but_not_ttft():
     """The 7 vendored vLLM serving runs replayed as shipped: ITL MAPE 4.2 %, E2E 3.1 %, TTFT
     34.5 % too low on average (measured in this branch; the figures docs/cost_model.md quotes)."""

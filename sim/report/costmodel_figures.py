@@ -6,12 +6,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sim.costmodel.calibrate import Calibration
-from sim.costmodel.validation import (
-    KERNEL_SOURCE,
-    LOSO_SUFFIX,
-    SPLITWISE_REFIT_SOURCE,
-    ValidationReport,
-)
+from sim.costmodel.validation import KERNEL_SOURCE, ValidationReport, is_as_shipped
 
 KIND_MARKERS = {"step": "o", "request": "s", "decode": "^"}
 
@@ -68,12 +63,7 @@ def validation_figure(report: ValidationReport) -> Figure:
         (kernel_axes, [KERNEL_SOURCE], "kernel tables: model vs its own training data"),
         (
             end_to_end_axes,
-            [
-                s.name
-                for s in summaries
-                if s.name not in (KERNEL_SOURCE, SPLITWISE_REFIT_SOURCE)
-                and LOSO_SUFFIX not in s.name
-            ],
+            [s.name for s in summaries if is_as_shipped(s.name)],
             "real measurements, as shipped",
         ),
     ):

@@ -240,3 +240,31 @@ def test_an_unknown_frontend_is_a_one_line_field_error():
     with pytest.raises(Exception, match="frontend") as error:
         Scenario.model_validate(_chat_scenario(frontend="fast"))
     assert "'auto'" in str(error.value) and "'none'" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("rate", "concurrency", "start_times"),
+    [(4.0, None, None), ("inf", 2, None), (4.0, None, [0.0, 0.1, 0.25, 0.3, 0.7, 0.9])],
+)
+def test_calibration_replays_rates_concurrency_and_start_times(
+    tmp_path, rate, concurrency, start_times
+):
+    """Six 200-token prompts with 32 output tokens each, measured at 50 ms TTFT and 9 ms ITL,
+    sent at 4 req/s (gamma gaps, seed 0), two at a time, or at recorded start times: the fit
+    reproduces both means within 1 %."""
+    document = {
+        "request_rate": rate,
+        "max_concurrency": concurrency,
+        "input_lens": [200] * 6,
+        "output_lens": [32] * 6,
+        "ttfts": [0.05] * 6,
+        "itls": [[0.009] * 31] * 6,
+        "errors": [""] * 6,
+    }
+    if start_times is not None:
+        document["start_times"] = start_times
+    path = tmp_path / "serve.json"
+    path.write_text(json.dumps(document))
+    calibration = calibrate_from_serve(read_serve_result(path), path, H100_8B)
+    assert calibration.simulated["mean_ttft_s"] == pytest.approx(0.05, rel=0.01)
+    assert calibration.simulated["mean_itl_s"] == pytest.approx(0.009, rel=0.01)

@@ -114,6 +114,7 @@ def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> Co
     spec = scenario.cost_model
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
+    # Study settings share this helper but have no `frontend` field: they take the default.
     return choose_cost_model(
         spec,
         getattr(scenario, "frontend", "auto"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sim.metrics.run_recorder import SUMMARY_FILE
+from sim.metrics import SUMMARY_FILE
 from sim.report.runs import RunSet
 
 

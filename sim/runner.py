@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import DeploymentSettings, EngineSettings, Scenario
-from sim.costmodel import CostModel, get_gpu, get_model, num_gpu_blocks
+from sim.costmodel import CostModel, get_gpu, num_gpu_blocks
 from sim.costmodel.selection import CostModelChoice, choose_cost_model
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
@@ -49,7 +49,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -109,19 +109,16 @@ def scenario_router(scenario: Scenario) -> Router:
 
 
 def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> CostModelChoice:
-    """The scenario's step-time model and front end; 'auto' picks the shipped profile, else
-    roofline."""
+    """The scenario's step-time model and front end; 'auto' picks the shipped profile of a
+    registry model in its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
     # Study settings share this helper but have no `frontend` field: they take the default.
     return choose_cost_model(
-        spec,
-        getattr(scenario, "frontend", "auto"),
-        gpu=deployment.gpu,
-        model=deployment.model,
-        tp=deployment.tp,
+        spec, getattr(scenario, "frontend", "auto"), gpu=gpu, model=model, tp=deployment.tp
     )
 
 

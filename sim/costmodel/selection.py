@@ -10,18 +10,11 @@ from typing import Any
 import yaml
 
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
-from sim.costmodel.loader import cost_model_from_profile, load_cost_model
+from sim.costmodel.loader import auto_cost_model_spec, cost_model_from_profile, load_cost_model
 from sim.costmodel.model import CostModel
-from sim.costmodel.profiles import (
-    Profile,
-    is_profile_name,
-    load_profile,
-    profile_name,
-    shipped_profile_path,
-)
+from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_profile
-from sim.costmodel.specs import get_gpu, get_model
-from sim.errors import InputError
+from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
 
 VALIDATED_ERRORS_PATH = Path(__file__).parent / "data" / "validated_errors.yaml"
 
@@ -50,28 +43,27 @@ class CostModelChoice:
 
 
 def choose_cost_model(
-    spec: str, frontend_spec: str, *, gpu: str, model: str, tp: int
+    spec: str,
+    frontend_spec: str,
+    *,
+    gpu: str | GpuSpec,
+    model: str | ModelSpec,
+    tp: int,
 ) -> CostModelChoice:
     """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings."""
+    gpu_spec, model_spec = get_gpu(gpu), get_model(model)
     text = spec.strip()
     if text == "auto":
-        name = profile_name(get_gpu(gpu).key, get_model(model).key, tp)
-        try:
-            profile = load_profile(shipped_profile_path(name))
-        except InputError:
-            profile = roofline_profile(get_gpu(gpu), get_model(model), tp)
-        return _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=True))
+        text = auto_cost_model_spec(gpu_spec, model_spec, tp)
+    # load_cost_model checks a profile against the deployment and parses inline specs.
+    step_model = load_cost_model(text, gpu=gpu_spec, model=model_spec, tp=tp)
     if text == "roofline":
-        profile = roofline_profile(get_gpu(gpu), get_model(model), tp)
-        return _from_profile(profile, frontend_spec, "roofline")
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file() or is_profile_name(text):
-        # load_cost_model checks the profile against the deployment.
-        load_cost_model(text, gpu=gpu, model=model, tp=tp)
-        shipped = not (text.endswith((".yaml", ".yml")) or Path(text).is_file())
-        profile = load_profile(shipped_profile_path(text) if shipped else Path(text))
-        choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=shipped))
-        return choice if shipped else _renamed(choice, text)
-    step_model = load_cost_model(text, gpu=gpu, model=model, tp=tp)
+        return _from_profile(roofline_profile(gpu_spec, model_spec, tp), frontend_spec, text)
+    is_file = text.endswith((".yaml", ".yml")) or Path(text).is_file()
+    if is_file or is_profile_name(text):
+        profile = load_profile(Path(text) if is_file else shipped_profile_path(text))
+        choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=not is_file))
+        return _renamed(choice, text) if is_file else choice
     # A constant: or linear: model states every time of a hypothetical engine itself, so 'auto'
     # adds no front end to it.
     return CostModelChoice(
@@ -97,6 +89,9 @@ def _profile_kind(profile: Profile, *, shipped: bool) -> str:
 
 
 def _from_profile(profile: Profile, frontend_spec: str, kind: str) -> CostModelChoice:
+    """The choice of `profile`; "roofline" as kind means the profile's own source decides."""
+    if kind == "roofline":
+        kind = _profile_kind(profile, shipped=True)
     return CostModelChoice(
         cost_model_from_profile(profile),
         resolve_frontend(frontend_spec, profile.frontend),

@@ -19,8 +19,13 @@ from typing import Any, Protocol
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import DeploymentSettings, EngineSettings, Scenario
-from sim.costmodel import CostModel, get_gpu, num_gpu_blocks
-from sim.costmodel.selection import CostModelChoice, choose_cost_model
+from sim.costmodel import (
+    CostModel,
+    CostModelChoice,
+    choose_cost_model,
+    get_gpu,
+    num_gpu_blocks,
+)
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text

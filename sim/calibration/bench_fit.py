@@ -14,12 +14,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.calibration.bench_replay import Deployment, replay_requests, serve_send_times
+from sim.costmodel import (
+    NO_FRONTEND,
+    FrontEnd,
+    Profile,
+    StepCoefficients,
+    StepTimeModel,
+    get_gpu,
+    get_model,
+    load_shipped_frontend,
+    profile_name,
+)
 from sim.costmodel.bench_results import LatencyBenchmark, ServeBenchmark
 from sim.costmodel.calibrate import prior_profile
-from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, load_shipped_frontend
-from sim.costmodel.model import StepCoefficients, StepTimeModel
-from sim.costmodel.profiles import Profile, profile_name
-from sim.costmodel.specs import get_gpu, get_model
 from sim.errors import InputError
 
 TOLERANCE = 0.002

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.config import DeploymentSettings, EngineSettings
+from sim.costmodel import CostModel, FrontEnd
 from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
-from sim.costmodel.frontend import FrontEnd
-from sim.costmodel.model import CostModel
-from sim.engine.simulation import simulate
+from sim.engine import simulate
 from sim.metrics import NullRecorder, RequestRecord
 from sim.runner import scheduler_config
-from workloads.spec import RequestSpec, Segment
+from workloads.api import RequestSpec, Segment
 
 # Token ids of request i start at i * this: no two requests share a prompt block, as with the
 # benchmarks' random or distinct dataset prompts.

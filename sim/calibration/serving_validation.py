@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.calibration.bench_replay import Deployment, ReplayedRun, replay_requests
-from sim.costmodel.frontend import NO_FRONTEND
-from sim.costmodel.selection import choose_cost_model
+from sim.costmodel import NO_FRONTEND, choose_cost_model
 from sim.costmodel.validation import ValidationRecord
 
 SERVING_RUNS_CSV = (

@@ -12,8 +12,8 @@ from sim.calibration.bench_fit import (
     calibrate_from_serve,
 )
 from sim.calibration.bench_replay import Deployment
+from sim.costmodel import save_profile
 from sim.costmodel.bench_results import read_latency_result, read_serve_result
-from sim.costmodel.profiles import save_profile
 from sim.errors import InputError
 
 BENCH_FORMATS = ("vllm-bench-serve", "vllm-bench-latency")

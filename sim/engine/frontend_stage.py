@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import simpy
 
-from sim.costmodel.frontend import FrontEnd
+from sim.costmodel import FrontEnd
 from sim.metrics import BlockEvent, Recorder, RequestRecord, StepRecord
 
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from sim.costmodel import CostModel
-from sim.costmodel.frontend import NO_FRONTEND, FrontEnd
+from sim.costmodel import NO_FRONTEND, CostModel, FrontEnd
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection

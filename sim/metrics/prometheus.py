@@ -322,7 +322,7 @@ class EngineState:
         histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
         histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
         histograms[REQUEST_INFERENCE_TIME_SECONDS].observe(request.inference_s)
-        histograms[REQUEST_PREFILL_TIME_SECONDS].observe(request.prefill_s)
+        histograms[REQUEST_PREFILL_TIME_SECONDS].observe(request.engine_prefill_s)
         histograms[REQUEST_DECODE_TIME_SECONDS].observe(request.decode_s)
         # vLLM observes 0 for a request with a single output token.
         histograms[REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS].observe(request.tpot_s or 0.0)

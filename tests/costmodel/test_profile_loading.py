@@ -1,5 +1,7 @@
 """load_cost_model: shipped names (aliases too), YAML paths, roofline, constant and linear."""
 
+import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -81,12 +83,26 @@ def test_saved_profile_loads_back_identically(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.yaml"]  # no temp files left
 
 
+def _equal_to_the_last_bits(shipped: object, derived: object) -> bool:
+    """Equal, floats to 1e-9 relative: OpenBLAS picks its kernels per CPU, so a least-squares
+    fit run on another machine can differ in the last bits (seen: 1e-13 relative)."""
+    if isinstance(shipped, float) and isinstance(derived, float):
+        return math.isclose(shipped, derived, rel_tol=1e-9, abs_tol=1e-18)
+    if isinstance(shipped, dict) and isinstance(derived, dict):
+        return shipped.keys() == derived.keys() and all(
+            _equal_to_the_last_bits(shipped[key], derived[key]) for key in shipped
+        )
+    if isinstance(shipped, list | tuple) and isinstance(derived, list | tuple):
+        return len(shipped) == len(derived) and all(map(_equal_to_the_last_bits, shipped, derived))
+    return shipped == derived
+
+
 def test_every_shipped_profile_is_what_derive_produces() -> None:
     names = shipped_profile_names()
     assert len(names) == len(SHIPPED_COMBINATIONS) == 45
     for gpu, model, tp in SHIPPED_COMBINATIONS:
         shipped = load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
-        assert shipped == derive_profile(gpu, model, tp)
+        assert _equal_to_the_last_bits(asdict(shipped), asdict(derive_profile(gpu, model, tp)))
         assert shipped.source == "kernel-derived"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,12 +19,23 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import Scenario
 from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.config.limits import bounded_trace, check_scenario_limits, estimated_result_bytes
+from sim.config.workload import TraceSource
 from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
 from sim.costmodel.profiles import profile_name
 from sim.engine import SimulationResult, simulate
 from sim.engine.core import check_max_model_len_fits
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import (
+    atomic_write_text,
+    check_output_dir,
+    make_dirs,
+    partial_dir,
+    publish,
+    remove_created,
+    remove_leftovers,
+    writing,
+)
 from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.metrics import make_run_recorder
 from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
@@ -161,75 +171,78 @@ def run_scenario(
     """Simulate `scenario` and write its result files; returns the run directory and summary."""
     run_id = scenario.run_id()
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
+    check_scenario_limits(scenario)
     config = scheduler_config(scenario)
     check_max_model_len_fits(config)
     cost_model = scenario_cost_model(scenario, base_dir)
-    created_dirs = _make_dirs(run_dir.parent)
-    partial_dir = run_dir.parent / f".{run_dir.name}.partial"
-    shutil.rmtree(partial_dir, ignore_errors=True)
-    partial_dir.mkdir()
+    check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
+    created_dirs = make_dirs(run_dir.parent)
+    remove_leftovers(run_dir.parent)  # what a killed run left
     try:
-        recorder = make_run_recorder(
-            partial_dir,
-            scrape_interval_s=scenario.outputs.scrape_interval_s,
-            warmup_s=scenario.warmup_s,
-            events=scenario.outputs.events,
-        )
-        specs = scenario.workload.build(
-            seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
-        )
-        num_replicas = scenario.deployment.replicas
-        # Never closed: only their summary() is read, into one replicas.json.
-        replica_summaries = (
-            [
-                SummaryRecorder(partial_dir / REPLICAS_FILE, warmup_s=scenario.warmup_s)
-                for _ in range(num_replicas)
-            ]
-            if num_replicas > 1
-            else None
-        )
-        with _progress_reporter(scenario, progress) as on_progress:
-            try:
-                result = simulate(
-                    specs,
-                    config,
-                    cost_model,
-                    recorder=recorder,
-                    duration_s=scenario.duration_s,
-                    record_block_events=scenario.outputs.events,
-                    on_progress=on_progress,
-                    num_replicas=num_replicas,
-                    router=scenario_router(scenario),
-                    replica_recorders=replica_summaries,
-                )
-            except WorkloadError as error:
-                raise InputError.from_workload_error(error) from None
-        summary = _finish_summary(partial_dir, scenario, run_id, config, result)
-        if replica_summaries is not None:
-            _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
-        atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        partial_dir.rename(run_dir)
+        with partial_dir(run_dir) as partial, writing(run_dir):
+            summary = _simulate_into(
+                partial, scenario, run_id, base_dir, config, cost_model, progress
+            )
+            publish(partial, run_dir)
     except BaseException:
-        shutil.rmtree(partial_dir, ignore_errors=True)
-        for directory in reversed(created_dirs):
-            with contextlib.suppress(OSError):
-                directory.rmdir()  # only if still empty
+        remove_created(created_dirs)
         raise
     return RunResult(run_dir, summary)
 
 
-def _make_dirs(directory: Path) -> list[Path]:
-    """Create `directory` and missing parents; returns those created, outermost first."""
-    missing = [path for path in (directory, *directory.parents) if not path.exists()]
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(
-            f"cannot create the results directory {directory}: {error.strerror}"
-        ) from None
-    return list(reversed(missing))
+def _simulate_into(
+    directory: Path,
+    scenario: Scenario,
+    run_id: str,
+    base_dir: Path,
+    config: SchedulerConfig,
+    cost_model: CostModel,
+    progress: bool,
+) -> dict[str, Any]:
+    """Simulate `scenario` writing every result file into `directory`; returns the summary."""
+    recorder = make_run_recorder(
+        directory,
+        scrape_interval_s=scenario.outputs.scrape_interval_s,
+        warmup_s=scenario.warmup_s,
+        events=scenario.outputs.events,
+    )
+    specs = scenario.workload.build(
+        seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
+    )
+    source = scenario.workload.source
+    if isinstance(source, TraceSource):
+        specs = bounded_trace(specs, source, scenario.outputs.scrape_interval_s)
+    num_replicas = scenario.deployment.replicas
+    # Never closed: only their summary() is read, into one replicas.json.
+    replica_summaries = (
+        [
+            SummaryRecorder(directory / REPLICAS_FILE, warmup_s=scenario.warmup_s)
+            for _ in range(num_replicas)
+        ]
+        if num_replicas > 1
+        else None
+    )
+    with _progress_reporter(scenario, progress) as on_progress:
+        try:
+            result = simulate(
+                specs,
+                config,
+                cost_model,
+                recorder=recorder,
+                duration_s=scenario.duration_s,
+                record_block_events=scenario.outputs.events,
+                on_progress=on_progress,
+                num_replicas=num_replicas,
+                router=scenario_router(scenario),
+                replica_recorders=replica_summaries,
+            )
+        except WorkloadError as error:
+            raise InputError.from_workload_error(error) from None
+    summary = _finish_summary(directory, scenario, run_id, config, result)
+    if replica_summaries is not None:
+        _write_replica_summaries(directory / REPLICAS_FILE, replica_summaries, result)
+    atomic_write_text(directory / "config.resolved.yaml", scenario.resolved_yaml())
+    return summary
 
 
 def _finish_summary(

@@ -23,7 +23,7 @@ from sim.costmodel.validation import (
     ValidationReport,
     validate_shipped_profiles,
 )
-from sim.fileio import atomic_write_bytes
+from sim.fileio import atomic_write_bytes, check_output_dir, check_output_file, make_dirs
 
 costmodel_app = typer.Typer(
     help="Step-time profiles: validate the shipped ones, regenerate them from kernel data.",
@@ -43,12 +43,14 @@ def calibrate_command(
     ),
     gpu: str | None = typer.Option(None, help="GPU measured on (enables a prior profile)."),
     model: str | None = typer.Option(None, help="Model measured (enables a prior profile)."),
-    tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
+    tp: int = typer.Option(1, min=1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    plot_path = plot if plot is not None else out.with_suffix(".png")
+    check_output_file(out)
+    check_output_file(plot_path)
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
-    plot_path = plot if plot is not None else out.with_suffix(".png")
     from sim.report.costmodel_figures import calibration_figure
     from sim.report.plotting import save_figure
 
@@ -61,8 +63,9 @@ def validate_command(
     out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
 ) -> None:
     """Shipped profiles vs held-out kernel shapes, Splitwise and published TTFTs (MAPE)."""
+    check_output_dir(out)
     report = validate_shipped_profiles()
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
 

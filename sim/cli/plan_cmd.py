@@ -13,7 +13,7 @@ from rich.table import Table
 
 from sim.cli import app
 from sim.config import load_scenario
-from sim.fileio import atomic_write_text
+from sim.fileio import atomic_write_text, make_dirs, remove_leftovers
 from sim.studies.plan import (
     FIND_MODES,
     PlanResult,
@@ -114,7 +114,8 @@ def plan_command(
     )
     check_plan_inputs(scenario, settings)
     out_dir = out if out is not None else Path("results") / scenario.name / f"plan-{find}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
+    remove_leftovers(out_dir)  # probe directories a killed plan left
     num_probes = 0
 
     def report(probe: Probe) -> None:
@@ -122,7 +123,9 @@ def plan_command(
         num_probes += 1
         console.print(_probe_line(probe, num_probes))
 
-    with tempfile.TemporaryDirectory(prefix=".plan-probes-", dir=out_dir) as scratch:
+    with tempfile.TemporaryDirectory(
+        prefix=".plan-probes-", suffix=".partial", dir=out_dir
+    ) as scratch:
         result = plan(
             scenario, loaded.base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
         )

@@ -12,8 +12,10 @@ from sim.cli import app
 from sim.cli.run_cmd import print_summary
 from sim.config import Scenario, validate_scenario_data
 from sim.config.engine import EngineSettings
+from sim.config.limits import check_pool_size
 from sim.config.yaml_source import ScenarioSource
 from sim.errors import InputError
+from sim.fileio import check_output_dir
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
 from workloads.api import TRACE_FORMATS, WorkloadError, read_trace
@@ -64,6 +66,11 @@ def replay_command(
         raise InputError("give at most one of --num-gpu-blocks, --kv-tokens and --infinite")
     if kv_tokens is not None:
         num_gpu_blocks = kv_tokens // block_size + 1
+        check_pool_size(num_gpu_blocks, f"--kv-tokens {kv_tokens} ({num_gpu_blocks} blocks)")
+    elif num_gpu_blocks is not None:
+        check_pool_size(num_gpu_blocks, f"--num-gpu-blocks {num_gpu_blocks}")
+    if out is not None and not cache_only:
+        check_output_dir(out)
     try:
         if cache_only:
             if num_gpu_blocks is None and not infinite:
@@ -96,6 +103,8 @@ def replay_command(
             }
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None
+    except InputError as error:
+        raise error.at(trace) from None
     print(json.dumps(summary, sort_keys=True))
 
 

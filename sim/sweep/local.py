@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
+from sim.interrupts import ignore_interrupts
 from sim.sweep.execute import RunJob, RunOutcome, execute_run, killed_outcome
 
 OutcomeHandler = Callable[[RunOutcome], None]
@@ -30,7 +31,10 @@ def _run_until_crash(
     """
     in_flight: dict[Future[RunOutcome], RunJob] = {}
     crashed: list[RunJob] = []
-    with ProcessPoolExecutor(max_workers=num_workers, mp_context=_pool_context()) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=num_workers, mp_context=_pool_context(), initializer=ignore_interrupts
+    )
+    try:
         while in_flight or (queue and not crashed):
             while queue and not crashed and len(in_flight) < num_workers:
                 job = queue.popleft()
@@ -50,7 +54,19 @@ def _run_until_crash(
                     crashed.append(job)
                     continue
                 on_outcome(outcome)
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
     return crashed
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the workers now: an interrupted sweep must not wait for the runs in flight."""
+    # The pool offers no public way to stop running calls; its worker processes are these.
+    for process in list(pool._processes.values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_local(jobs: list[RunJob], num_workers: int, on_outcome: OutcomeHandler) -> None:

@@ -1,0 +1,55 @@
+"""SIGINT and SIGTERM as an exception, so an interrupted command cleans up as a failed one does."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A signal asked the process to stop; raised in the main thread at the point it arrived.
+
+    A BaseException, so `except Exception` never swallows it and every cleanup path runs.
+    """
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signal_number).name}")
+        self.signal_number = signal_number
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the signal number, as a shell reports a process killed by it."""
+        return 128 + self.signal_number
+
+
+def _raise_interrupted(signal_number: int, frame: FrameType | None) -> None:
+    # Once is enough: a second Ctrl-C must not break off the cleanup the first one started.
+    for handled in HANDLED_SIGNALS:
+        signal.signal(handled, signal.SIG_IGN)
+    raise Interrupted(signal_number)
+
+
+@contextlib.contextmanager
+def signals_raise_interrupted() -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM raise `Interrupted`; the old handlers return after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {handled: signal.getsignal(handled) for handled in HANDLED_SIGNALS}
+    for handled in HANDLED_SIGNALS:
+        signal.signal(handled, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for handled, handler in previous.items():
+            signal.signal(handled, handler)
+
+
+def ignore_interrupts() -> None:
+    """For worker processes: the parent alone handles Ctrl-C, and stops them itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -19,6 +19,7 @@ from workloads.layout import BUILTIN_LAYOUTS, SLOT_NAMES, PromptLayout, builtin_
 from workloads.spec import LoraSpec, RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
 from workloads.tags import TenantSpec
+from workloads.text_lines import MAX_LINE_BYTES, bounded_lines
 from workloads.text_tokens import TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
@@ -28,6 +29,7 @@ from workloads.workload import TokenConfig, Workload, generate
 
 __all__ = [
     "BUILTIN_LAYOUTS",
+    "MAX_LINE_BYTES",
     "SLOT_NAMES",
     "TRACE_FORMATS",
     "AgentConfig",
@@ -57,6 +59,7 @@ __all__ = [
     "Uniform",
     "Workload",
     "WorkloadError",
+    "bounded_lines",
     "builtin_layout",
     "generate",
     "read_azure",

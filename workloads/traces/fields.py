@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator, Mapping
 
 from workloads.errors import WorkloadError
+from workloads.text_lines import bounded_lines
 
 # Larger token counts than any model context window are input errors, not workloads.
 MAX_TRACE_TOKENS = 1 << 24
@@ -28,7 +29,7 @@ def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     """Yield (line number, line without its line break) of a UTF-8 text file."""
     source = check_trace_path(path)
     with open(source, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
+        for line_number, raw in bounded_lines(handle, source):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:

@@ -18,8 +18,12 @@ class Interrupted(BaseException):
     """
 
     def __init__(self, signal_number: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signal_number).name}")
+        # The number is the only argument: SimPy re-raises a process's error as type(e)(*e.args).
+        super().__init__(signal_number)
         self.signal_number = signal_number
+
+    def __str__(self) -> str:
+        return f"interrupted by {signal.Signals(self.signal_number).name}"
 
     @property
     def exit_status(self) -> int:

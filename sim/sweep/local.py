@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import select
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -22,6 +26,31 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def _worker_setup(sweep_pid: int) -> None:
+    """Each worker ignores Ctrl-C (the sweep stops it) and dies with the sweep process.
+
+    A sweep killed with SIGKILL must leave no orphan still writing a run that a resumed sweep
+    would write again; the fork server keeps its workers alive, so each watches the sweep.
+    """
+    ignore_interrupts()
+    try:
+        sweep_exited = os.pidfd_open(sweep_pid)
+    except ProcessLookupError:
+        _die()  # the sweep is gone already
+    except (AttributeError, OSError):
+        return  # no pidfd (not Linux 5.3+): an orphan finishes its current run
+    threading.Thread(target=_die_when_readable, args=(sweep_exited,), daemon=True).start()
+
+
+def _die_when_readable(descriptor: int) -> None:
+    select.select([descriptor], [], [])
+    _die()
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _run_until_crash(
     queue: deque[RunJob], num_workers: int, on_outcome: OutcomeHandler
 ) -> list[RunJob]:
@@ -32,7 +61,10 @@ def _run_until_crash(
     in_flight: dict[Future[RunOutcome], RunJob] = {}
     crashed: list[RunJob] = []
     pool = ProcessPoolExecutor(
-        max_workers=num_workers, mp_context=_pool_context(), initializer=ignore_interrupts
+        max_workers=num_workers,
+        mp_context=_pool_context(),
+        initializer=_worker_setup,
+        initargs=(os.getpid(),),
     )
     try:
         while in_flight or (queue and not crashed):

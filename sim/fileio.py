@@ -90,15 +90,19 @@ def _nearest_existing(path: Path) -> Path:
     return Path(".")
 
 
-def check_output_dir(directory: Path, *, needed_bytes: int = 0) -> None:
-    """Refuse, before any work, a directory that cannot be made or written, or lacks space."""
+def check_output_dir(
+    directory: Path, *, needed_bytes: int = 0, reported: Path | None = None
+) -> None:
+    """Refuse, before any work, a directory that cannot be made or written, or lacks space;
+    the error names `reported` (default: the directory)."""
+    reported = directory if reported is None else reported
     existing = _nearest_existing(directory)
     if not existing.is_dir():
-        what = "is a file" if existing == directory else f"cannot be made: {existing} is a file"
-        raise InputError(f"{what}, not a directory; choose a directory path", source=str(directory))
-    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is a file" if existing == reported else f"cannot be made: {existing} is a file"
+        raise InputError(f"{what}, not a directory; choose another path", source=str(reported))
+    if not _writable(existing):
         code = errno.EROFS if _read_only(existing) else errno.EACCES
-        raise output_error(directory, OSError(code, os.strerror(code)))
+        raise output_error(reported, OSError(code, os.strerror(code)))
     if needed_bytes > 0:
         free = shutil.disk_usage(existing).free
         if free < needed_bytes:
@@ -106,8 +110,12 @@ def check_output_dir(directory: Path, *, needed_bytes: int = 0) -> None:
                 f"needs about {needed_bytes / 2**30:.1f} GiB for its results but only "
                 f"{free / 2**30:.1f} GiB is free; free space, write somewhere else, or "
                 "simulate less (duration_s, num_arrivals, outputs.events: false)",
-                source=str(directory),
+                source=str(reported),
             )
+
+
+def _writable(directory: Path) -> bool:
+    return os.access(directory, os.W_OK | os.X_OK)
 
 
 def _read_only(path: Path) -> bool:
@@ -118,7 +126,7 @@ def check_output_file(path: Path) -> None:
     """Refuse, before any work, a file path that is a directory or cannot be written."""
     if path.is_dir():
         raise InputError("is a directory; name a file (e.g. inside it)", source=str(path))
-    check_output_dir(path.parent)
+    check_output_dir(path.parent, reported=path)
 
 
 def _lock(descriptor: int) -> None:

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from sim.cli import app
 from sim.config import load_scenario
+from sim.config.limits import check_scenario_limits
+from sim.errors import InputError
 from sim.fileio import atomic_write_text, make_dirs, remove_leftovers
 from sim.studies.plan import (
     FIND_MODES,
@@ -113,6 +115,10 @@ def plan_command(
         max_replicas=max_replicas,
     )
     check_plan_inputs(scenario, settings)
+    try:
+        check_scenario_limits(scenario)
+    except InputError as error:
+        raise error.at(scenario_file) from None
     out_dir = out if out is not None else Path("results") / scenario.name / f"plan-{find}"
     make_dirs(out_dir)
     remove_leftovers(out_dir)  # probe directories a killed plan left

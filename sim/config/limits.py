@@ -92,10 +92,14 @@ def check_scenario_limits(scenario: Scenario) -> None:
     """Refuse a scenario whose arrivals, simulated time, pool or prompts are beyond the limits."""
     count = expected_arrivals(scenario)
     if count is not None and count > MAX_ARRIVALS:
+        within = (
+            f"in duration_s {scenario.duration_s:g}"
+            if scenario.duration_s is not None
+            else "from workload.num_arrivals"
+        )
         raise InputError(
-            f"workload.arrivals: about {count:.3g} arrivals in duration_s {scenario.duration_s:g} "
-            f"is more than the limit of {MAX_ARRIVALS:,}; shorten duration_s, lower the rate or "
-            "set workload.num_arrivals"
+            f"workload.arrivals: about {count:.3g} arrivals {within} is more than the limit of "
+            f"{MAX_ARRIVALS:,}; shorten duration_s, lower the rate or set workload.num_arrivals"
         )
     span_s = _simulated_span_s(scenario, count)
     if span_s is not None:

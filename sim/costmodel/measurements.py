@@ -242,10 +242,15 @@ class _RowParser:
         try:
             value = kind(text)
         except ValueError:
-            raise self._error(f"column {column!r}: {text!r} is not {allowed}") from None
+            raise self._error(f"column {column!r}: {_shown(text)} is not {allowed}") from None
         if not math.isfinite(value):
-            raise self._error(f"column {column!r}: {text!r} is not {allowed}")
+            raise self._error(f"column {column!r}: {_shown(text)} is not {allowed}")
         return value
 
     def _error(self, message: str) -> InputError:
         return InputError(message, source=self._source, line=self._line)
+
+
+def _shown(text: str) -> str:
+    """A cell as quoted in an error: long ones cut, so the line stays readable."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"

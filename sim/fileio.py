@@ -107,11 +107,18 @@ def check_output_dir(
         free = shutil.disk_usage(existing).free
         if free < needed_bytes:
             raise InputError(
-                f"needs about {needed_bytes / 2**30:.1f} GiB for its results but only "
-                f"{free / 2**30:.1f} GiB is free; free space, write somewhere else, or "
+                f"needs about {_size(needed_bytes)} for its results but only {_size(free)} "
+                "is free; free space, write somewhere else, or "
                 "simulate less (duration_s, num_arrivals, outputs.events: false)",
                 source=str(reported),
             )
+
+
+def _size(num_bytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes} bytes"
 
 
 def _writable(directory: Path) -> bool:
@@ -177,6 +184,7 @@ def partial_dir(final: Path) -> Iterator[Path]:
     """A fresh, locked `.<name>.partial` beside `final`; removed unless renamed into place.
 
     The caller renames it to `final` when complete (`publish`); on any error or signal it goes.
+    A write error inside it names `final`, the directory the user asked for.
     """
     partial = final.parent / f".{final.name}{PARTIAL_SUFFIX}"
     with writing(partial):
@@ -186,6 +194,11 @@ def partial_dir(final: Path) -> Iterator[Path]:
     try:
         _lock(descriptor)
         yield partial
+    except InputError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        if error.source is None or not error.source.startswith(str(partial)):
+            raise
+        raise InputError(error.message, source=str(final)) from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -15,7 +15,7 @@ from sim.cli import app
 from sim.config import load_scenario
 from sim.config.limits import check_scenario_limits
 from sim.errors import InputError
-from sim.fileio import atomic_write_text, make_dirs, remove_leftovers
+from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.studies.plan import (
     FIND_MODES,
     PlanResult,
@@ -120,7 +120,7 @@ def plan_command(
     except InputError as error:
         raise error.at(scenario_file) from None
     out_dir = out if out is not None else Path("results") / scenario.name / f"plan-{find}"
-    make_dirs(out_dir)
+    created_dirs = make_dirs(out_dir)
     remove_leftovers(out_dir)  # probe directories a killed plan left
     num_probes = 0
 
@@ -129,12 +129,21 @@ def plan_command(
         num_probes += 1
         console.print(_probe_line(probe, num_probes))
 
-    with tempfile.TemporaryDirectory(
-        prefix=".plan-probes-", suffix=".partial", dir=out_dir
-    ) as scratch:
-        result = plan(
-            scenario, loaded.base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
-        )
+    try:
+        with tempfile.TemporaryDirectory(
+            prefix=".plan-probes-", suffix=".partial", dir=out_dir
+        ) as scratch:
+            result = plan(
+                scenario,
+                loaded.base_dir,
+                slos,
+                settings,
+                scratch_dir=Path(scratch),
+                on_probe=report,
+            )
+    except BaseException:
+        remove_created(created_dirs)  # a failed or interrupted plan leaves no empty directories
+        raise
     atomic_write_text(
         out_dir / "plan.json", json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
     )

@@ -79,6 +79,7 @@ def derive_command(
     out_dir: Path = typer.Option(SHIPPED_PROFILE_DIR, "--out-dir", help="Profiles folder."),
 ) -> None:
     """Refit every shipped profile to the vendored kernel tables."""
+    check_output_dir(out_dir)
     paths = write_derived_profiles(out_dir)
     Console().print(f"wrote {len(paths)} kernel-derived profiles under {out_dir}")
 

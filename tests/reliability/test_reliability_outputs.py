@@ -59,6 +59,11 @@ DIRECTORY_COMMANDS = {
         "costmodel validate --out {out}",
         "sim.cli.costmodel_cmd.validate_shipped_profiles",
     ),
+    "costmodel_derive": (
+        "costmodel derive --out-dir {out}",
+        "sim.cli.costmodel_cmd.write_derived_profiles",
+    ),
+    "demo": ("demo --out {out}", "sim.sweep.driver.BACKENDS"),
 }
 FILE_COMMANDS = {
     "schema": ("schema --out {out}", "sim.cli.run_cmd.scenario_json_schema"),

@@ -19,7 +19,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import Scenario
 from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.config.limits import bounded_trace, check_scenario_limits, estimated_result_bytes
+from sim.config.limits import (
+    bounded_trace,
+    check_scenario_limits,
+    check_total_pool,
+    estimated_result_bytes,
+)
 from sim.config.workload import TraceSource
 from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
 from sim.costmodel.profiles import profile_name
@@ -173,6 +178,7 @@ def run_scenario(
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     check_scenario_limits(scenario)
     config = scheduler_config(scenario)
+    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
     check_max_model_len_fits(config)
     cost_model = scenario_cost_model(scenario, base_dir)
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))

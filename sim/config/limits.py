@@ -24,8 +24,8 @@ from sim.config.workload import (
     TraceSource,
 )
 from sim.errors import InputError
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from workloads.api import RequestSpec
+from sim.kvcache.block_pool import BYTES_PER_BLOCK, MAX_NUM_GPU_BLOCKS, pool_size_problem
+from workloads.api import Fixed, RequestSpec
 
 MAX_ARRIVALS = 100_000_000
 MAX_SCRAPES = 10_000_000
@@ -39,6 +39,11 @@ _COMMON_SLOTS = {
     "tools": ("tools_tokens",),
     "few_shot": ("few_shot_tokens",),
     "user_fields": ("user_id_tokens", "timestamp_tokens"),
+}
+# Sampled slots: the generator field whose distribution sizes the slot in each prompt.
+_SAMPLED_SLOTS = {
+    "question": ("user_message_tokens", "task_tokens", "question_tokens"),
+    "documents": ("document_tokens",),
 }
 
 
@@ -110,12 +115,13 @@ def check_scenario_limits(scenario: Scenario) -> None:
             f"engine.max_model_len: {max_model_len:,} is more than the limit of "
             f"{MAX_TOKENS_PER_REQUEST:,} tokens per request"
         )
-    for field, fixed_tokens in _fixed_prompt_tokens(scenario.workload.source, "workload.source"):
-        if fixed_tokens >= max_model_len:
+    source = scenario.workload.source
+    for field, shortest in _shortest_prompt_tokens(source, "workload.source"):
+        if shortest >= max_model_len:
             raise InputError(
-                f"{field}: the shared prompt parts alone are {fixed_tokens:,} tokens, not shorter "
-                f"than engine.max_model_len {max_model_len:,}, so every request would be "
-                "rejected; shorten them or raise engine.max_model_len"
+                f"{field}: every prompt holds at least {shortest:,} tokens (shared parts and the "
+                f"shortest sampled ones), not fewer than engine.max_model_len {max_model_len:,}, "
+                "so every request would be rejected; shorten them or raise engine.max_model_len"
             )
 
 
@@ -130,20 +136,30 @@ def check_scrape_count(span_s: float, scrape_interval_s: float, what: str) -> No
         )
 
 
-def _fixed_prompt_tokens(source: Any, field: str) -> Iterator[tuple[str, int]]:
-    """(field, tokens every prompt of the source carries) for each generator in `source`."""
+def _shortest_prompt_tokens(source: Any, field: str) -> Iterator[tuple[str, int]]:
+    """(field, tokens every prompt of the source holds at least) for each generator in it."""
     if isinstance(source, MixSource):
         for index, component in enumerate(source.components):
-            yield from _fixed_prompt_tokens(component.source, f"{field}.components.{index}.source")
+            yield from _shortest_prompt_tokens(
+                component.source, f"{field}.components.{index}.source"
+            )
     elif isinstance(source, ChatSource | AgentSource | RagSource):
         config = source.build()
-        common = config.common
-        tokens = sum(
-            getattr(common, name)
-            for slot in config.layout.order
-            for name in _COMMON_SLOTS.get(slot, ())
-        )
-        yield f"{field}.common", tokens
+        tokens = 0
+        for slot in config.layout.order:
+            tokens += sum(getattr(config.common, name) for name in _COMMON_SLOTS.get(slot, ()))
+            for name in _SAMPLED_SLOTS.get(slot, ()):
+                if hasattr(config, name):
+                    copies = config.top_k if name == "document_tokens" else 1
+                    tokens += copies * math.ceil(_lowest(getattr(config, name)))
+        yield field, tokens
+
+
+def _lowest(distribution: Any) -> float:
+    """The smallest value a token-count distribution draws."""
+    if isinstance(distribution, Fixed):
+        return distribution.value
+    return getattr(distribution, "low", 0.0)
 
 
 def estimated_result_bytes(scenario: Scenario) -> int:
@@ -158,6 +174,18 @@ def check_pool_size(num_gpu_blocks: int, option: str) -> None:
     """Refuse a KV pool size a command was given that the pool cannot be built with."""
     if not 2 <= num_gpu_blocks <= MAX_NUM_GPU_BLOCKS:
         raise InputError(f"{option}: {pool_size_problem(num_gpu_blocks)}")
+
+
+def check_total_pool(blocks_per_replica: int, num_replicas: int) -> None:
+    """Refuse replicas whose pools together are more blocks than one pool may have."""
+    total = blocks_per_replica * num_replicas
+    if num_replicas > 1 and total > MAX_NUM_GPU_BLOCKS:
+        raise InputError(
+            f"deployment.replicas: {num_replicas} replicas x {blocks_per_replica:,} KV blocks is "
+            f"{total:,} blocks, more than the {MAX_NUM_GPU_BLOCKS:,} a run may simulate (about "
+            f"{total * BYTES_PER_BLOCK / 2**30:.1f} GiB of memory); lower deployment.replicas or "
+            "engine.num_gpu_blocks"
+        )
 
 
 def check_sweep_size(num_runs: int, max_runs: int, describe: str) -> None:

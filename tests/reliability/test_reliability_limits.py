@@ -125,6 +125,7 @@ def inputs(tmp_path) -> dict[str, Path]:
 ARRIVALS = f"more than the limit of {MAX_ARRIVALS:,}; shorten duration_s, lower the rate or set"
 SCRAPES = f"metric scrapes, more than the limit of {MAX_SCRAPES:,}; simulate less time or raise"
 SHARED = "so every request would be rejected; shorten them or raise engine.max_model_len"
+HOLDS = "workload.source: every prompt holds at least"
 # (id, arguments after `prefixsim`, file the line names (None: checked by fragments), fragments)
 REFUSED = (
     (
@@ -187,31 +188,50 @@ REFUSED = (
         "run_system_prompt_10m",
         "run {tiny} --set workload.source.common={{system_prompt_tokens: 10000000}}",
         "{tiny}",
-        ("workload.source.common: the shared prompt parts alone are 10,000,000 tokens", SHARED),
+        (f"{HOLDS} 10,000,004 tokens (shared parts and the shortest sampled ones)", SHARED),
     ),
     (
         "validate_system_prompt_10m",
         "validate {tiny} --set workload.source.common={{system_prompt_tokens: 10000000}}",
         "{tiny}",
-        ("not shorter than engine.max_model_len 8,192", SHARED),
+        ("not fewer than engine.max_model_len 8,192", SHARED),
     ),
     (
         "run_tools_and_few_shot",
         "run {tiny} --set workload.source.common={{tools_tokens: 4000, few_shot_tokens: 4000}}",
         "{tiny}",
-        ("the shared prompt parts alone are 8,512 tokens", SHARED),
+        (f"{HOLDS} 8,516 tokens", SHARED),
     ),
     (
         "run_mix_component",
         "run {mix}",
         "{mix}",
-        ("workload.source.components.1.source.common: the shared prompt parts alone are 9,000",),
+        ("workload.source.components.1.source: every prompt holds at least 9,260 tokens",),
     ),
     (
         "eviction_system_prompt_10m",
         "eviction {tiny} --set workload.source.common={{system_prompt_tokens: 10000000}}",
         "{tiny}",
-        ("the shared prompt parts alone are 10,000,000 tokens",),
+        (f"{HOLDS} 10,000,004 tokens",),
+    ),
+    (
+        "run_user_message_10m",
+        "run {tiny} --set workload.source.user_message_tokens=10000000",
+        "{tiny}",
+        (f"{HOLDS} 10,000,512 tokens", SHARED),
+    ),
+    (
+        "run_rag_documents",
+        "run {tiny} --set workload.source={{kind: rag, top_k: 8, document_tokens: "
+        "{{dist: uniform, low: 1000.0, high: 2000.0}}}}",
+        "{tiny}",
+        (f"{HOLDS} 8,260 tokens", SHARED),
+    ),
+    (
+        "run_agent_task",
+        "run {tiny} --set workload.source={{kind: agent, task_tokens: 9000}}",
+        "{tiny}",
+        ("every prompt holds at least", SHARED),
     ),
     (
         "plan_rate_1e300",
@@ -224,6 +244,15 @@ REFUSED = (
         "run {tiny} --set engine.max_model_len=20000000",
         "{tiny}",
         ("engine.max_model_len: 20,000,000 is more than the limit of 16,777,216 tokens",),
+    ),
+    (
+        "run_1024_replicas_of_30m_blocks",
+        "run {tiny} --set engine.num_gpu_blocks=30000000 --set deployment.replicas=1024",
+        "{tiny}",
+        (
+            "deployment.replicas: 1024 replicas x 30,000,000 KV blocks is 30,720,000,000 blocks",
+            "lower deployment.replicas or engine.num_gpu_blocks",
+        ),
     ),
     (
         "run_trace_speedup_1e-300",

@@ -148,6 +148,7 @@ def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
     if path.is_dir():
         raise InputError("is a directory; name a file (e.g. inside it)", source=str(path))
     make_dirs(path.parent)
+    remove_leftovers(path.parent, prefix=f".{path.name}.")  # from a writer killed earlier
     with writing(path):
         descriptor, temp_name = tempfile.mkstemp(
             prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent
@@ -229,8 +230,9 @@ def _is_abandoned(path: Path) -> bool:
     return True
 
 
-def remove_leftovers(directory: Path) -> list[Path]:
-    """Remove the temp files and partial directories in `directory` whose writer is dead."""
+def remove_leftovers(directory: Path, prefix: str = ".") -> list[Path]:
+    """Remove the temp files and partial directories in `directory` (named `prefix`...) whose
+    writer is dead."""
     removed: list[Path] = []
     try:
         entries = list(directory.iterdir())
@@ -238,7 +240,7 @@ def remove_leftovers(directory: Path) -> list[Path]:
         return removed
     for entry in entries:
         name = entry.name
-        leftover = name.startswith(".") and name.endswith((TEMP_SUFFIX, PARTIAL_SUFFIX))
+        leftover = name.startswith(prefix) and name.endswith((TEMP_SUFFIX, PARTIAL_SUFFIX))
         if not leftover or entry.is_symlink() or not _is_abandoned(entry):
             continue
         if entry.is_dir():

@@ -10,6 +10,8 @@ parquet sink; test_reliability_faults.py repeats them on a real full and read-on
 from __future__ import annotations
 
 import errno
+import fcntl
+import json
 import os
 from pathlib import Path
 
@@ -248,3 +250,24 @@ def test_free_space_estimate_refuses_a_large_run(places, capsys, monkeypatch):
     )
     assert line.startswith(f"error: {results}/tiny-out/")
     assert written_entries(places["tmp"]) == ["a_directory", "a_file"]
+
+
+def test_abandoned_temp_files_go_with_the_next_write(places, capsys):
+    """Beside `schema.json`: a temp file whose writer died (no lock) is removed by the next
+    `schema --out`; one a living writer still holds (locked here) is left alone."""
+    out = places["tmp"] / "schema.json"
+    abandoned = places["tmp"] / ".schema.json.dead1234.tmp"
+    abandoned.write_text("{")
+    in_use = places["tmp"] / ".schema.json.live5678.tmp"
+    in_use.write_text("{")
+    with in_use.open("rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        outcome = prefixsim(capsys, "schema", "--out", out)
+        assert (outcome.status, outcome.err) == (0, "")
+    assert written_entries(places["tmp"]) == [
+        ".schema.json.live5678.tmp",
+        "a_directory",
+        "a_file",
+        "schema.json",
+    ]
+    assert json.loads(out.read_text())["title"] == "prefixsim scenario"

@@ -109,6 +109,7 @@ def test_signal_mid_run_cleans_up(signal_number, long_scenario, tmp_path):
     assert written_entries(results) == []
 
 
+@pytest.mark.slow
 def test_sigkill_leftovers_go_with_the_next_run(long_scenario, tmp_path):
     """A SIGKILLed run leaves its locked partial directory; the next run into the same
     directory (a shorter scenario of the same name) removes it and leaves only its own run."""
@@ -195,6 +196,7 @@ def test_sweep_resumed_after_sigkill_is_byte_identical(tmp_path):
     assert resumed_files == _files(uninterrupted.sweep_dir)
 
 
+@pytest.mark.slow
 def test_layout_study_sigterm_leaves_nothing(tmp_path):
     """`prefixsim layout` (120 orderings) stopped by SIGTERM: one line, exit 143, no files."""
     out = tmp_path / "layout"
@@ -288,6 +290,7 @@ def test_full_disk_refused_from_the_estimate(tmp_path):
     assert "needs about 600.0 KiB for its results but only 128.0 KiB is free" in line
 
 
+@pytest.mark.slow
 @needs_tmpfs
 def test_read_only_disk(long_scenario, tmp_path):
     """A read-only tmpfs: `run` and `sweep` refuse it with one line each, exit 2, and write

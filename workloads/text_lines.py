@@ -4,7 +4,7 @@ so an endless line (say /dev/zero) is refused instead of filling memory."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+from typing import Protocol
 
 from workloads.errors import WorkloadError
 
@@ -12,7 +12,13 @@ from workloads.errors import WorkloadError
 MAX_LINE_BYTES = 64 * 2**20
 
 
-def bounded_lines(handle: IO[bytes], source: str) -> Iterator[tuple[int, bytes]]:
+class LineSource(Protocol):
+    """A binary file, plain or gzipped: what bounded_lines reads."""
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+
+def bounded_lines(handle: LineSource, source: str) -> Iterator[tuple[int, bytes]]:
     """Yield (line number, raw line with its line break) of `handle`, each at most
     MAX_LINE_BYTES long; a longer one raises WorkloadError at its line."""
     line_number = 0

@@ -1,115 +1,56 @@
-"""The `prefixsim` command line: one Typer app; areas register commands in own modules."""
+"""The `prefixsim` command line: one Typer app; each area registers its commands in a module
+that is imported only when one of its commands runs (or help lists them all)."""
 
 from __future__ import annotations
 
-import os
+import importlib
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import typer
 
-# Typer vendors click (>= 0.29): its usage errors are these classes, not click's.
-from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-from typer.core import TyperGroup
+from sim.cli.app import app
 
-from sim.errors import InputError
-from sim.interrupts import Interrupted, signals_raise_interrupted
-from workloads.errors import WorkloadError
+__all__ = ["COMMAND_MODULES", "app", "load_commands", "main"]
 
-
-def print_error(message: str) -> None:
-    """`error: MESSAGE` on stderr, always one line: a message never spills into a second."""
-    print("error: " + " ".join(message.split()), file=sys.stderr)
-
-
-def _usage_message(error: UsageError) -> str:
-    command = error.ctx.command_path if error.ctx is not None else "prefixsim"
-    return f"{command}: {error.format_message()} (see {command} --help)"
-
-
-def exit_status_of(command: Callable[[], Any]) -> int:
-    """Run `command`; every error a user can cause becomes one `error:` line and status 2.
-
-    SIGINT and SIGTERM stop it through the same cleanup as a failure, with status 128 + signal.
-    """
-    try:
-        with signals_raise_interrupted():
-            status = command()
-    except (InputError, WorkloadError) as error:
-        print_error(str(error))
-        return 2
-    except NoArgsIsHelpError as error:
-        error.show()  # the help text, as asked for: not an error line
-        return error.exit_code
-    except UsageError as error:
-        print_error(_usage_message(error))
-        return 2
-    except ClickException as error:
-        print_error(error.format_message())
-        return 2
-    except typer.Abort:
-        print_error("aborted")
-        return 1
-    except Interrupted as interrupted:
-        print_error(f"{interrupted}; stopped, nothing half-written was kept")
-        return interrupted.exit_status
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away: stop quietly, as Unix tools do on SIGPIPE.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-    return status if isinstance(status, int) else 0
+# Top-level command (or command group) -> the sim.cli module that registers it.
+COMMAND_MODULES: dict[str, str] = {
+    "run": "run_cmd",
+    "validate": "run_cmd",
+    "schema": "run_cmd",
+    "demo": "run_cmd",
+    "sweep": "sweep_cmd",
+    "report": "report_cmd",
+    "replay": "trace_cmd",
+    "cache": "replay_cmd",
+    "engine": "replay_cmd",
+    "calibrate": "costmodel_cmd",
+    "costmodel": "costmodel_cmd",
+    "plan": "plan_cmd",
+    "layout": "study_cmd",
+    "side-channel": "study_cmd",
+    "eviction": "eviction_cmd",
+}
 
 
-class _OneLineErrorsGroup(TyperGroup):
-    """The root command: errors end as one line, whoever calls it (`main`, a test runner)."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        status = exit_status_of(
-            lambda: super(_OneLineErrorsGroup, self).main(
-                args=args,
-                prog_name=prog_name,
-                complete_var=complete_var,
-                standalone_mode=False,
-                **extra,
-            )
-        )
-        if standalone_mode:
-            sys.exit(status)
-        return status
-
-
-app = typer.Typer(
-    name="prefixsim",
-    help="Discrete-event simulator of vLLM v1 prefix caching under load.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    cls=_OneLineErrorsGroup,
-)
+def load_commands(argv: Sequence[str] = ()) -> typer.Typer:
+    """Register the command `argv` runs (every command when it names none: help, a typo) on
+    `app`, and return it."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command in COMMAND_MODULES:
+        modules = {COMMAND_MODULES[command]}
+    elif "--version" in argv:
+        modules = set()
+    else:
+        modules = set(COMMAND_MODULES.values())
+    for module in sorted(modules):
+        importlib.import_module(f"sim.cli.{module}")
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; bad input prints one line on stderr and exits with status 2."""
-    app(args=argv, prog_name="prefixsim")
-
-
-# Area modules attach their commands to `app` on import.
-from sim.cli import (  # noqa: E402
-    costmodel_cmd,  # noqa: F401
-    eviction_cmd,  # noqa: F401
-    plan_cmd,  # noqa: F401
-    replay_cmd,  # noqa: F401
-    report_cmd,  # noqa: F401
-    run_cmd,  # noqa: F401
-    study_cmd,  # noqa: F401
-    sweep_cmd,  # noqa: F401
-    trace_cmd,  # noqa: F401
-)
+    """Run the CLI; bad input prints one line on stderr and exits with status 2
+    (sim.cli.errors)."""
+    args = sys.argv[1:] if argv is None else argv
+    load_commands(args)
+    app(args=args, prog_name="prefixsim")

@@ -8,9 +8,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
-from sim.config import load_scenario
-from sim.config.limits import check_pool_size, check_scenario_limits
+from sim.cli.app import app
+from sim.config import check_pool_size, check_scenario_limits, load_scenario
 from sim.errors import InputError
 from sim.fileio import check_output_dir
 from sim.runner import scheduler_config

@@ -11,9 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.cli import app
-from sim.config import load_scenario
-from sim.config.limits import check_scenario_limits
+from sim.cli.app import app
+from sim.config import check_scenario_limits, load_scenario
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.studies.plan import (

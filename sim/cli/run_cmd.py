@@ -8,11 +8,15 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.cli.sweep_cmd import MAX_RUNS_HELP
-from sim.config import load_scenario, scenario_json_schema
-from sim.config.limits import DEFAULT_MAX_RUNS, check_scenario_limits
-from sim.config.yaml_source import load_source
+from sim.config import (
+    DEFAULT_MAX_RUNS,
+    check_scenario_limits,
+    load_scenario,
+    load_source,
+    scenario_json_schema,
+)
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_file
 from sim.runner import run_scenario

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
-from sim.config.limits import DEFAULT_MAX_RUNS
+from sim.cli.app import app
+from sim.config import DEFAULT_MAX_RUNS
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
 
 MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."

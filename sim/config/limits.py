@@ -24,7 +24,7 @@ from sim.config.workload import (
     TraceSource,
 )
 from sim.errors import InputError
-from sim.kvcache.block_pool import BYTES_PER_BLOCK, MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import BYTES_PER_BLOCK, MAX_NUM_GPU_BLOCKS, pool_size_problem
 from workloads.api import Fixed, RequestSpec
 
 MAX_ARRIVALS = 100_000_000
@@ -150,7 +150,7 @@ def _shortest_prompt_tokens(source: Any, field: str) -> Iterator[tuple[str, int]
             tokens += sum(getattr(config.common, name) for name in _COMMON_SLOTS.get(slot, ()))
             for name in _SAMPLED_SLOTS.get(slot, ()):
                 if hasattr(config, name):
-                    copies = config.top_k if name == "document_tokens" else 1
+                    copies = getattr(config, "top_k", 1) if name == "document_tokens" else 1
                     tokens += copies * math.ceil(_lowest(getattr(config, name)))
         yield field, tokens
 

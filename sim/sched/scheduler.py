@@ -147,7 +147,7 @@ class Scheduler:
         if lazy is not None:
             step = lazy.num_completed_steps + 1
             lazy.pop_due(step)
-            if lazy.num_lazy and not self._lazy_step_is_safe(budget):
+            if lazy.num_lazy and not self._lazy_step_is_safe(lazy, budget):
                 lazy.materialize_all(running)
             num_lazy = lazy.num_lazy
             if num_lazy:
@@ -229,7 +229,7 @@ class Scheduler:
         output.total_num_scheduled_tokens = total + output.num_lazy_decodes
         return output
 
-    def _lazy_step_is_safe(self, budget: int) -> bool:
+    def _lazy_step_is_safe(self, lazy: LazyDecoders, budget: int) -> bool:
         """True when this step cannot run out of budget or blocks before every running request
         is served: then lazy requests can skip it, as nothing they could be part of happens."""
         config = self.config
@@ -237,7 +237,7 @@ class Scheduler:
         threshold = config.long_prefill_token_threshold
         max_model_len = config.max_model_len
         block_size = config.block_size
-        demand = self.lazy.num_lazy
+        demand = lazy.num_lazy
         blocks_needed = 0
         for request in self.running:
             if request.lazy_sync_step >= 0:

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config.limits import check_scenario_limits
+from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome

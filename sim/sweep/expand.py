@@ -11,9 +11,15 @@ from typing import Any
 
 import yaml
 
-from sim.config import Scenario, validate_scenario_data
-from sim.config.limits import DEFAULT_MAX_RUNS, check_sweep_size
-from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
+from sim.config import (
+    DEFAULT_MAX_RUNS,
+    Scenario,
+    ScenarioSource,
+    apply_overrides,
+    check_sweep_size,
+    load_source,
+    validate_scenario_data,
+)
 from sim.errors import InputError
 from sim.sweep.spec import SweepSpec, parse_sweep_spec
 

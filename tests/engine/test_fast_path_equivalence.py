@@ -156,7 +156,15 @@ def run_with_decode_path(
     return result
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+# The preempting chat stays in the fast lane (it crosses the most decode paths); the rest run
+# in make test-all.
+@pytest.mark.parametrize(
+    "name",
+    [
+        name if name == "chat-preempting" else pytest.param(name, marks=pytest.mark.slow)
+        for name in SCENARIOS
+    ],
+)
 def test_fast_and_straightforward_paths_write_identical_files(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -38,18 +39,44 @@ def _raise_interrupted(signal_number: int, frame: FrameType | None) -> None:
     raise Interrupted(signal_number)
 
 
+_swallowed_signal = [int(signal.SIGTERM)]  # the signal of the Interrupted a finalizer dropped
+
+
+def _raise_again(signal_number: int, frame: FrameType | None) -> None:
+    raise Interrupted(_swallowed_signal[0])
+
+
+def _deliver_again(unraisable: sys.UnraisableHookArgs) -> None:
+    """Python drops an exception raised inside a finalizer (a generator being closed, a
+    `__del__`); when that was the Interrupted, raise it again a moment later, elsewhere."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        sys.__unraisablehook__(unraisable)
+        return
+    if threading.current_thread() is threading.main_thread():
+        _swallowed_signal[0] = unraisable.exc_value.signal_number
+        signal.signal(signal.SIGALRM, _raise_again)
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+
+
 @contextlib.contextmanager
 def signals_raise_interrupted() -> Iterator[None]:
     """While inside, SIGINT and SIGTERM raise `Interrupted`; the old handlers return after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {handled: signal.getsignal(handled) for handled in HANDLED_SIGNALS}
+    previous = {
+        handled: signal.getsignal(handled) for handled in (*HANDLED_SIGNALS, signal.SIGALRM)
+    }
+    previous_hook = sys.unraisablehook
     for handled in HANDLED_SIGNALS:
         signal.signal(handled, _raise_interrupted)
+    sys.unraisablehook = _deliver_again
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
+        if signal.getsignal(signal.SIGALRM) is _raise_again:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for handled, handler in previous.items():
             signal.signal(handled, handler)
 

@@ -29,11 +29,10 @@ from sim.config import (
 )
 from sim.costmodel import (
     CostModel,
+    CostModelChoice,
+    choose_cost_model,
     get_gpu,
-    get_model,
-    load_cost_model,
     num_gpu_blocks,
-    profile_name,
 )
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
@@ -72,7 +71,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -131,23 +130,23 @@ def scenario_router(scenario: Scenario) -> Router:
     return make_router(settings.policy, tuning)
 
 
-def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
+def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> CostModelChoice:
+    """The scenario's step-time model and front end; 'auto' picks the shipped profile of a
+    registry model in its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
-    if spec == "auto":
-        try:
-            return load_cost_model(
-                profile_name(deployment.gpu, deployment.model, deployment.tp),
-                gpu=deployment.gpu,
-                model=deployment.model,
-                tp=deployment.tp,
-            )
-        except InputError:
-            spec = "roofline"
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+    # Study settings share this helper but have no `frontend` field: they take the default.
+    return choose_cost_model(
+        spec, getattr(scenario, "frontend", "auto"), gpu=gpu, model=model, tp=deployment.tp
+    )
+
+
+def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
+    """The scenario's step-time model (see `scenario_cost_model_choice`)."""
+    return scenario_cost_model_choice(scenario, base_dir).model
 
 
 @contextlib.contextmanager
@@ -189,14 +188,14 @@ def run_scenario(
     config = scheduler_config(scenario)
     check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
     check_max_model_len_fits(config)
-    cost_model = scenario_cost_model(scenario, base_dir)
+    cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
     created_dirs = make_dirs(run_dir.parent)
     remove_leftovers(run_dir.parent)  # what a killed run left
     try:
         with partial_dir(run_dir) as partial, writing(run_dir):
             summary = _simulate_into(
-                partial, scenario, run_id, base_dir, config, cost_model, progress
+                partial, scenario, run_id, base_dir, config, cost_model_choice, progress
             )
             publish(partial, run_dir)
     except BaseException:
@@ -211,7 +210,7 @@ def _simulate_into(
     run_id: str,
     base_dir: Path,
     config: SchedulerConfig,
-    cost_model: CostModel,
+    cost_model_choice: CostModelChoice,
     progress: bool,
 ) -> dict[str, Any]:
     """Simulate `scenario` writing every result file into `directory`; returns the summary."""
@@ -242,7 +241,7 @@ def _simulate_into(
             result = simulate(
                 specs,
                 config,
-                cost_model,
+                cost_model_choice.model,
                 recorder=recorder,
                 duration_s=scenario.duration_s,
                 record_block_events=scenario.outputs.events,
@@ -250,10 +249,11 @@ def _simulate_into(
                 num_replicas=num_replicas,
                 router=scenario_router(scenario),
                 replica_recorders=replica_summaries,
+                frontend=cost_model_choice.frontend,
             )
         except WorkloadError as error:
             raise InputError.from_workload_error(error) from None
-    summary = _finish_summary(directory, scenario, run_id, config, result)
+    summary = _finish_summary(directory, scenario, run_id, config, result, cost_model_choice)
     if replica_summaries is not None:
         _write_replica_summaries(directory / REPLICAS_FILE, replica_summaries, result)
     atomic_write_text(directory / "config.resolved.yaml", scenario.resolved_yaml())
@@ -266,6 +266,7 @@ def _finish_summary(
     run_id: str,
     config: SchedulerConfig,
     result: SimulationResult,
+    cost_model_choice: CostModelChoice,
 ) -> dict[str, Any]:
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text())
@@ -281,6 +282,7 @@ def _finish_summary(
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,
+            "cost_model": cost_model_choice.summary(),
         }
     )
     atomic_write_text(path, json.dumps(summary, sort_keys=True, indent=2) + "\n")

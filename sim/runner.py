@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +16,16 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config import DeploymentSettings, EngineSettings, Scenario
+from sim.config import (
+    DeploymentSettings,
+    EngineSettings,
+    Scenario,
+    TraceSource,
+    bounded_trace,
+    check_scenario_limits,
+    check_total_pool,
+    estimated_result_bytes,
+)
 from sim.costmodel import (
     CostModel,
     CostModelChoice,
@@ -27,7 +35,16 @@ from sim.costmodel import (
 )
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import (
+    atomic_write_text,
+    check_output_dir,
+    make_dirs,
+    partial_dir,
+    publish,
+    remove_created,
+    remove_leftovers,
+    writing,
+)
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
@@ -171,87 +188,91 @@ def run_scenario(
     fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
     run_id = scenario.run_id()
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
+    check_scenario_limits(scenario)
     config = scheduler_config(scenario)
+    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
     check_max_model_len_fits(config)
     cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
-    cost_model = cost_model_choice.model
-    created_dirs = _make_dirs(run_dir.parent)
-    partial_dir = run_dir.parent / f".{run_dir.name}.partial"
-    shutil.rmtree(partial_dir, ignore_errors=True)
-    partial_dir.mkdir()
+    check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
+    created_dirs = make_dirs(run_dir.parent)
+    remove_leftovers(run_dir.parent)  # what a killed run left
     try:
-        recorder = make_run_recorder(
-            partial_dir,
-            max_model_len=config.max_model_len,
-            num_replicas=scenario.deployment.replicas,
-            scrape_interval_s=scenario.outputs.scrape_interval_s,
-            warmup_s=scenario.warmup_s,
-            duration_s=scenario.duration_s,
-            events=scenario.outputs.events,
-            goodput=goodput,
-        )
-        specs = scenario.workload.build(
-            seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
-        )
-        num_replicas = scenario.deployment.replicas
-        # Never closed: only their summary() is read, into one replicas.json.
-        replica_summaries = (
-            [
-                SummaryRecorder(
-                    partial_dir / REPLICAS_FILE,
-                    warmup_s=scenario.warmup_s,
-                    duration_s=scenario.duration_s,
-                )
-                for _ in range(num_replicas)
-            ]
-            if num_replicas > 1
-            else None
-        )
-        with _progress_reporter(scenario, progress) as on_progress:
-            try:
-                result = simulate(
-                    specs,
-                    config,
-                    cost_model,
-                    recorder=recorder,
-                    duration_s=scenario.duration_s,
-                    record_block_events=scenario.outputs.events,
-                    on_progress=on_progress,
-                    num_replicas=num_replicas,
-                    router=scenario_router(scenario),
-                    replica_recorders=replica_summaries,
-                    frontend=cost_model_choice.frontend,
-                )
-            except WorkloadError as error:
-                raise InputError.from_workload_error(error) from None
-        summary = _finish_summary(partial_dir, scenario, run_id, config, result, cost_model_choice)
-        if require_measured:
-            check_measured(summary, config)
-        if replica_summaries is not None:
-            _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
-        atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        partial_dir.rename(run_dir)
+        with partial_dir(run_dir) as partial, writing(run_dir):
+            summary = _simulate_into(
+                partial, scenario, run_id, base_dir, config, cost_model_choice, progress, goodput
+            )
+            if require_measured:
+                check_measured(summary, config)
+            publish(partial, run_dir)
     except BaseException:
-        shutil.rmtree(partial_dir, ignore_errors=True)
-        for directory in reversed(created_dirs):
-            with contextlib.suppress(OSError):
-                directory.rmdir()  # only if still empty
+        remove_created(created_dirs)
         raise
     return RunResult(run_dir, summary)
 
 
-def _make_dirs(directory: Path) -> list[Path]:
-    """Create `directory` and missing parents; returns those created, outermost first."""
-    missing = [path for path in (directory, *directory.parents) if not path.exists()]
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(
-            f"cannot create the results directory {directory}: {error.strerror}"
-        ) from None
-    return list(reversed(missing))
+def _simulate_into(
+    directory: Path,
+    scenario: Scenario,
+    run_id: str,
+    base_dir: Path,
+    config: SchedulerConfig,
+    cost_model_choice: CostModelChoice,
+    progress: bool,
+    goodput: GoodputSlos | None,
+) -> dict[str, Any]:
+    """Simulate `scenario` writing every result file into `directory`; returns the summary."""
+    recorder = make_run_recorder(
+        directory,
+        max_model_len=config.max_model_len,
+        num_replicas=scenario.deployment.replicas,
+        scrape_interval_s=scenario.outputs.scrape_interval_s,
+        warmup_s=scenario.warmup_s,
+        duration_s=scenario.duration_s,
+        events=scenario.outputs.events,
+        goodput=goodput,
+    )
+    specs = scenario.workload.build(
+        seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
+    )
+    source = scenario.workload.source
+    if isinstance(source, TraceSource):
+        specs = bounded_trace(specs, source, scenario.outputs.scrape_interval_s)
+    num_replicas = scenario.deployment.replicas
+    # Never closed: only their summary() is read, into one replicas.json.
+    replica_summaries = (
+        [
+            SummaryRecorder(
+                directory / REPLICAS_FILE,
+                warmup_s=scenario.warmup_s,
+                duration_s=scenario.duration_s,
+            )
+            for _ in range(num_replicas)
+        ]
+        if num_replicas > 1
+        else None
+    )
+    with _progress_reporter(scenario, progress) as on_progress:
+        try:
+            result = simulate(
+                specs,
+                config,
+                cost_model_choice.model,
+                recorder=recorder,
+                duration_s=scenario.duration_s,
+                record_block_events=scenario.outputs.events,
+                on_progress=on_progress,
+                num_replicas=num_replicas,
+                router=scenario_router(scenario),
+                replica_recorders=replica_summaries,
+                frontend=cost_model_choice.frontend,
+            )
+        except WorkloadError as error:
+            raise InputError.from_workload_error(error) from None
+    summary = _finish_summary(directory, scenario, run_id, config, result, cost_model_choice)
+    if replica_summaries is not None:
+        _write_replica_summaries(directory / REPLICAS_FILE, replica_summaries, result)
+    atomic_write_text(directory / "config.resolved.yaml", scenario.resolved_yaml())
+    return summary
 
 
 def _finish_summary(

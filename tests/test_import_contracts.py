@@ -25,11 +25,12 @@ class Contract:
 # The README's code-layout table is rendered from this (test_readme_table_states_the_contracts).
 CONTRACTS: dict[str, Contract] = {
     "sim.errors": Contract(()),
-    "sim.fileio": Contract(()),
+    "sim.fileio": Contract(("sim.errors",)),
+    "sim.interrupts": Contract(()),
     "sim.kvcache": Contract((), ("xxhash", "cbor2")),
     "sim.sched": Contract(("sim.kvcache",)),
     "sim.costmodel": Contract(("sim.errors", "sim.fileio"), ("numpy", "yaml")),
-    "sim.metrics": Contract(("sim.errors",), ("numpy", "pyarrow")),
+    "sim.metrics": Contract(("sim.errors", "sim.fileio"), ("numpy", "pyarrow")),
     "sim.routing": Contract(("sim.sched",)),
     "sim.engine": Contract(
         ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.metrics", "sim.errors"),
@@ -39,7 +40,7 @@ CONTRACTS: dict[str, Contract] = {
         ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.errors", "workloads"),
         ("pydantic", "pydantic_core", "yaml"),
     ),
-    "sim.replay": Contract(("sim.kvcache", "sim.sched", "sim.engine", "sim.errors")),
+    "sim.replay": Contract(("sim.kvcache", "sim.sched", "sim.engine", "sim.errors", "workloads")),
     "sim.runner": Contract(
         (
             "sim.kvcache",
@@ -60,7 +61,8 @@ CONTRACTS: dict[str, Contract] = {
         ("numpy", "pyarrow", "matplotlib"),
     ),
     "sim.sweep": Contract(
-        ("sim.runner", "sim.config", "sim.errors", "sim.fileio"), ("pyarrow", "yaml", "rich", "ray")
+        ("sim.runner", "sim.config", "sim.errors", "sim.fileio", "sim.interrupts"),
+        ("pyarrow", "yaml", "rich", "ray"),
     ),
     "sim.studies": Contract(
         (

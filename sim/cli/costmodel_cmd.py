@@ -23,7 +23,7 @@ from sim.costmodel.validation import (
     ValidationReport,
     validate_shipped_profiles,
 )
-from sim.fileio import atomic_write_bytes
+from sim.fileio import atomic_write_bytes, check_output_dir, check_output_file, make_dirs
 
 costmodel_app = typer.Typer(
     help="Step-time profiles: validate the shipped ones, regenerate them from kernel data.",
@@ -54,9 +54,12 @@ def calibrate_command(
     ),
     gpu: str | None = typer.Option(None, help="GPU measured on (enables a prior profile)."),
     model: str | None = typer.Option(None, help="Model measured (enables a prior profile)."),
-    tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
+    tp: int = typer.Option(1, min=1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    plot_path = plot if plot is not None else out.with_suffix(".png")
+    check_output_file(out)
+    check_output_file(plot_path)
     if result_format is not None:
         from sim.cli.bench_calibrate import calibrate_from_bench
 
@@ -74,7 +77,6 @@ def calibrate_command(
         return
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
-    plot_path = plot if plot is not None else out.with_suffix(".png")
     from sim.report.costmodel_figures import calibration_figure
     from sim.report.plotting import save_figure
 
@@ -90,8 +92,9 @@ def validate_command(
     leave-one-source-out, and the kernel-table comparison labelled as what it is."""
     from sim.calibration.serving_validation import serving_validation_records
 
+    check_output_dir(out)
     report = validate_shipped_profiles(*serving_validation_records())
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
 
@@ -105,6 +108,7 @@ def derive_command(
     out_dir: Path = typer.Option(SHIPPED_PROFILE_DIR, "--out-dir", help="Profiles folder."),
 ) -> None:
     """Refit every shipped profile to the vendored kernel tables."""
+    check_output_dir(out_dir)
     paths = write_derived_profiles(out_dir)
     Console().print(f"wrote {len(paths)} kernel-derived profiles under {out_dir}")
 

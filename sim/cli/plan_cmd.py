@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cli.app import app
+from sim.config import check_scenario_limits
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.studies.plan import (
     FIND_MODES,
     PlanResult,
@@ -153,9 +154,14 @@ def plan_command(
         seeds=parse_seeds(seeds) or sweep_seeds,
     )
     check_plan_inputs(scenario, settings)
+    try:
+        check_scenario_limits(scenario)
+    except InputError as error:
+        raise error.at(scenario_file) from None
     default_dir = Path("results") / scenario.name / f"plan-{find}-{slo_slug(slos)}"
     out_dir = out if out is not None else default_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    created_dirs = make_dirs(out_dir)
+    remove_leftovers(out_dir)  # probe directories a killed plan left
     num_probes = 0
 
     def report(probe: Probe) -> None:
@@ -163,10 +169,16 @@ def plan_command(
         num_probes += 1
         console.print(_probe_line(probe, num_probes, find), soft_wrap=True, markup=False)
 
-    with tempfile.TemporaryDirectory(prefix=".plan-probes-", dir=out_dir) as scratch:
-        result = plan(
-            scenario, base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
-        )
+    try:
+        with tempfile.TemporaryDirectory(
+            prefix=".plan-probes-", suffix=".partial", dir=out_dir
+        ) as scratch:
+            result = plan(
+                scenario, base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
+            )
+    except BaseException:
+        remove_created(created_dirs)  # a failed or interrupted plan leaves no empty directories
+        raise
     atomic_write_text(
         out_dir / "plan.json", json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
     )

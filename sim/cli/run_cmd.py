@@ -9,12 +9,19 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
-from sim.config import load_scenario, load_source
+from sim.cli.sweep_cmd import MAX_RUNS_HELP
+from sim.config import (
+    DEFAULT_MAX_RUNS,
+    check_scenario_limits,
+    load_scenario,
+    load_source,
+)
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import atomic_write_text, check_output_file
 from sim.metrics import parse_goodput
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
+from sim.sweep.driver import check_runs_within_limits
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -95,11 +102,13 @@ def run_command(
 def validate_command(
     scenario_file: Path = typer.Argument(..., help="Scenario or sweep YAML."),
     set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
+    max_runs: int = typer.Option(DEFAULT_MAX_RUNS, "--max-runs", min=1, help=MAX_RUNS_HELP),
 ) -> None:
     """Check a scenario, sweep or study file: prints 'ok', or one line on the problem."""
     keys = load_source(scenario_file).data
     if "sweep" in keys:
-        plan = load_sweep(scenario_file, set_values)
+        plan = load_sweep(scenario_file, set_values, max_runs)
+        check_runs_within_limits(plan)
         print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
     elif "segments" in keys or "secrets" in keys:
         from sim.studies.layout_config import LayoutStudySettings
@@ -111,6 +120,10 @@ def validate_command(
         print(f"ok: study {settings.name}")
     else:
         loaded = load_scenario(scenario_file, set_values)
+        try:
+            check_scenario_limits(loaded.scenario)
+        except InputError as error:
+            raise error.at(scenario_file) from None
         print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")
 
 
@@ -121,6 +134,8 @@ def schema_command(
     """Print (or save) the JSON Schema of scenario, sweep and study files, for editors."""
     from sim.cli.file_schema import file_json_schema  # imports the study models: only when used
 
+    if out is not None:
+        check_output_file(out)
     text = json.dumps(file_json_schema(), indent=2, sort_keys=True) + "\n"
     if out is None:
         print(text, end="")

@@ -9,7 +9,10 @@ from pathlib import Path
 import typer
 
 from sim.cli.app import app
+from sim.config import DEFAULT_MAX_RUNS
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
+
+MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."
 
 
 class Backend(StrEnum):
@@ -77,9 +80,10 @@ def sweep_command(
     results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    max_runs: int = typer.Option(DEFAULT_MAX_RUNS, "--max-runs", min=1, help=MAX_RUNS_HELP),
 ) -> None:
     """Run a sweep into RESULTS/<name>/ (runs/, manifest.parquet); exit 1 if a run failed."""
-    plan = load_sweep(sweep_file, set_values)
+    plan = load_sweep(sweep_file, set_values, max_runs)
     if dry_run:
         print_dry_run(plan, results)
         return

@@ -12,12 +12,28 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
-from sim.config import EngineSettings, Scenario, ScenarioSource, validate_scenario_data
+from sim.config import (
+    EngineSettings,
+    Scenario,
+    ScenarioSource,
+    check_pool_size,
+    validate_scenario_data,
+)
 from sim.errors import InputError
+from sim.fileio import check_output_dir
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
 from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
@@ -30,20 +46,29 @@ def _trace_specs(trace: Path, trace_format: str, max_requests: int | None):
     return read_trace(trace_format, trace, max_requests=max_requests, tokens=SyntheticTokens())
 
 
+class _RateColumn(ProgressColumn):
+    """Requests per second, blank until rich has measured a speed."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed:,.0f}/s" if task.speed is not None else "")
+
+
 @contextlib.contextmanager
 def _counted(specs: Iterable[T], total: int | None, enabled: bool) -> Iterator[Iterable[T]]:
-    """The specs, with a progress line on stderr (requests replayed, rate, elapsed time)."""
-    if not enabled:
+    """The specs, with a progress line on stderr (requests replayed, rate, elapsed time) when
+    stderr is a terminal: a log file gets no redraws."""
+    console = Console(stderr=True)
+    if not (enabled and console.is_terminal):
         yield specs
         return
     columns = [
         TextColumn("[bold]cache-only replay"),
         BarColumn(),
         MofNCompleteColumn() if total else TextColumn("{task.completed:,} requests"),
-        TextColumn("{task.speed:,.0f}/s" if total is None else ""),
+        _RateColumn(),
         TimeElapsedColumn(),
     ]
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("replay", total=total)
 
         def counting() -> Iterator[T]:
@@ -101,6 +126,11 @@ def replay_command(
         raise InputError("give at most one of --num-gpu-blocks, --kv-tokens and --infinite")
     if kv_tokens is not None:
         num_gpu_blocks = kv_tokens // block_size + 1
+        check_pool_size(num_gpu_blocks, f"--kv-tokens {kv_tokens} ({num_gpu_blocks} blocks)")
+    elif num_gpu_blocks is not None:
+        check_pool_size(num_gpu_blocks, f"--num-gpu-blocks {num_gpu_blocks}")
+    if out is not None and not cache_only:
+        check_output_dir(out)
     try:
         if cache_only:
             if num_gpu_blocks is None and not infinite:
@@ -135,6 +165,8 @@ def replay_command(
             }
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None
+    except InputError as error:
+        raise error.at(trace) from None
     print(json.dumps(summary, sort_keys=True))
 
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from array import array
 from pathlib import Path
 
 import numpy as np
 
 from sim.errors import InputError
+from sim.fileio import atomic_write_text
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
 from sim.metrics.records import RequestRecord, StepRecord
@@ -55,11 +55,8 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
-    """Write sorted-key JSON to a hidden partial file next to path, then move it into place."""
-    partial_path = path.with_name(f".{path.name}.partial")
-    text = json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n"
-    partial_path.write_text(text, encoding="utf-8")
-    os.replace(partial_path, path)
+    """Write sorted-key JSON to `path` atomically (sim.fileio)."""
+    atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")
 
 
 class SummaryRecorder(NullRecorder):

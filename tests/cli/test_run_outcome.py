@@ -59,16 +59,33 @@ def test_an_overloaded_run_warns_loudly_with_its_reason(tmp_path: Path, capsys) 
     assert '"stable": false' in out
 
 
-def test_a_run_whose_requests_are_all_rejected_fails_and_leaves_nothing(
+def test_a_run_whose_requests_are_all_rejected_is_refused_before_it_runs(
     tmp_path: Path, capsys
 ) -> None:
-    # 2,000-token system prompts against max_model_len 1,024: every request is rejected.
+    # 2,000-token system prompts against max_model_len 1,024: no request could ever be served.
     code, out, err = run(tmp_path, capsys, "workload.source.common.system_prompt_tokens=2000")
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith("error: ")
-    assert "run failed: 80 of 80 requests were rejected: their prompts are at least " in err
+    assert "so every request would be rejected" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_run_whose_requests_are_mostly_rejected_fails_and_leaves_nothing(
+    tmp_path: Path, capsys
+) -> None:
+    # Messages of 16..4,000 tokens after a 64-token system prompt against max_model_len 1,024:
+    # about three in four prompts are too long (57 of 80 with seed 1), so the run is
+    # simulated and then fails.
+    code, out, err = run(
+        tmp_path, capsys, "workload.source.user_message_tokens={dist: uniform, low: 16, high: 4000}"
+    )
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert "run failed: 57 of 80 requests were rejected: their prompts are at least " in err
     assert "engine.max_model_len (1,024) tokens long" in err
     assert not (tmp_path / "results").exists()
 

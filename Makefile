@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test bench lint clean differential
+.PHONY: install demo test test-all bench lint clean differential
 
 # `make differential`: prefixsim against real vLLM 0.33.0 on fresh random inputs (not part of
 # `make test`). The oracle venv lives outside the repository and is created on first use.
@@ -25,8 +25,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/prefixsim demo --out results/demo
 
-test: $(STAMP)
-	$(VENV)/bin/ruff check sim workloads tests
+# The fast lane: lint, format, and every test not marked slow (under 5 minutes on 2 cores).
+test: lint
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
+
+# Everything, slow end-to-end tests included.
+test-all: lint
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)

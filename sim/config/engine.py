@@ -47,6 +47,28 @@ class EngineSettings(StrictModel):
         defaults.SERVING_ASYNC_SCHEDULING,
         description="Schedule each step before the previous step's output is processed",
     )
+    long_prefill_token_threshold_adaptive: bool = Field(
+        defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE,
+        description="Raise the long-prefill cap to max_num_batched_tokens / eligible requests",
+    )
+    max_num_active_seqs: int | None = Field(
+        defaults.MAX_NUM_ACTIVE_SEQS, ge=1, description="Admission cap; None: max_num_seqs"
+    )
+    prefill_schedule_interval: int = Field(
+        defaults.PREFILL_SCHEDULE_INTERVAL,
+        ge=1,
+        description="Hold new prefill until this many executed steps since the last one",
+    )
+    max_num_queued_reqs: int | None = Field(
+        defaults.MAX_NUM_QUEUED_REQS,
+        ge=0,
+        description="Front end: reject (HTTP 503) when unfinished requests would exceed this",
+    )
+    max_num_queued_tokens: int | None = Field(
+        defaults.MAX_NUM_QUEUED_TOKENS,
+        ge=0,
+        description="Front end: reject (HTTP 503) while prompts in prefill sum to this or more",
+    )
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:

@@ -61,6 +61,11 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         )
 
 
+class QueueFullError(ValueError):
+    """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
+    max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
+
+
 @dataclass(slots=True)
 class _Batch:
     """A scheduled step on its way through the GPU, with what its step record needs."""
@@ -110,6 +115,7 @@ class EngineCore:
         self.on_request_finished = on_request_finished
         self.on_step = on_step
         self.num_steps = 0
+        self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
         self._gpu_free_at = 0.0
         # Steps launched but not yet processed, newest first (at most 2 with async scheduling).
@@ -122,10 +128,37 @@ class EngineCore:
         return self.scheduler.hasher
 
     def submit(self, request: Request) -> None:
-        """Queue a request now; wakes the loop if it is idle."""
+        """Queue a request now; wakes the loop if it is idle. Raises QueueFullError when the
+        front end's queue limits turn it away."""
+        problem = self._queue_limit_problem()
+        if problem is not None:
+            self.num_queue_full_rejections += 1
+            raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
+
+    def _queue_limit_problem(self) -> str | None:
+        """Why vLLM's API server would reject one more request now, if it would."""
+        config = self.scheduler.config
+        requests = self.scheduler.requests
+        if (
+            config.max_num_queued_reqs is not None
+            and len(requests) + 1 > config.max_num_queued_reqs
+        ):
+            limit = config.max_num_queued_reqs
+            return f"{len(requests)} unfinished requests, max_num_queued_reqs {limit}"
+        if config.max_num_queued_tokens is not None:
+            # The front end knows a request has left prefill only from its first token.
+            queued = sum(
+                request.num_prompt_tokens
+                for request in requests.values()
+                if request.first_token_at is None
+            )
+            if queued >= config.max_num_queued_tokens:
+                limit = config.max_num_queued_tokens
+                return f"{queued} prompt tokens in prefill, max_num_queued_tokens {limit}"
+        return None
 
     def _run(self) -> Generator[simpy.Event, Any, None]:
         env = self.env

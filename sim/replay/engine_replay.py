@@ -33,6 +33,9 @@ _CONFIG_KEYS = frozenset(
         "hash_seed",
         "enable_caching",
         "async_scheduling",
+        "long_prefill_token_threshold_adaptive",
+        "max_num_active_seqs",
+        "prefill_schedule_interval",
     }
 )
 _OP_KEYS = {
@@ -77,6 +80,14 @@ def scheduler_config_from_op(op: Op | None) -> SchedulerConfig:
             hash_algo=check_hash_algo(op),
             hash_seed=hash_seed,
             async_scheduling=op.get_bool("async_scheduling", defaults.SCHEDULER_ASYNC_SCHEDULING),
+            long_prefill_token_threshold_adaptive=op.get_bool(
+                "long_prefill_token_threshold_adaptive",
+                defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE,
+            ),
+            max_num_active_seqs=op.get_optional_int("max_num_active_seqs", minimum=1),
+            prefill_schedule_interval=op.get_int(
+                "prefill_schedule_interval", defaults.PREFILL_SCHEDULE_INTERVAL, minimum=1
+            ),
         )
     except ValueError as error:
         raise op.error(str(error)) from None
@@ -133,6 +144,11 @@ class EngineReplay:
                 "scheduler_reserve_full_isl": config.scheduler_reserve_full_isl,
                 "hash_algo": config.hash_algo,
                 "async_scheduling": config.async_scheduling,
+                "long_prefill_token_threshold_adaptive": (
+                    config.long_prefill_token_threshold_adaptive
+                ),
+                "max_num_active_seqs": config.max_num_active_seqs,
+                "prefill_schedule_interval": config.prefill_schedule_interval,
             },
         }
 

@@ -28,10 +28,27 @@ class SchedulerConfig:
     hash_algo: str = defaults.HASH_ALGO
     hash_seed: str | None = None
     async_scheduling: bool = defaults.SCHEDULER_ASYNC_SCHEDULING
+    long_prefill_token_threshold_adaptive: bool = defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE
+    max_num_active_seqs: int | None = defaults.MAX_NUM_ACTIVE_SEQS
+    prefill_schedule_interval: int = defaults.PREFILL_SCHEDULE_INTERVAL
+    # Front-end admission limits (enforced by the engine's submit, not by the scheduler).
+    max_num_queued_reqs: int | None = defaults.MAX_NUM_QUEUED_REQS
+    max_num_queued_tokens: int | None = defaults.MAX_NUM_QUEUED_TOKENS
+
+    @property
+    def max_num_admitted_seqs(self) -> int:
+        """Where the waiting pass stops admitting: max_num_active_seqs, else max_num_seqs."""
+        if self.max_num_active_seqs is None:
+            return self.max_num_seqs
+        return self.max_num_active_seqs
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.prefill_schedule_interval < 1:
+            raise ValueError(
+                f"prefill_schedule_interval must be >= 1, got {self.prefill_schedule_interval}"
+            )
         problem = engine_limit_problem(self)
         if problem is not None:
             raise ValueError(problem[1])

@@ -20,6 +20,13 @@ SCHEDULER_RESERVE_FULL_ISL: Final = True
 ENABLE_PREFIX_CACHING: Final = True
 HASH_ALGO: Final = "sha256"
 
+# Off by default in vLLM 0.33 (spec §12.8). None means max_num_seqs / no limit.
+LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE: Final = False
+MAX_NUM_ACTIVE_SEQS: Final = None
+PREFILL_SCHEDULE_INTERVAL: Final = 1
+MAX_NUM_QUEUED_REQS: Final = None
+MAX_NUM_QUEUED_TOKENS: Final = None
+
 # vLLM's SchedulerConfig class defaults (spec §7.1), and the replay formats' pool size.
 REPLAY_NUM_GPU_BLOCKS: Final = 64
 SCHEDULER_MAX_NUM_BATCHED_TOKENS: Final = 2048
@@ -51,6 +58,9 @@ class EngineLimits(Protocol):
     @property
     def enable_chunked_prefill(self) -> bool: ...
 
+    @property
+    def max_num_active_seqs(self) -> int | None: ...
+
 
 def engine_limit_problem(limits: EngineLimits) -> tuple[str, str] | None:
     """(field, message) for the first limit vLLM refuses at start-up, None when all hold."""
@@ -66,5 +76,12 @@ def engine_limit_problem(limits: EngineLimits) -> tuple[str, str] | None:
             "max_num_batched_tokens",
             f"without chunked prefill max_num_batched_tokens ({max_num_batched_tokens}) must "
             f"be >= max_model_len ({limits.max_model_len}), as vLLM requires",
+        )
+    max_num_active_seqs = limits.max_num_active_seqs
+    if max_num_active_seqs is not None and max_num_active_seqs > limits.max_num_seqs:
+        return (
+            "max_num_active_seqs",
+            f"max_num_active_seqs ({max_num_active_seqs}) must be <= max_num_seqs "
+            f"({limits.max_num_seqs}), as vLLM requires",
         )
     return None

@@ -30,6 +30,7 @@ class Request(CacheRequest):
         "num_output_placeholders",
         "num_in_flight_tokens",
         "num_stale_output_tokens",
+        "is_prefill_chunk",
     )
 
     def __init__(
@@ -80,6 +81,8 @@ class Request(CacheRequest):
         self.num_output_placeholders = 0
         self.num_in_flight_tokens = 0
         self.num_stale_output_tokens = 0
+        # Whether its last scheduled chunk stopped short of the sequence end.
+        self.is_prefill_chunk = False
 
     def sort_key(self) -> tuple[int, float, str]:
         """Priority-policy waiting order: lower priority value first, then earlier arrival,

@@ -45,6 +45,9 @@ class SchedulerOutput:
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     total_num_scheduled_tokens: int = 0
+    # A running request continued its prefill or an admission has more than one token to
+    # compute (what prefill_schedule_interval times from).
+    carries_prefill: bool = False
     # Requests whose chunk stops short of the sequence end: they sample nothing this step.
     partial_prefill_ids: set[str] = field(default_factory=set)
     # Batch shape for the cost model: prefill chunks (new tokens, tokens already in KV) and
@@ -125,6 +128,13 @@ class Scheduler:
         # step for them (spec §12.3).
         self.finished_req_ids: set[str] = set()
         self.num_preemptions = 0
+        # prefill_schedule_interval (spec §12.8): steps that scheduled tokens, the last of them
+        # that carried prefill, whether the last unheld step left requests waiting, and the
+        # requests the waiting pass skipped (async: output in flight) and not yet admitted.
+        self.num_executed_steps = 0
+        self.last_prefill_step = -config.prefill_schedule_interval
+        self.prefill_capacity_bound = False
+        self.deferred_ids: set[str] = set()
 
     @property
     def has_unfinished_requests(self) -> bool:
@@ -159,6 +169,7 @@ class Scheduler:
         else:
             self.waiting.remove(request)
         self.kv_cache_manager.free(request)
+        self.deferred_ids.discard(request_id)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
         self.finished_req_ids.add(request_id)
@@ -168,21 +179,43 @@ class Scheduler:
         """Choose this step's requests and token counts, allocating their KV blocks."""
         output = SchedulerOutput()
         threshold = self._long_prefill_threshold()
+        hold_prefill = self._hold_prefill()
         budget = self.config.max_num_batched_tokens
         if self.lazy is not None:
             budget = self._advance_lazy_decoders(output, budget, threshold)
-        budget = self._schedule_running(output, budget, threshold, now)
+        budget = self._schedule_running(output, budget, threshold, hold_prefill, now)
         if not output.preempted:
-            self._schedule_waiting(output, budget, threshold, now)
+            self._schedule_waiting(output, budget, threshold, hold_prefill, now)
+            if not hold_prefill:
+                num_waiting = len(self.waiting)
+                self.prefill_capacity_bound = num_waiting > len(self.deferred_ids)
         self._update_after_schedule(output)
         self.finished_req_ids.clear()
         return output
 
     def _long_prefill_threshold(self) -> int:
-        """The step's chunk cap: none when at most one request is eligible (spec §12.1)."""
-        if len(self.running) + len(self.waiting) > 1:
-            return self.config.long_prefill_token_threshold
-        return 0
+        """The step's chunk cap: none when at most one request is eligible (spec §12.1),
+        raised to a fair share of the budget when adaptive (§12.8)."""
+        config = self.config
+        num_eligible = len(self.running) + len(self.waiting)
+        if num_eligible <= 1:
+            return 0
+        threshold = config.long_prefill_token_threshold
+        if threshold > 0 and config.long_prefill_token_threshold_adaptive:
+            threshold = max(threshold, config.max_num_batched_tokens // num_eligible)
+        return threshold
+
+    def _hold_prefill(self) -> bool:
+        """prefill_schedule_interval (spec §12.8): hold this step's prefill while a running
+        request decodes and fewer than the interval's executed steps passed since the last
+        prefill, unless the last unheld step could not drain the queue."""
+        interval = self.config.prefill_schedule_interval
+        return (
+            interval > 1
+            and not self.prefill_capacity_bound
+            and self.num_executed_steps + 1 - self.last_prefill_step < interval
+            and any(not request.is_prefill_chunk for request in self.running)
+        )
 
     def _advance_lazy_decoders(self, output: SchedulerOutput, budget: int, threshold: int) -> int:
         """Let the lazy decoders take this step implicitly, or bring them all up to date when
@@ -201,7 +234,12 @@ class Scheduler:
         return budget - num_lazy
 
     def _schedule_running(
-        self, output: SchedulerOutput, budget: int, threshold: int, now: float
+        self,
+        output: SchedulerOutput,
+        budget: int,
+        threshold: int,
+        hold_prefill: bool,
+        now: float,
     ) -> int:
         """The running pass: serve running requests in order; returns the budget left."""
         running = self.running
@@ -211,7 +249,11 @@ class Scheduler:
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
-            if request.lazy_sync_step >= 0 or self._output_limit_in_flight(request):
+            if (
+                request.lazy_sync_step >= 0
+                or self._output_limit_in_flight(request)
+                or (hold_prefill and request.is_prefill_chunk)
+            ):
                 index += 1
                 continue
             num_computed = request.num_computed_tokens
@@ -224,8 +266,11 @@ class Scheduler:
                 and num_computed < max_model_len - 1
                 and manager.allocate_one_slot(request, now)
             ):
-                # A decode token: the same blocks and caching as allocate_slots, done lean.
-                # (If it needs a block and none is free, the general path below preempts.)
+                # A decode token (or a prefill's last): the same blocks and caching as
+                # allocate_slots, done lean. (If it needs a block and none is free, the
+                # general path below preempts.)
+                if request.is_prefill_chunk:
+                    output.carries_prefill = True
                 output.add(request, 1)
                 budget -= 1
                 index += 1
@@ -241,6 +286,8 @@ class Scheduler:
             )
             budget += returned
             if allocated:
+                if request.is_prefill_chunk:
+                    output.carries_prefill = True
                 output.add(request, num_new_tokens)
                 budget -= num_new_tokens
                 index += 1
@@ -314,7 +361,12 @@ class Scheduler:
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(
-        self, output: SchedulerOutput, budget: int, threshold: int, now: float
+        self,
+        output: SchedulerOutput,
+        budget: int,
+        threshold: int,
+        hold_prefill: bool,
+        now: float,
     ) -> None:
         """The waiting pass: admit requests in policy order until one does not fit."""
         config = self.config
@@ -322,17 +374,21 @@ class Scheduler:
         waiting = self.waiting
         running = self.running
         skipped: list[Request] = []
-        while budget > 0 and len(waiting) > 0 and len(running) < config.max_num_seqs:
+        max_num_admitted = config.max_num_admitted_seqs
+        while budget > 0 and len(waiting) > 0 and len(running) < max_num_admitted:
             request = waiting.peek()
             if request.num_stale_output_tokens:
                 # Async: its pre-preemption step is still in flight (spec §12.8).
                 skipped.append(waiting.pop())
+                self.deferred_ids.add(request.request_id)
                 continue
             if request.num_computed_tokens == 0:
                 hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
             else:
                 hit_blocks, num_hit_tokens = [], 0
             num_computed = request.num_computed_tokens + num_hit_tokens
+            if hold_prefill and num_computed < request.num_tokens - 1:
+                break
             num_new_tokens = request.num_tokens - num_computed
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
@@ -352,7 +408,10 @@ class Scheduler:
                 break  # head-of-line blocking on KV capacity
             manager.record_prefix_cache_stats(request, num_hit_tokens)
             waiting.pop()
+            self.deferred_ids.discard(request.request_id)
             running.append(request)
+            if num_computed < request.num_tokens - 1:
+                output.carries_prefill = True
             resumed = request.status is RequestStatus.PREEMPTED
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed
@@ -389,13 +448,18 @@ class Scheduler:
             num_computed += num_new_tokens
             request.num_computed_tokens = num_computed
             total += num_new_tokens
-            if num_computed < sequence_end:
+            request.is_prefill_chunk = num_computed < sequence_end
+            if request.is_prefill_chunk:
                 output.partial_prefill_ids.add(request.request_id)
             elif async_scheduling:
                 request.num_output_placeholders += 1
             if async_scheduling:
                 request.num_in_flight_tokens += num_new_tokens
         output.total_num_scheduled_tokens = total + output.num_lazy_decodes
+        if output.total_num_scheduled_tokens:
+            self.num_executed_steps += 1
+            if output.carries_prefill:
+                self.last_prefill_step = self.num_executed_steps
 
     def _pick_victim(self) -> Request:
         # FCFS preempts the last running request; priority the largest (priority, arrival),
@@ -479,6 +543,7 @@ class Scheduler:
         del self.requests[request.request_id]
         self.kv_cache_manager.free(request)
         self.finished_req_ids.add(request.request_id)
+        self.deferred_ids.discard(request.request_id)
         request.finished_at = now
 
     def _drop_finished(self, finished: list[Request]) -> None:

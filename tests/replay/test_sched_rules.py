@@ -1,4 +1,4 @@
-"""The scheduler rules of spec §12, each on its example workload (B = 4).
+"""The scheduler rules of spec §12 and the §12.8 options, each on its example workload (B = 4).
 
 Every workload in tests/fixtures/sched_rules/ replays equal, on every field, to what real vLLM
 0.33.0 printed for it; the step lines the spec quotes are also asserted one by one.
@@ -36,8 +36,8 @@ def steps(name: str) -> dict[int, dict[str, Any]]:
     return {line["step"]: line for line in replayed(name) if line["op"] == "step"}
 
 
-def test_all_seven_examples_are_present() -> None:
-    assert len([name for name in NAMES if name.startswith("r12_")]) == 7
+def test_all_ten_examples_are_present() -> None:
+    assert len([name for name in NAMES if name.startswith("r12_")]) == 10
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -134,3 +134,30 @@ def test_12_7_blocks_of_requests_finishing_together_free_in_schedule_order() -> 
     by_step = steps("r12_7_release_order")
     assert by_step[1]["scheduled"] == {"B": 8, "A": 8}
     assert by_step[2]["evicted_labels"] == ["B#1", "B#0", "A#1", "A#0"]
+
+
+def test_12_8_adaptive_threshold_floors_the_cap_at_a_fair_share() -> None:
+    # Budget 64, threshold 8, three 100-token prompts: the cap is max(8, 64 // 3) = 21.
+    by_step = steps("r12_8_adaptive_threshold")
+    assert by_step[1]["scheduled"] == {"A": 21, "B": 21, "C": 21}
+    assert by_step[5]["scheduled"] == {"A": 16, "B": 16, "C": 16}
+
+
+def test_12_8_max_num_active_seqs_caps_admission() -> None:
+    # max_num_seqs 4, max_num_active_seqs 2: C waits until A and B have finished.
+    by_step = steps("r12_8_max_num_active_seqs")
+    assert by_step[1]["scheduled"] == {"A": 8, "B": 8}
+    assert by_step[2]["finished"] == ["A", "B"]
+    assert by_step[3]["admitted"] == [{"id": "C", "hit_tokens": 0, "resumed": False}]
+
+
+def test_12_8_prefill_schedule_interval_holds_new_prefill() -> None:
+    # Interval 3: A prefilled at executed step 1 and decodes; B, added after step 1, is held
+    # in steps 2 and 3 and admitted in step 4.
+    by_step = steps("r12_8_prefill_schedule_interval")
+    assert [by_step[step]["scheduled"] for step in (2, 3, 4)] == [
+        {"A": 1},
+        {"A": 1},
+        {"A": 1, "B": 8},
+    ]
+    assert by_step[3]["waiting"] == ["B"]

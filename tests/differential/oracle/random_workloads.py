@@ -18,7 +18,9 @@ What varies (per workload unless noted):
            8..2048 (always >= max_num_seqs), chunked prefill (off: small
            max_model_len = max_num_batched_tokens), long_prefill_token_threshold,
            policy fcfs/priority, watermark, scheduler_reserve_full_isl,
-           hash_algo sha256/sha256_cbor.
+           hash_algo sha256/sha256_cbor; now and then prefix caching off, the
+           adaptive long-prefill cap, max_num_active_seqs and
+           prefill_schedule_interval (spec §12.8).
   requests shared prefixes, duplicates, forks, multi-turn continuations
            (prompt + outputs + new tokens, added after the previous turn
            finished), twins, cache_salt (incl. ""), LoRA variants, priorities;
@@ -75,6 +77,12 @@ class WorkloadGen:
         cfg["max_num_seqs"] = max_num_seqs
         if chunked and rng.random() < 0.2:
             cfg["long_prefill_token_threshold"] = rng.choice([4, 8, 16, 33, 64])
+            if rng.random() < 0.3:
+                cfg["long_prefill_token_threshold_adaptive"] = True
+        if max_num_seqs > 1 and rng.random() < 0.1:
+            cfg["max_num_active_seqs"] = rng.randint(1, max_num_seqs)
+        if rng.random() < 0.1:
+            cfg["prefill_schedule_interval"] = rng.choice([2, 3, 4])
         self.priority = rng.random() < 0.15
         if self.priority:
             cfg["policy"] = "priority"

@@ -100,6 +100,9 @@ DEFAULTS = {
     "hash_algo": "sha256",
     "enable_caching": True,
     "async_scheduling": False,
+    "long_prefill_token_threshold_adaptive": False,
+    "max_num_active_seqs": None,
+    "prefill_schedule_interval": 1,
 }
 
 _TINY_LLAMA = {
@@ -159,6 +162,9 @@ class SchedOracle:
             watermark=float(c["watermark"]),
             scheduler_reserve_full_isl=bool(c["scheduler_reserve_full_isl"]),
             async_scheduling=bool(c["async_scheduling"]),
+            long_prefill_token_threshold_adaptive=bool(c["long_prefill_token_threshold_adaptive"]),
+            max_num_active_seqs=c["max_num_active_seqs"],
+            prefill_schedule_interval=int(c["prefill_schedule_interval"]),
             is_encoder_decoder=False,
         )
         cache_config = CacheConfig(

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import StrictModel, field_problem
-from sim.costmodel.specs import get_gpu, get_model
+from sim.costmodel import get_gpu, get_model
 from sim.errors import InputError
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS
-from sim.sched import defaults
-from sim.sched.defaults import engine_limit_problem
+from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
+from sim.routing import ROUTER_POLICIES
+from sim.sched import POLICIES, defaults, engine_limit_problem
 
-HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]  # = kvcache.HASH_ALGOS
-RouterPolicy = Literal[
-    "round_robin", "least_loaded", "prefix_aware", "session_affinity"
-]  # = routing.ROUTER_POLICIES
+if TYPE_CHECKING:
+    HashAlgo = str
+    RouterPolicy = str
+    SchedulingPolicy = str
+else:
+    # The names each registry holds, so validation and the JSON Schema follow the code.
+    HashAlgo = Literal[HASH_ALGOS]
+    RouterPolicy = Literal[ROUTER_POLICIES]
+    SchedulingPolicy = Literal[POLICIES]
 
 
 class EngineSettings(StrictModel):
@@ -35,7 +40,7 @@ class EngineSettings(StrictModel):
     max_model_len: int = Field(defaults.SERVING_MAX_MODEL_LEN, ge=2)
     enable_chunked_prefill: bool = defaults.ENABLE_CHUNKED_PREFILL
     long_prefill_token_threshold: int = Field(defaults.LONG_PREFILL_TOKEN_THRESHOLD, ge=0)
-    policy: Literal["fcfs", "priority"] = defaults.POLICY
+    policy: SchedulingPolicy = defaults.POLICY
     watermark: float = Field(defaults.WATERMARK, ge=0, lt=1)
     enable_prefix_caching: bool = defaults.ENABLE_PREFIX_CACHING
     scheduler_reserve_full_isl: bool = defaults.SCHEDULER_RESERVE_FULL_ISL

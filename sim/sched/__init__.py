@@ -2,6 +2,7 @@
 
 from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
+from sim.sched.defaults import engine_limit_problem
 from sim.sched.request import Request
 from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
 
@@ -14,4 +15,5 @@ __all__ = [
     "SchedulerOutput",
     "StepResult",
     "defaults",
+    "engine_limit_problem",
 ]

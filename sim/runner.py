@@ -21,11 +21,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim.config import DeploymentSettings, EngineSettings, Scenario
 from sim.costmodel import (
     CostModel,
+    auto_cost_model_spec,
     get_gpu,
-    get_model,
     load_cost_model,
     num_gpu_blocks,
-    profile_name,
 )
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
@@ -55,7 +54,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -121,22 +120,16 @@ def scenario_router(scenario: Scenario) -> Router:
 
 
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
+    """The scenario's step-time model; 'auto' picks the shipped profile of a registry model in
+    its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
     if spec == "auto":
-        try:
-            return load_cost_model(
-                profile_name(deployment.gpu, deployment.model, deployment.tp),
-                gpu=deployment.gpu,
-                model=deployment.model,
-                tp=deployment.tp,
-            )
-        except InputError:
-            spec = "roofline"
+        spec = auto_cost_model_spec(gpu, model, deployment.tp)
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+    return load_cost_model(spec, gpu=gpu, model=model, tp=deployment.tp)
 
 
 @contextlib.contextmanager

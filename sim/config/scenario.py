@@ -70,7 +70,7 @@ class Scenario(StrictModel):
             spec = str(base_dir / spec)
         deployment = self.deployment
         try:
-            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model_spec, tp=deployment.tp)
         except InputError as error:
             raise field_problem("cost_model", str(error)) from None
         return self

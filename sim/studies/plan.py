@@ -33,7 +33,7 @@ from sim.config import (
     ScenarioSource,
     validate_scenario_data,
 )
-from sim.costmodel import get_model, kv_bytes_per_token
+from sim.costmodel import kv_bytes_per_token
 from sim.errors import InputError
 from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
 from sim.studies.plan_search import (
@@ -192,7 +192,7 @@ def kv_memory_range_gib(scenario: Scenario) -> tuple[float, float]:
         raise InputError(
             "engine.num_gpu_blocks fixes the KV cache size; remove it to search kv-memory"
         )
-    block_bytes = engine.block_size * kv_bytes_per_token(get_model(deployment.model), deployment.tp)
+    block_bytes = engine.block_size * kv_bytes_per_token(deployment.model_spec, deployment.tp)
     least_blocks = math.ceil(engine.max_model_len / engine.block_size) + 1
     most_blocks = deployment_num_gpu_blocks(engine, deployment, use_overrides=False)
     if most_blocks < least_blocks:

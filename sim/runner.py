@@ -117,6 +117,12 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         enable_caching=engine.enable_prefix_caching,
         hash_algo=engine.hash_algo,
         hash_seed=engine.hash_seed,
+        async_scheduling=engine.async_scheduling,
+        long_prefill_token_threshold_adaptive=engine.long_prefill_token_threshold_adaptive,
+        max_num_active_seqs=engine.max_num_active_seqs,
+        prefill_schedule_interval=engine.prefill_schedule_interval,
+        max_num_queued_reqs=engine.max_num_queued_reqs,
+        max_num_queued_tokens=engine.max_num_queued_tokens,
     )
 
 
@@ -294,6 +300,7 @@ def _finish_summary(
             "block_size": config.block_size,
             "num_submitted": result.num_submitted,
             "num_rejected": result.num_rejected,
+            "num_rejected_queue_full": result.num_rejected_queue_full,
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,

@@ -6,7 +6,6 @@ for arrival processes and lengths. Arrivals are seconds from the first row's tim
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from datetime import datetime
 from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import counted_trace_spec
+from workloads.traces.blocks import counted_trace_specs
 from workloads.traces.fields import (
     MAX_TRACE_TOKENS,
     ReplayOptions,
@@ -125,17 +124,17 @@ def read_azure(
 ) -> Iterator[RequestSpec]:
     """Open-loop specs with unique prompt and output tokens of the trace's lengths, streamed."""
     options = replay_options(path, namespace, speedup, max_requests, tokens)
-    return _specs(iter_azure_records(path), options)
+    return counted_trace_specs(
+        iter_azure_records(path),
+        options,
+        lambda index, record: _prompt(options, index, record),
+        lambda record: record.generated_tokens,
+    )
 
 
-def _specs(records: Iterator[AzureRecord], options: ReplayOptions) -> Iterator[RequestSpec]:
-    for index, record in enumerate(itertools.islice(records, options.max_requests)):
-        prompt_id = f"{options.namespace}/prompt/{index}"
-        prompt_tokens = options.tokens.tokens(prompt_id, record.context_tokens)
-        prompt = [Segment("prompt", prompt_id, prompt_tokens)]
-        yield counted_trace_spec(
-            options, index, record.arrival_s, prompt, record.generated_tokens, record.line
-        )
+def _prompt(options: ReplayOptions, index: int, record: AzureRecord) -> list[Segment]:
+    prompt_id = f"{options.namespace}/prompt/{index}"
+    return [Segment("prompt", prompt_id, options.tokens.tokens(prompt_id, record.context_tokens))]
 
 
 TRACE_FORMAT = TraceFormat(

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
+
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
 from workloads.traces.fields import ReplayOptions
 
 TRACE_BLOCK_SEGMENT = "block"
+
+
+class _CountedRecord(Protocol):
+    @property
+    def arrival_s(self) -> float: ...
+
+    @property
+    def line(self) -> int: ...
+
+
+_Record = TypeVar("_Record", bound=_CountedRecord)
 
 
 def block_segments(
@@ -70,22 +85,22 @@ def trace_request_spec(
     )
 
 
-def counted_trace_spec(
+def counted_trace_specs(
+    records: Iterator[_Record],
     options: ReplayOptions,
-    index: int,
-    arrival_s: float,
-    prompt: list[Segment],
-    num_output_tokens: int,
-    line: int,
-) -> RequestSpec:
-    """The spec of a trace record that gives its output as a count: unique output tokens,
-    the arrival scaled by the replay's speedup, and the record's line as an extra."""
+    prompt_of: Callable[[int, _Record], list[Segment]],
+    num_output_tokens_of: Callable[[_Record], int],
+) -> Iterator[RequestSpec]:
+    """The specs of trace records that give their output as a count: unique output tokens,
+    arrivals scaled by the replay's speedup, each record's line as an extra."""
     namespace = options.namespace
-    return trace_request_spec(
-        namespace,
-        index,
-        arrival_s / options.speedup,
-        prompt,
-        options.tokens.tokens(f"{namespace}/output/{index}", num_output_tokens),
-        {"trace_line": line},
-    )
+    for index, record in enumerate(itertools.islice(records, options.max_requests)):
+        prompt = prompt_of(index, record)
+        yield trace_request_spec(
+            namespace,
+            index,
+            record.arrival_s / options.speedup,
+            prompt,
+            options.tokens.tokens(f"{namespace}/output/{index}", num_output_tokens_of(record)),
+            {"trace_line": record.line},
+        )

@@ -8,17 +8,15 @@ unique per request: the trace does not hash answers.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import block_segments, counted_trace_spec
+from workloads.traces.blocks import block_segments, counted_trace_specs
 from workloads.traces.fields import (
     RecordReader,
-    ReplayOptions,
     check_trace_path,
     iter_json_objects,
     replay_options,
@@ -79,23 +77,18 @@ def read_mooncake(
     """Open-loop request specs, streamed; `namespace` (default: file stem) keys the block tokens."""
     options = replay_options(path, namespace, speedup, max_requests, tokens)
     records = iter_mooncake_records(path, trace_block_size=trace_block_size)
-    return _specs(records, trace_block_size, options)
-
-
-def _specs(
-    records: Iterator[MooncakeRecord], trace_block_size: int, options: ReplayOptions
-) -> Iterator[RequestSpec]:
-    for index, record in enumerate(itertools.islice(records, options.max_requests)):
-        prompt = block_segments(
+    return counted_trace_specs(
+        records,
+        options,
+        lambda _, record: block_segments(
             options.namespace,
             record.hash_ids,
             record.input_length,
             trace_block_size,
             options.tokens,
-        )
-        yield counted_trace_spec(
-            options, index, record.arrival_s, prompt, record.output_length, record.line
-        )
+        ),
+        lambda record: record.output_length,
+    )
 
 
 TRACE_FORMAT = TraceFormat(

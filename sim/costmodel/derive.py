@@ -13,8 +13,8 @@ from sim.costmodel.profiles import (
     SHIPPED_PROFILE_DIR,
     FitQuality,
     Profile,
-    profile_name,
     save_profile,
+    spec_profile,
 )
 from sim.costmodel.shapes import training_shapes
 from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model, known_gpus
@@ -100,12 +100,10 @@ def derive_profile(
     fit = fit_step_form(measurements, t_star_candidates(gpu))
     tables_dir = kernel_dir(gpu)
     version = kernel_engine_versions(data_dir)[tables_dir]
-    return Profile(
-        name=profile_name(gpu.key, model.key, tp),
-        gpu=gpu.key,
-        model=model.key,
-        tp=tp,
-        dtype=model.dtype,
+    return spec_profile(
+        gpu,
+        model,
+        tp,
         engine=f"vLLM {version} kernels",
         source="kernel-derived",
         provenance=(

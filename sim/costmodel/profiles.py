@@ -14,6 +14,7 @@ import yaml
 
 from sim.costmodel.frontend import FrontEnd, frontend_from_mapping, frontend_to_mapping
 from sim.costmodel.model import FeatureRanges, StepCoefficients
+from sim.costmodel.spec_types import GpuSpec, ModelSpec
 from sim.costmodel.specs import get_gpu, get_model
 from sim.errors import InputError
 from sim.fileio import atomic_write_bytes
@@ -53,6 +54,34 @@ class Profile:
 
 def profile_name(gpu: str, model: str, tp: int) -> str:
     return f"{gpu}/{model}/tp{tp}"
+
+
+def spec_profile(
+    gpu: GpuSpec,
+    model: ModelSpec,
+    tp: int,
+    *,
+    engine: str,
+    source: str,
+    provenance: str,
+    coefficients: StepCoefficients,
+    fit: FitQuality | None = None,
+    covered: FeatureRanges | None = None,
+) -> Profile:
+    """A profile of a spec'd (gpu, model, tp): named after their keys, in the model's dtype."""
+    return Profile(
+        name=profile_name(gpu.key, model.key, tp),
+        gpu=gpu.key,
+        model=model.key,
+        tp=tp,
+        dtype=model.dtype,
+        engine=engine,
+        source=source,
+        provenance=provenance,
+        coefficients=coefficients,
+        fit=fit,
+        covered=covered,
+    )
 
 
 def is_profile_name(spec: str) -> bool:

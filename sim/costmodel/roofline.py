@@ -5,7 +5,7 @@ from __future__ import annotations
 from sim.costmodel.capacity import kv_bytes_per_token
 from sim.costmodel.host_overhead import LAYER_OVERHEAD_S, STEP_OVERHEAD_S
 from sim.costmodel.model import StepCoefficients
-from sim.costmodel.profiles import Profile, profile_name
+from sim.costmodel.profiles import Profile, spec_profile
 from sim.costmodel.specs import GpuSpec, ModelSpec
 
 # Latency of one all-reduce, and the sampling/bookkeeping cost per decode sequence.
@@ -58,12 +58,10 @@ def roofline_coefficients(gpu: GpuSpec, model: ModelSpec, tp: int) -> StepCoeffi
 
 def roofline_profile(gpu: GpuSpec, model: ModelSpec, tp: int) -> Profile:
     """A profile with no covered ranges (specs only, nothing to extrapolate from)."""
-    return Profile(
-        name=profile_name(gpu.key, model.key, tp),
-        gpu=gpu.key,
-        model=model.key,
-        tp=tp,
-        dtype=model.dtype,
+    return spec_profile(
+        gpu,
+        model,
+        tp,
         engine="any (no measurements)",
         source="roofline",
         provenance=(

@@ -80,25 +80,21 @@ class AgentBuilder(SessionBuilder):
             config.observation_tokens.sample_count(rng, 1) for _ in range(num_steps)
         ]
         latencies_s = [0.0] + [config.tool_latency_s.sample(rng) for _ in range(num_steps - 1)]
-        tenant = self._tags.tenant()
-        turns = []
-        for index in range(num_steps):
-            slots = self._turn_slots(session_id, variant, index)
-            slots["question"] = [task]
-            observation = Piece(
-                "history",
-                f"{config.name}/observation/{session_id}/{index}",
-                "tool",
-                observation_lengths[index],
+        turns = [
+            Turn(
+                question=(task,),
+                answer_id=f"{config.name}/action/{session_id}/{index}",
+                num_answer_tokens=action_lengths[index],
+                think_time_s=latencies_s[index],
+                history_after_answer=(
+                    Piece(
+                        "history",
+                        f"{config.name}/observation/{session_id}/{index}",
+                        "tool",
+                        observation_lengths[index],
+                    ),
+                ),
             )
-            turns.append(
-                Turn(
-                    slots=slots,
-                    answer_id=f"{config.name}/action/{session_id}/{index}",
-                    num_answer_tokens=action_lengths[index],
-                    think_time_s=latencies_s[index],
-                    prompt_logprobs=self._tags.prompt_logprobs(),
-                    history_after_answer=(observation,),
-                )
-            )
-        return self._session_specs(session_id, arrival_at, turns, tenant)
+            for index in range(num_steps)
+        ]
+        return self._session_specs(session_id, variant, arrival_at, turns)

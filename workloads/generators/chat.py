@@ -61,7 +61,6 @@ class ChatBuilder(SessionBuilder):
         ]
         answer_lengths = [config.answer_tokens.sample_count(rng, 1) for _ in range(num_turns)]
         think_times_s = [0.0] + [config.think_time_s.sample(rng) for _ in range(num_turns - 1)]
-        tenant = self._tags.tenant()
         turns = []
         for index in range(num_turns):
             question = Piece(
@@ -70,18 +69,15 @@ class ChatBuilder(SessionBuilder):
                 "user",
                 question_lengths[index],
             )
-            slots = self._turn_slots(session_id, variant, index)
-            slots["question"] = [question]
             turns.append(
                 Turn(
-                    slots=slots,
+                    question=(question,),
                     answer_id=f"{config.name}/answer/{session_id}/{index}",
                     num_answer_tokens=answer_lengths[index],
                     think_time_s=think_times_s[index],
-                    prompt_logprobs=self._tags.prompt_logprobs(),
                     history_before_answer=(
                         Piece("history", question.content_id, "user", question.num_tokens),
                     ),
                 )
             )
-        return self._session_specs(session_id, arrival_at, turns, tenant)
+        return self._session_specs(session_id, variant, arrival_at, turns)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,18 +20,17 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True, frozen=True)
 class Turn:
-    """One planned turn: its slots except "history", its answer, and what the history gains.
+    """One planned turn: its question pieces, its answer, and what the history gains.
 
     After the turn the history grows by `history_before_answer`, the answer (as an assistant
     piece with the answer's identity, so its tokens equal the output tokens), and
     `history_after_answer`.
     """
 
-    slots: dict[str, list[Piece]]
+    question: tuple[Piece, ...]
     answer_id: str
     num_answer_tokens: int
     think_time_s: float
-    prompt_logprobs: bool
     history_before_answer: tuple[Piece, ...] = ()
     history_after_answer: tuple[Piece, ...] = ()
 
@@ -56,24 +55,33 @@ class SessionBuilder:
         session_id = f"{self._config.name}-{arrival_index}"
         return session_id, int(self._rng.integers(self._config.common.num_prompt_variants))
 
-    def _turn_slots(self, session_id: str, variant: int, index: int) -> dict[str, list[Piece]]:
-        """The common slots of turn `index` (system prompt, tools, per-request fields)."""
-        config = self._config
-        return config.common.pieces(
-            config.name, variant, session_id, turn_request_id(session_id, index)
-        )
-
     def _session_specs(
-        self, session_id: str, arrival_at: float, turns: Iterable[Turn], tenant: TenantSpec | None
+        self, session_id: str, variant: int, arrival_at: float, turns: Sequence[Turn]
     ) -> list[RequestSpec]:
-        """`session_specs` with this builder's layout, tokens and context limit."""
+        """`session_specs` with this builder's common slots, tags, layout, tokens and limit."""
+        config = self._config
+        # Every turn's tags are drawn, even those past the context limit, so that the next
+        # session's draws do not depend on where this one ends.
+        tenant = self._tags.tenant()
+        prompt_logprobs = [self._tags.prompt_logprobs() for _ in turns]
+        turn_slots = [
+            {
+                **config.common.pieces(
+                    config.name, variant, session_id, turn_request_id(session_id, index)
+                ),
+                "question": list(turn.question),
+            }
+            for index, turn in enumerate(turns)
+        ]
         return session_specs(
             session_id,
             arrival_at,
             turns,
-            layout=self._config.layout,
+            turn_slots,
+            prompt_logprobs,
+            layout=config.layout,
             tokens=self._tokens,
-            max_context_tokens=self._config.max_context_tokens,
+            max_context_tokens=config.max_context_tokens,
             tenant=tenant,
         )
 
@@ -86,7 +94,9 @@ def turn_request_id(session_id: str, turn_index: int) -> str:
 def session_specs(
     session_id: str,
     arrival_at: float,
-    turns: Iterable[Turn],
+    turns: Sequence[Turn],
+    turn_slots: Sequence[dict[str, list[Piece]]],
+    prompt_logprobs: Sequence[bool],
     *,
     layout: PromptLayout,
     tokens: TokenMode,
@@ -96,9 +106,11 @@ def session_specs(
     """The session's specs; it ends before a turn whose prompt plus output exceeds the limit."""
     history: list[Piece] = []
     specs: list[RequestSpec] = []
-    for index, turn in enumerate(turns):
+    for index, (turn, slots, logprobs) in enumerate(
+        zip(turns, turn_slots, prompt_logprobs, strict=True)
+    ):
         output_tokens = tokens.output_tokens(turn.answer_id, turn.num_answer_tokens)
-        segments = tokens.render(layout.arrange({**turn.slots, "history": history}))
+        segments = tokens.render(layout.arrange({**slots, "history": history}))
         num_tokens = sum(len(segment.tokens) for segment in segments) + len(output_tokens)
         if max_context_tokens is not None and num_tokens > max_context_tokens:
             break
@@ -111,7 +123,7 @@ def session_specs(
                 think_time_s=0.0 if index == 0 else turn.think_time_s,
                 segments=segments,
                 output_tokens=output_tokens,
-                prompt_logprobs=turn.prompt_logprobs,
+                prompt_logprobs=logprobs,
                 **tenant_fields(tenant),
             )
         )

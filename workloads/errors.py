@@ -1,13 +1,10 @@
-"""The error workloads/ raises for bad configuration or trace input (the CLI shows one line)."""
+"""The error workloads/ raises for bad input, on a located-message base sim.errors shares."""
 
 from __future__ import annotations
 
 
-class WorkloadError(ValueError):
-    """Bad workload input: the message names the field or line, the bad value and what is allowed.
-
-    A ValueError, so the CLI layer can turn it into its InputError with the same location.
-    """
+class LocatedError(Exception):
+    """An error whose message starts with where the bad input is: `source:line: ` or `source: `."""
 
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
         location = ""
@@ -17,3 +14,10 @@ class WorkloadError(ValueError):
         self.message = message
         self.source = source
         self.line = line
+
+
+class WorkloadError(LocatedError, ValueError):
+    """Bad workload input: the message names the field or line, the bad value and what is allowed.
+
+    A ValueError, so the CLI layer can turn it into its InputError with the same location.
+    """

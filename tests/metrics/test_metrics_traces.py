@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from sim.metrics.parquet_sink import ParquetSink
+from sim.metrics.records import RequestRecord
 from sim.metrics.traces import REQUESTS_SCHEMA, STEPS_SCHEMA, RequestsWriter, StepsWriter
+
+
+def _record_columns() -> list[str]:
+    """The requests.parquet columns that copy a RequestRecord field."""
+    return [field.name for field in fields(RequestRecord) if field.name in REQUESTS_SCHEMA.names]
 
 
 def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_request):
@@ -31,7 +39,8 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             replica=3,
         )
     )
-    writer.on_request_finished(make_request(request_id="solo"))
+    solo = make_request(request_id="solo")
+    writer.on_request_finished(solo)
     writer.close(end_at=5.0)
 
     table = pq.read_table(path)
@@ -62,18 +71,8 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "replica": 3,
         },
         {
-            "request_id": "solo",
-            "session_id": None,
-            "tenant": None,
-            "arrival_at": 0.0,
-            "first_scheduled_at": 0.25,
-            "first_token_at": 0.5,
-            "finished_at": 2.0,
-            "num_prompt_tokens": 100,
-            "num_cached_tokens": 0,
-            "num_computed_prefill_tokens": 100,
-            "num_output_tokens": 4,
-            "num_preemptions": 0,
+            # The fixture's defaults (no session or tenant, replica 0) copied as given.
+            **{column: getattr(solo, column) for column in _record_columns()},
             "ttft_s": 0.5,
             "e2e_s": 2.0,
             "queue_s": 0.25,
@@ -83,7 +82,6 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "decode_s": 1.5,
             "tpot_s": 0.5,
             "itl_max_s": 0.5,
-            "replica": 0,
         },
     ]
 

@@ -141,20 +141,26 @@ def test_long_prefill_token_threshold_caps_each_chunk() -> None:
     ]
 
 
-def test_without_chunked_prefill_a_prefill_over_the_budget_blocks_the_queue() -> None:
-    # Budget 64 = max_model_len. A takes 40, leaving 24: B (30 tokens) does not fit whole, and
-    # C (10 tokens) behind it is not tried (head of line). Next step A decodes and both fit.
+def a_b_c_on_a_64_token_budget(enable_chunked_prefill: bool) -> SchedDriver:
+    """A (40 tokens), B (30) and C (10) waiting; 64 tokens a step and max_model_len 64."""
     driver = SchedDriver(
         num_gpu_blocks=64,
         block_size=16,
         max_num_batched_tokens=64,
         max_num_seqs=8,
         max_model_len=64,
-        enable_chunked_prefill=False,
+        enable_chunked_prefill=enable_chunked_prefill,
     )
     driver.add("A", tokens(1000, 40), [1, 2, 3])
     driver.add("B", tokens(2000, 30), [1, 2])
     driver.add("C", tokens(3000, 10), [1, 2])
+    return driver
+
+
+def test_without_chunked_prefill_a_prefill_over_the_budget_blocks_the_queue() -> None:
+    # Budget 64 = max_model_len. A takes 40, leaving 24: B (30 tokens) does not fit whole, and
+    # C (10 tokens) behind it is not tried (head of line). Next step A decodes and both fit.
+    driver = a_b_c_on_a_64_token_budget(enable_chunked_prefill=False)
     first = driver.step()
     assert first.scheduled == {"A": 40}
     assert first.waiting == ["B", "C"]
@@ -162,16 +168,7 @@ def test_without_chunked_prefill_a_prefill_over_the_budget_blocks_the_queue() ->
 
 
 def test_with_chunked_prefill_the_same_prompt_gets_the_remaining_budget() -> None:
-    driver = SchedDriver(
-        num_gpu_blocks=64,
-        block_size=16,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        max_model_len=64,
-    )
-    driver.add("A", tokens(1000, 40), [1, 2, 3])
-    driver.add("B", tokens(2000, 30), [1, 2])
-    driver.add("C", tokens(3000, 10), [1, 2])
+    driver = a_b_c_on_a_64_token_budget(enable_chunked_prefill=True)
     first = driver.step()
     assert first.scheduled == {"A": 40, "B": 24}
     assert first.waiting == ["C"]

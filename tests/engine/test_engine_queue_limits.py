@@ -11,6 +11,17 @@ from engine_fakes import CollectingRecorder, ConstantStepCost
 from engine_specs import engine_config, open_spec, tokens
 
 from sim.engine import simulate
+from workloads.spec import RequestSpec
+
+
+def a_b_c_at_0_and_d_at(d_arrival_at: float) -> list[RequestSpec]:
+    """Four open requests of 20 prompt tokens and 2 outputs: a, b and c at 0, d later."""
+    return [
+        open_spec("a", 0.0, tokens(1000, 20), 2),
+        open_spec("b", 0.0, tokens(2000, 20), 2),
+        open_spec("c", 0.0, tokens(3000, 20), 2),
+        open_spec("d", d_arrival_at, tokens(4000, 20), 2),
+    ]
 
 
 def test_max_num_queued_reqs_rejects_requests_beyond_the_unfinished_limit(
@@ -18,12 +29,7 @@ def test_max_num_queued_reqs_rejects_requests_beyond_the_unfinished_limit(
 ) -> None:
     # Limit 2: a and b are unfinished when c arrives at 0, so c is rejected; a and b finish at
     # 0.5, so d (0.75) is taken.
-    specs = [
-        open_spec("a", 0.0, tokens(1000, 20), 2),
-        open_spec("b", 0.0, tokens(2000, 20), 2),
-        open_spec("c", 0.0, tokens(3000, 20), 2),
-        open_spec("d", 0.75, tokens(4000, 20), 2),
-    ]
+    specs = a_b_c_at_0_and_d_at(0.75)
     config = engine_config(max_num_queued_reqs=2)
     result = simulate(specs, config, cost_model, recorder=recorder)
     assert (result.num_submitted, result.num_rejected, result.num_rejected_queue_full) == (4, 1, 1)
@@ -35,12 +41,7 @@ def test_max_num_queued_tokens_counts_prompts_until_their_first_token(
 ) -> None:
     # Limit 30 tokens: b is taken with 20 queued, c is rejected with 40; a and b have their
     # first token at 0.25, so d (0.3) finds nothing in prefill and is taken.
-    specs = [
-        open_spec("a", 0.0, tokens(1000, 20), 2),
-        open_spec("b", 0.0, tokens(2000, 20), 2),
-        open_spec("c", 0.0, tokens(3000, 20), 2),
-        open_spec("d", 0.3, tokens(4000, 20), 2),
-    ]
+    specs = a_b_c_at_0_and_d_at(0.3)
     config = engine_config(max_num_queued_tokens=30)
     result = simulate(specs, config, cost_model, recorder=recorder)
     assert (result.num_rejected, result.num_rejected_queue_full) == (1, 1)

@@ -10,14 +10,12 @@ from hypothesis import strategies as st
 from routing_fakes import replicas, request
 
 from sim.config.engine import RouterPolicy
-from sim.routing import (
-    ROUTER_POLICIES,
+from sim.routing import ROUTER_POLICIES, RouterTuning, make_router
+from sim.routing.policies import (
     LeastLoadedRouter,
     PrefixAwareRouter,
     RoundRobinRouter,
-    RouterTuning,
     SessionAffinityRouter,
-    make_router,
 )
 
 

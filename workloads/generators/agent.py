@@ -24,7 +24,6 @@ from workloads.generators.common import CommonSlots, validate_session_config
 from workloads.generators.session import SessionBuilder, Turn
 from workloads.layout import AGENT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
-from workloads.spec import RequestSpec
 from workloads.tags import TenantSpec
 
 
@@ -64,10 +63,9 @@ class AgentBuilder(SessionBuilder):
 
     _config: AgentConfig
 
-    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
-        """The run's steps in order; the first arrives at `arrival_at`."""
+    def _turns(self, session_id: str) -> list[Turn]:
+        """The run's steps: one shared task, then an action and a tool observation each."""
         config, rng = self._config, self._rng
-        session_id, variant = self._start_session(arrival_index)
         num_steps = config.steps_per_agent.sample_count(rng, minimum=1)
         task = Piece(
             "question",
@@ -80,7 +78,7 @@ class AgentBuilder(SessionBuilder):
             config.observation_tokens.sample_count(rng, 1) for _ in range(num_steps)
         ]
         latencies_s = [0.0] + [config.tool_latency_s.sample(rng) for _ in range(num_steps - 1)]
-        turns = [
+        return [
             Turn(
                 question=(task,),
                 answer_id=f"{config.name}/action/{session_id}/{index}",
@@ -97,4 +95,3 @@ class AgentBuilder(SessionBuilder):
             )
             for index in range(num_steps)
         ]
-        return self._session_specs(session_id, variant, arrival_at, turns)

@@ -20,7 +20,6 @@ from workloads.generators.common import CommonSlots, validate_session_config
 from workloads.generators.session import SessionBuilder, Turn
 from workloads.layout import CHAT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
-from workloads.spec import RequestSpec
 from workloads.tags import TenantSpec
 
 
@@ -51,17 +50,16 @@ class ChatBuilder(SessionBuilder):
 
     _config: ChatConfig
 
-    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
-        """The session's turns in order; the first arrives at `arrival_at`."""
+    def _turns(self, session_id: str) -> list[Turn]:
+        """The session's turns: a user message and an answer each."""
         config, rng = self._config, self._rng
-        session_id, variant = self._start_session(arrival_index)
         num_turns = config.turns_per_session.sample_count(rng, minimum=1)
         question_lengths = [
             config.user_message_tokens.sample_count(rng, 1) for _ in range(num_turns)
         ]
         answer_lengths = [config.answer_tokens.sample_count(rng, 1) for _ in range(num_turns)]
         think_times_s = [0.0] + [config.think_time_s.sample(rng) for _ in range(num_turns - 1)]
-        turns = []
+        turns: list[Turn] = []
         for index in range(num_turns):
             question = Piece(
                 "question",
@@ -80,4 +78,4 @@ class ChatBuilder(SessionBuilder):
                     ),
                 )
             )
-        return self._session_specs(session_id, variant, arrival_at, turns)
+        return turns

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,8 +36,8 @@ class Turn:
     history_after_answer: tuple[Piece, ...] = ()
 
 
-class SessionBuilder:
-    """Shared state of the builders that turn one arrival into a closed-loop session."""
+class SessionBuilder(ABC):
+    """Turns one arrival into a closed-loop session; subclasses plan the turns."""
 
     def __init__(
         self,
@@ -50,10 +51,15 @@ class SessionBuilder:
         self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
         self._tokens = tokens
 
-    def _start_session(self, arrival_index: int) -> tuple[str, int]:
-        """The session id of arrival `arrival_index` and its drawn prompt variant."""
+    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
+        """The session's requests in order; the first arrives at `arrival_at`."""
         session_id = f"{self._config.name}-{arrival_index}"
-        return session_id, int(self._rng.integers(self._config.common.num_prompt_variants))
+        variant = int(self._rng.integers(self._config.common.num_prompt_variants))
+        return self._session_specs(session_id, variant, arrival_at, self._turns(session_id))
+
+    @abstractmethod
+    def _turns(self, session_id: str) -> list[Turn]:
+        """The session's planned turns, drawn from the content stream."""
 
     def _session_specs(
         self, session_id: str, variant: int, arrival_at: float, turns: Sequence[Turn]

@@ -1,4 +1,4 @@
-"""Prompt and token helpers shared by random_streams.py and random_workloads.py.
+"""Prompt, token and file helpers shared by random_streams.py and random_workloads.py.
 
 Stdlib only.  Everything draws from the random.Random passed in, so a
 generator seeded the same way writes the same files.
@@ -6,7 +6,15 @@ generator seeded the same way writes the same files.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+MAX_ATTEMPTS = 20
 
 # Token ids spread over the ranges where pickle and CBOR switch integer
 # encodings (<24, <256, <65536, larger), so hashing of every width is exercised.
@@ -126,3 +134,65 @@ class PromptFactory:
             return None
         self.history.append(p)
         return p
+
+
+class OpGenerator(Protocol):
+    """A generator that builds its ops against live vLLM (`ops`: those built so far)."""
+
+    ops: list[dict[str, Any]]
+
+    def generate(self) -> list[dict[str, Any]]: ...
+
+
+_Gen = TypeVar("_Gen", bound=OpGenerator)
+
+
+def write_ops(path: str, ops: list[dict[str, Any]], comment: str) -> None:
+    """One '#' comment line, then one compact JSON op a line; replaced whole, never partial."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"# {comment}\n")
+        for op in ops:
+            f.write(json.dumps(op, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+
+
+def generate_with_retries(
+    new_generator: Callable[[random.Random], _Gen],
+    seed: int,
+    index: int,
+    outdir: str,
+    prefix: str,
+    retried: tuple[type[BaseException], ...],
+    failed: str,
+    gave_up: str,
+) -> tuple[_Gen, list[dict[str, Any]], int, int]:
+    """Generate input `index`, retrying a fresh seed when vLLM raises (one of `retried`).
+
+    Each failed attempt's ops and traceback are kept under `outdir`/_crashes and reported as
+    `failed` (a format string of `index` and `attempt`); after MAX_ATTEMPTS it exits with
+    `gave_up` (likewise). Returns the generator, its ops, the attempt that succeeded and the
+    number that failed.
+    """
+    for attempt in range(MAX_ATTEMPTS):
+        gen = new_generator(random.Random(f"{seed}/{index}/{attempt}"))
+        try:
+            return gen, gen.generate(), attempt, attempt
+        except retried as e:
+            cdir = os.path.join(outdir, "_crashes")
+            os.makedirs(cdir, exist_ok=True)
+            name = f"{prefix}{seed}_{index:05d}_attempt{attempt}.jsonl"
+            write_ops(
+                os.path.join(cdir, name),
+                gen.ops,
+                f"CRASH seed={seed} index={index} attempt={attempt}: {type(e).__name__}: {e}",
+            )
+            with open(os.path.join(cdir, name + ".traceback"), "w") as f:
+                f.write(traceback.format_exc())
+            print(
+                f"{failed.format(index=index, attempt=attempt)} "
+                f"(op {gen.ops[-1].get('op')}): {type(e).__name__}: {e}; "
+                f"saved {cdir}/{name}",
+                file=sys.stderr,
+            )
+    raise SystemExit(gave_up.format(index=index))

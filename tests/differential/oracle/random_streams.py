@@ -41,20 +41,25 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import logging
 import os
 import random
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import vllm_oracle as vo  # noqa: E402  (imports vLLM)
-from _gen_common import PromptFactory, pick_lora, pick_salt, tokens  # noqa: E402
+from _gen_common import (  # noqa: E402
+    PromptFactory,
+    generate_with_retries,
+    pick_lora,
+    pick_salt,
+    tokens,
+    write_ops,
+)
 from vllm.v1.request import RequestStatus  # noqa: E402
 
 WAITING_LIKE = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
@@ -325,15 +330,6 @@ class StreamGen:
         return self.ops
 
 
-def write_trace(path: str, ops: list[dict], comment: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"# {comment}\n")
-        for op in ops:
-            f.write(json.dumps(op, separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -361,35 +357,19 @@ def main(argv: list[str] | None = None) -> int:
     cov: collections.Counter = collections.Counter()
     crashes = 0
     for i in range(args.count):
-        for attempt in range(20):
-            rng = random.Random(f"{seed}/{i}/{attempt}")
-            gen = StreamGen(rng, args.max_ops)
-            try:
-                ops = gen.generate()
-            except Exception as e:  # vLLM itself raised: keep the evidence, retry
-                crashes += 1
-                cdir = os.path.join(args.outdir, "_crashes")
-                os.makedirs(cdir, exist_ok=True)
-                name = f"{args.prefix}{seed}_{i:05d}_attempt{attempt}.jsonl"
-                write_trace(
-                    os.path.join(cdir, name),
-                    gen.ops,
-                    f"CRASH seed={seed} index={i} attempt={attempt}: {type(e).__name__}: {e}",
-                )
-                with open(os.path.join(cdir, name + ".traceback"), "w") as f:
-                    f.write(traceback.format_exc())
-                print(
-                    f"random_streams: vLLM raised on trace {i} attempt {attempt} "
-                    f"(op {gen.ops[-1].get('op')}): {type(e).__name__}: {e}; "
-                    f"saved {cdir}/{name}",
-                    file=sys.stderr,
-                )
-                continue
-            break
-        else:
-            raise SystemExit(f"trace {i}: 20 attempts crashed")
+        gen, ops, attempt, failed_attempts = generate_with_retries(
+            lambda rng: StreamGen(rng, args.max_ops),
+            seed,
+            i,
+            args.outdir,
+            args.prefix,
+            (Exception,),  # vLLM itself raised: keep the evidence, retry
+            "random_streams: vLLM raised on trace {index} attempt {attempt}",
+            "trace {index}: 20 attempts crashed",
+        )
+        crashes += failed_attempts
         name = f"{args.prefix}{seed}_{i:05d}.jsonl"
-        write_trace(
+        write_ops(
             os.path.join(args.outdir, name),
             ops,
             f"random_streams seed={seed} index={i} attempt={attempt} vllm={vo.vllm.__version__}",

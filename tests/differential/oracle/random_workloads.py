@@ -38,19 +38,24 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import logging
 import os
 import random
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import vllm_sched_oracle as so  # noqa: E402  (imports vLLM)
-from _gen_common import PromptFactory, pick_lora, pick_salt, tokens  # noqa: E402
+from _gen_common import (  # noqa: E402
+    PromptFactory,
+    generate_with_retries,
+    pick_lora,
+    pick_salt,
+    tokens,
+    write_ops,
+)
 
 logging.getLogger("vllm").setLevel(logging.ERROR)
 
@@ -234,15 +239,6 @@ class WorkloadGen:
         return self.ops
 
 
-def write_workload(path: str, ops: list[dict], comment: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"# {comment}\n")
-        for op in ops:
-            f.write(json.dumps(op, separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -268,35 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     cov: collections.Counter = collections.Counter()
     crashes = 0
     for i in range(args.count):
-        for attempt in range(20):
-            rng = random.Random(f"{seed}/{i}/{attempt}")
-            gen = WorkloadGen(rng, args.async_scheduling)
-            try:
-                ops = gen.generate()
-            except (Exception, SystemExit) as e:  # vLLM raised or never went idle
-                crashes += 1
-                cdir = os.path.join(args.outdir, "_crashes")
-                os.makedirs(cdir, exist_ok=True)
-                name = f"{args.prefix}{seed}_{i:05d}_attempt{attempt}.jsonl"
-                write_workload(
-                    os.path.join(cdir, name),
-                    gen.ops,
-                    f"CRASH seed={seed} index={i} attempt={attempt}: {type(e).__name__}: {e}",
-                )
-                with open(os.path.join(cdir, name + ".traceback"), "w") as f:
-                    f.write(traceback.format_exc())
-                print(
-                    f"random_workloads: workload {i} attempt {attempt} failed "
-                    f"(op {gen.ops[-1].get('op')}): {type(e).__name__}: {e}; "
-                    f"saved {cdir}/{name}",
-                    file=sys.stderr,
-                )
-                continue
-            break
-        else:
-            raise SystemExit(f"workload {i}: 20 attempts failed")
+        gen, ops, attempt, failed_attempts = generate_with_retries(
+            lambda rng: WorkloadGen(rng, args.async_scheduling),
+            seed,
+            i,
+            args.outdir,
+            args.prefix,
+            (Exception, SystemExit),  # vLLM raised or never went idle
+            "random_workloads: workload {index} attempt {attempt} failed",
+            "workload {index}: 20 attempts failed",
+        )
+        crashes += failed_attempts
         name = f"{args.prefix}{seed}_{i:05d}.jsonl"
-        write_workload(
+        write_ops(
             os.path.join(args.outdir, name),
             ops,
             f"random_workloads seed={seed} index={i} attempt={attempt} vllm={so.vllm.__version__}",

@@ -78,6 +78,7 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 _t0 = time.time()
 import torch  # noqa: E402
 import vllm  # noqa: E402
+from _results import result_file  # noqa: E402
 from vllm.distributed.kv_events import (  # noqa: E402
     AllBlocksCleared,
     BlockRemoved,
@@ -487,19 +488,8 @@ def main(argv: list[str] | None = None) -> int:
 
     all_failures: list[str] = []
     for path in args.traces:
-        if args.outdir:
-            name = os.path.basename(path)
-            name = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
-            out = open(os.path.join(args.outdir, f"{name}.out.jsonl"), "w")  # noqa: SIM115 (closed below)
-        elif args.out:
-            out = open(args.out, "w")  # noqa: SIM115 (closed below)
-        else:
-            out = sys.stdout
-        try:
+        with result_file(path, args.out, args.outdir) as out:
             failures = run_trace(path, out, args.check)
-        finally:
-            if out is not sys.stdout:
-                out.close()
         all_failures.extend(failures)
         if args.check:
             status = "FAIL" if failures else "OK"

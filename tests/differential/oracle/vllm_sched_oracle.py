@@ -60,6 +60,7 @@ os.environ["VLLM_TARGET_DEVICE"] = "cpu"
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
+from _results import result_file  # noqa: E402
 from vllm.config import (  # noqa: E402
     CacheConfig,
     KVEventsConfig,
@@ -518,19 +519,8 @@ def main(argv=None) -> int:
         os.makedirs(args.outdir, exist_ok=True)
     all_failures = []
     for path in args.workloads:
-        if args.outdir:
-            name = os.path.basename(path)
-            name = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
-            out = open(os.path.join(args.outdir, f"{name}.out.jsonl"), "w")  # noqa: SIM115 (closed below)
-        elif args.out:
-            out = open(args.out, "w")  # noqa: SIM115 (closed below)
-        else:
-            out = sys.stdout
-        try:
+        with result_file(path, args.out, args.outdir) as out:
             failures = run_workload(path, out, args.check)
-        finally:
-            if out is not sys.stdout:
-                out.close()
         if args.check and len(args.workloads) > 1:
             print(
                 f"{'FAIL' if failures else 'OK'} {os.path.basename(path)}: "

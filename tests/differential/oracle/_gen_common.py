@@ -6,12 +6,16 @@ generator seeded the same way writes the same files.
 
 from __future__ import annotations
 
+import argparse
+import collections
 import json
 import os
 import random
 import sys
+import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 MAX_ATTEMPTS = 20
@@ -157,42 +161,108 @@ def write_ops(path: str, ops: list[dict[str, Any]], comment: str) -> None:
     os.replace(tmp, path)
 
 
-def generate_with_retries(
-    new_generator: Callable[[random.Random], _Gen],
-    seed: int,
-    index: int,
-    outdir: str,
-    prefix: str,
-    retried: tuple[type[BaseException], ...],
-    failed: str,
-    gave_up: str,
-) -> tuple[_Gen, list[dict[str, Any]], int, int]:
-    """Generate input `index`, retrying a fresh seed when vLLM raises (one of `retried`).
+@dataclass
+class GeneratorRun:
+    """One run of a generator script: its options, master seed, tallies and clock."""
 
-    Each failed attempt's ops and traceback are kept under `outdir`/_crashes and reported as
-    `failed` (a format string of `index` and `attempt`); after MAX_ATTEMPTS it exits with
-    `gave_up` (likewise). Returns the generator, its ops, the attempt that succeeded and the
-    number that failed.
-    """
-    for attempt in range(MAX_ATTEMPTS):
-        gen = new_generator(random.Random(f"{seed}/{index}/{attempt}"))
-        try:
-            return gen, gen.generate(), attempt, attempt
-        except retried as e:
-            cdir = os.path.join(outdir, "_crashes")
-            os.makedirs(cdir, exist_ok=True)
-            name = f"{prefix}{seed}_{index:05d}_attempt{attempt}.jsonl"
+    args: argparse.Namespace
+    seed: int
+    kinds: collections.Counter[str] = field(default_factory=collections.Counter)
+    cov: collections.Counter[str] = field(default_factory=collections.Counter)
+    crashes: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def parse(
+        cls,
+        argv: list[str] | None,
+        description: str,
+        what: str,
+        default_count: int,
+        default_prefix: str,
+        add_options: Callable[[argparse.ArgumentParser], None],
+    ) -> GeneratorRun:
+        """The options every generator takes, then its own; --outdir is made, the seed fixed."""
+        ap = argparse.ArgumentParser(description=description)
+        ap.add_argument(
+            "--seed",
+            type=int,
+            default=None,
+            help="master seed (default: derived from the current time)",
+        )
+        ap.add_argument("--count", type=int, default=default_count, help=f"number of {what}")
+        ap.add_argument("--outdir", required=True)
+        ap.add_argument(
+            "--prefix",
+            default=default_prefix,
+            help=f"file name prefix (default {default_prefix})",
+        )
+        ap.add_argument("--quiet", action="store_true")
+        add_options(ap)
+        args = ap.parse_args(argv)
+        seed = args.seed if args.seed is not None else int(time.strftime("%Y%m%d%H%M%S"))
+        os.makedirs(args.outdir, exist_ok=True)
+        return cls(args, seed)
+
+    def generate(
+        self,
+        index: int,
+        new_generator: Callable[[random.Random], _Gen],
+        retried: tuple[type[BaseException], ...],
+        failed: str,
+        gave_up: str,
+        label: str,
+        vllm_version: str,
+    ) -> tuple[_Gen, list[dict[str, Any]]]:
+        """Generate and write input `index`, retrying a fresh seed when vLLM raises (`retried`).
+
+        Each failed attempt's ops and traceback are kept under <outdir>/_crashes and reported as
+        `failed`; after MAX_ATTEMPTS it exits with `gave_up` (both format strings of `index`
+        and `attempt`). The file's comment names `label`, seed, index, attempt and vLLM.
+        """
+        args, seed = self.args, self.seed
+        for attempt in range(MAX_ATTEMPTS):
+            gen = new_generator(random.Random(f"{seed}/{index}/{attempt}"))
+            try:
+                ops = gen.generate()
+            except retried as e:
+                self.crashes += 1
+                cdir = os.path.join(args.outdir, "_crashes")
+                os.makedirs(cdir, exist_ok=True)
+                name = f"{args.prefix}{seed}_{index:05d}_attempt{attempt}.jsonl"
+                write_ops(
+                    os.path.join(cdir, name),
+                    gen.ops,
+                    f"CRASH seed={seed} index={index} attempt={attempt}: {type(e).__name__}: {e}",
+                )
+                with open(os.path.join(cdir, name + ".traceback"), "w") as f:
+                    f.write(traceback.format_exc())
+                print(
+                    f"{failed.format(index=index, attempt=attempt)} "
+                    f"(op {gen.ops[-1].get('op')}): {type(e).__name__}: {e}; "
+                    f"saved {cdir}/{name}",
+                    file=sys.stderr,
+                )
+                continue
             write_ops(
-                os.path.join(cdir, name),
-                gen.ops,
-                f"CRASH seed={seed} index={index} attempt={attempt}: {type(e).__name__}: {e}",
+                os.path.join(args.outdir, f"{args.prefix}{seed}_{index:05d}.jsonl"),
+                ops,
+                f"{label} seed={seed} index={index} attempt={attempt} vllm={vllm_version}",
             )
-            with open(os.path.join(cdir, name + ".traceback"), "w") as f:
-                f.write(traceback.format_exc())
+            return gen, ops
+        raise SystemExit(gave_up.format(index=index))
+
+    def elapsed_s(self) -> float:
+        return time.time() - self.started_at
+
+    def finish(self, summary: str, failures_label: str) -> int:
+        """Report the summary, op kinds and coverage (unless --quiet), print the seed; exit 0."""
+        if not self.args.quiet:
+            print(summary, file=sys.stderr)
+            print(f"  ops: {dict(sorted(self.kinds.items()))}", file=sys.stderr)
             print(
-                f"{failed.format(index=index, attempt=attempt)} "
-                f"(op {gen.ops[-1].get('op')}): {type(e).__name__}: {e}; "
-                f"saved {cdir}/{name}",
+                f"  coverage: {dict(sorted(self.cov.items()))}; {failures_label}: {self.crashes}",
                 file=sys.stderr,
             )
-    raise SystemExit(gave_up.format(index=index))
+        print(self.seed)
+        return 0

@@ -39,13 +39,10 @@ itself while generating is reported, the partial trace is saved under
 
 from __future__ import annotations
 
-import argparse
-import collections
 import logging
 import os
 import random
 import sys
-import time
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,12 +50,11 @@ sys.path.insert(0, HERE)
 
 import vllm_oracle as vo  # noqa: E402  (imports vLLM)
 from _gen_common import (  # noqa: E402
+    GeneratorRun,
     PromptFactory,
-    generate_with_retries,
     pick_lora,
     pick_salt,
     tokens,
-    write_ops,
 )
 from vllm.v1.request import RequestStatus  # noqa: E402
 
@@ -331,48 +327,30 @@ class StreamGen:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="master seed (default: derived from the current time)",
+    run = GeneratorRun.parse(
+        argv,
+        __doc__.split("\n\n")[0],
+        "traces",
+        100,
+        "rs",
+        lambda ap: ap.add_argument(
+            "--max-ops",
+            type=int,
+            default=400,
+            help="soft cap on ops per trace before draining (default 400)",
+        ),
     )
-    ap.add_argument("--count", type=int, default=100, help="number of traces")
-    ap.add_argument("--outdir", required=True)
-    ap.add_argument("--prefix", default="rs", help="file name prefix (default rs)")
-    ap.add_argument(
-        "--max-ops",
-        type=int,
-        default=400,
-        help="soft cap on ops per trace before draining (default 400)",
-    )
-    ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args(argv)
-    seed = args.seed if args.seed is not None else int(time.strftime("%Y%m%d%H%M%S"))
-    os.makedirs(args.outdir, exist_ok=True)
-    t0 = time.time()
+    args, kinds, cov = run.args, run.kinds, run.cov
     n_ops = 0
-    kinds: collections.Counter = collections.Counter()
-    cov: collections.Counter = collections.Counter()
-    crashes = 0
     for i in range(args.count):
-        gen, ops, attempt, failed_attempts = generate_with_retries(
-            lambda rng: StreamGen(rng, args.max_ops),
-            seed,
+        gen, ops = run.generate(
             i,
-            args.outdir,
-            args.prefix,
+            lambda rng: StreamGen(rng, args.max_ops),
             (Exception,),  # vLLM itself raised: keep the evidence, retry
             "random_streams: vLLM raised on trace {index} attempt {attempt}",
             "trace {index}: 20 attempts crashed",
-        )
-        crashes += failed_attempts
-        name = f"{args.prefix}{seed}_{i:05d}.jsonl"
-        write_ops(
-            os.path.join(args.outdir, name),
-            ops,
-            f"random_streams seed={seed} index={i} attempt={attempt} vllm={vo.vllm.__version__}",
+            "random_streams",
+            vo.vllm.__version__,
         )
         n_ops += len(ops)
         for op, res in zip(ops[1:], gen.results, strict=False):
@@ -388,20 +366,12 @@ def main(argv: list[str] | None = None) -> int:
             cov["stored_blocks"] += len(res.get("stored", []))
         st = gen.results[-1]["stats"] if gen.results else {}
         cov["preempted_lookups"] += st.get("preempted_requests", 0)
-    dt = time.time() - t0
-    if not args.quiet:
-        print(
-            f"random_streams: seed {seed}: {args.count} traces, {n_ops} ops in "
-            f"{dt:.1f}s ({100 * dt / max(1, args.count):.1f}s per 100 traces) "
-            f"-> {args.outdir}",
-            file=sys.stderr,
-        )
-        print(f"  ops: {dict(sorted(kinds.items()))}", file=sys.stderr)
-        print(
-            f"  coverage: {dict(sorted(cov.items()))}; vLLM exceptions: {crashes}", file=sys.stderr
-        )
-    print(seed)
-    return 0
+    dt = run.elapsed_s()
+    return run.finish(
+        f"random_streams: seed {run.seed}: {args.count} traces, {n_ops} ops in "
+        f"{dt:.1f}s ({100 * dt / max(1, args.count):.1f}s per 100 traces) -> {args.outdir}",
+        "vLLM exceptions",
+    )
 
 
 if __name__ == "__main__":

@@ -36,25 +36,21 @@ line.  Deterministic for a given seed and vLLM version.
 
 from __future__ import annotations
 
-import argparse
-import collections
 import logging
 import os
 import random
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import vllm_sched_oracle as so  # noqa: E402  (imports vLLM)
 from _gen_common import (  # noqa: E402
+    GeneratorRun,
     PromptFactory,
-    generate_with_retries,
     pick_lora,
     pick_salt,
     tokens,
-    write_ops,
 )
 
 logging.getLogger("vllm").setLevel(logging.ERROR)
@@ -240,46 +236,28 @@ class WorkloadGen:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="master seed (default: derived from the current time)",
+    run = GeneratorRun.parse(
+        argv,
+        __doc__.split("\n\n")[0],
+        "workloads",
+        50,
+        "rw",
+        lambda ap: ap.add_argument(
+            "--async-scheduling",
+            action="store_true",
+            help="drive vLLM's AsyncScheduler through the async engine-core loop",
+        ),
     )
-    ap.add_argument("--count", type=int, default=50, help="number of workloads")
-    ap.add_argument("--outdir", required=True)
-    ap.add_argument("--prefix", default="rw", help="file name prefix (default rw)")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument(
-        "--async-scheduling",
-        action="store_true",
-        help="drive vLLM's AsyncScheduler through the async engine-core loop",
-    )
-    args = ap.parse_args(argv)
-    seed = args.seed if args.seed is not None else int(time.strftime("%Y%m%d%H%M%S"))
-    os.makedirs(args.outdir, exist_ok=True)
-    t0 = time.time()
-    kinds: collections.Counter = collections.Counter()
-    cov: collections.Counter = collections.Counter()
-    crashes = 0
+    args, kinds, cov = run.args, run.kinds, run.cov
     for i in range(args.count):
-        gen, ops, attempt, failed_attempts = generate_with_retries(
-            lambda rng: WorkloadGen(rng, args.async_scheduling),
-            seed,
+        gen, ops = run.generate(
             i,
-            args.outdir,
-            args.prefix,
+            lambda rng: WorkloadGen(rng, args.async_scheduling),
             (Exception, SystemExit),  # vLLM raised or never went idle
             "random_workloads: workload {index} attempt {attempt} failed",
             "workload {index}: 20 attempts failed",
-        )
-        crashes += failed_attempts
-        name = f"{args.prefix}{seed}_{i:05d}.jsonl"
-        write_ops(
-            os.path.join(args.outdir, name),
-            ops,
-            f"random_workloads seed={seed} index={i} attempt={attempt} vllm={so.vllm.__version__}",
+            "random_workloads",
+            so.vllm.__version__,
         )
         for op in ops[1:]:
             kinds[op["op"]] += 1
@@ -291,17 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         cov["queries"] += gen.o.cum["queries"]
         cov["preempted_hits"] += gen.o.cum["preempted_hits"]
         cov["result_lines"] += gen.lines
-    dt = time.time() - t0
-    if not args.quiet:
-        print(
-            f"random_workloads: seed {seed}: {args.count} workloads in {dt:.1f}s "
-            f"({100 * dt / max(1, args.count):.1f}s per 100) -> {args.outdir}",
-            file=sys.stderr,
-        )
-        print(f"  ops: {dict(sorted(kinds.items()))}", file=sys.stderr)
-        print(f"  coverage: {dict(sorted(cov.items()))}; failures: {crashes}", file=sys.stderr)
-    print(seed)
-    return 0
+    dt = run.elapsed_s()
+    return run.finish(
+        f"random_workloads: seed {run.seed}: {args.count} workloads in {dt:.1f}s "
+        f"({100 * dt / max(1, args.count):.1f}s per 100) -> {args.outdir}",
+        "failures",
+    )
 
 
 if __name__ == "__main__":

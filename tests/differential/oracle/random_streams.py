@@ -49,13 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import vllm_oracle as vo  # noqa: E402  (imports vLLM)
-from _gen_common import (  # noqa: E402
-    GeneratorRun,
-    PromptFactory,
-    pick_lora,
-    pick_salt,
-    tokens,
-)
+from _gen_common import GeneratorRun, PromptFactory, pick_lora, pick_salt, tokens  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
 
 WAITING_LIKE = (RequestStatus.WAITING, RequestStatus.PREEMPTED)

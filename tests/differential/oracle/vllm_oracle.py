@@ -78,7 +78,7 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 _t0 = time.time()
 import torch  # noqa: E402
 import vllm  # noqa: E402
-from _results import result_file  # noqa: E402
+from _oracle_common import config_with_defaults, result_file  # noqa: E402
 from vllm.distributed.kv_events import (  # noqa: E402
     AllBlocksCleared,
     BlockRemoved,
@@ -124,10 +124,7 @@ def _hex(h) -> str | None:
 
 class Oracle:
     def __init__(self, cfg: dict):
-        unknown = set(cfg) - set(DEFAULT_CONFIG) - {"op", "expect"}
-        if unknown:
-            raise ValueError(f"config: unknown keys {sorted(unknown)}")
-        self.cfg = {**DEFAULT_CONFIG, **{k: v for k, v in cfg.items() if k in DEFAULT_CONFIG}}
+        self.cfg = config_with_defaults(cfg, DEFAULT_CONFIG)
         bs = int(self.cfg["block_size"])
         self.block_size = bs
         self.hash_fn = get_hash_fn_by_name(self.cfg["hash_algo"])

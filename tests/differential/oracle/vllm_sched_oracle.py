@@ -60,7 +60,7 @@ os.environ["VLLM_TARGET_DEVICE"] = "cpu"
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
-from _results import result_file  # noqa: E402
+from _oracle_common import config_with_defaults, result_file  # noqa: E402
 from vllm.config import (  # noqa: E402
     CacheConfig,
     KVEventsConfig,
@@ -136,10 +136,7 @@ class _CapturePublisher:
 
 class SchedOracle:
     def __init__(self, cfg: dict):
-        unknown = set(cfg) - set(DEFAULTS) - {"op", "expect"}
-        if unknown:
-            raise ValueError(f"config: unknown keys {sorted(unknown)}")
-        self.cfg = {**DEFAULTS, **{k: v for k, v in cfg.items() if k in DEFAULTS}}
+        self.cfg = config_with_defaults(cfg, DEFAULTS)
         c = self.cfg
         bs = int(c["block_size"])
         self._model_dir = tempfile.mkdtemp(prefix="tiny-llama-")

@@ -1,4 +1,4 @@
-"""Where vllm_oracle.py and vllm_sched_oracle.py write the results of each input.  Stdlib only."""
+"""Config and result-file helpers shared by vllm_oracle.py and vllm_sched_oracle.py (stdlib)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 
 @contextmanager
@@ -23,3 +23,11 @@ def result_file(path: str, out: str | None, outdir: str | None) -> Iterator[Text
         return
     with open(target, "w") as f:
         yield f
+
+
+def config_with_defaults(cfg: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """A config op's settings over `defaults`; a key neither knows (nor op/expect) is an error."""
+    unknown = set(cfg) - set(defaults) - {"op", "expect"}
+    if unknown:
+        raise ValueError(f"config: unknown keys {sorted(unknown)}")
+    return {**defaults, **{k: v for k, v in cfg.items() if k in defaults}}

@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench lint clean differential differential-offload
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -30,3 +30,10 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) results/*/
+
+# The CPU offload tier (spec §13) against vLLM 0.33.0's own CPUOffloadingManager (LRU and ARC):
+# OFFLOAD_STREAMS random op streams; needs the oracle venv (/tmp/vllm-oracle-venv, SETUP.md).
+OFFLOAD_STREAMS ?= 1000
+differential: differential-offload
+differential-offload: $(STAMP)
+	tests/differential/offload/differential_offload.sh $(OFFLOAD_STREAMS)

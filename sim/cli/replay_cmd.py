@@ -14,6 +14,7 @@ from sim.cli import app
 from sim.fileio import atomic_writer
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
+from sim.replay.offload_replay import replay_offload
 from sim.replay.ops import ReplayLine, compare_expectations
 
 cache_app = typer.Typer(help="Drive the KV cache directly.", no_args_is_help=True)
@@ -68,3 +69,20 @@ def engine_replay(
 ) -> None:
     """Replay scheduler ops (add, step, run_until_idle, abort) and print every engine step."""
     write_replay(replay_engine(workload_file), out, check)
+
+
+@cache_app.command("offload-replay")
+def cache_offload_replay(
+    ops_files: list[Path] = typer.Argument(
+        ..., help="JSON-lines op streams for the CPU offload tier (docs/offload.md)."
+    ),
+    outdir: Path | None = typer.Option(
+        None, "--outdir", help="Write <name>.jsonl per stream here instead of stdout."
+    ),
+) -> None:
+    """Replay CPU offload tier ops (lookup, prepare/complete store and load, finish, reset)."""
+    for ops_file in ops_files:
+        out = outdir / ops_file.name if outdir is not None else None
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        write_replay(replay_offload(ops_file), out, False)

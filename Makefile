@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test bench lint clean differential differential-offload
+.PHONY: install demo test bench lint clean differential differential-offload differential-offload-sched
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -31,9 +31,13 @@ lint: $(STAMP)
 clean:
 	rm -rf $(VENV) results/*/
 
-# The CPU offload tier (spec §13) against vLLM 0.33.0's own CPUOffloadingManager (LRU and ARC):
-# OFFLOAD_STREAMS random op streams; needs the oracle venv (/tmp/vllm-oracle-venv, SETUP.md).
+# The CPU offload tier (spec §13) against vLLM 0.33.0: OFFLOAD_STREAMS random op streams for its
+# CPUOffloadingManager (LRU and ARC), OFFLOAD_WORKLOADS random workloads for its Scheduler with
+# the OffloadingConnector. Needs the oracle venv (/tmp/vllm-oracle-venv, shared SETUP.md).
 OFFLOAD_STREAMS ?= 1000
-differential: differential-offload
+OFFLOAD_WORKLOADS ?= 200
+differential: differential-offload differential-offload-sched
 differential-offload: $(STAMP)
 	tests/differential/offload/differential_offload.sh $(OFFLOAD_STREAMS)
+differential-offload-sched: $(STAMP)
+	tests/differential/offload/differential_offload_sched.sh $(OFFLOAD_WORKLOADS)

@@ -12,26 +12,36 @@ from typing import Any
 
 from sim.kvcache import BLOCK_EVICTED, BLOCK_STORED, HashKeys, PrefixCacheStats
 from sim.replay.cache_replay import parse_lora, parse_salt
+from sim.replay.offload_engine import (
+    OFFLOAD_CONFIG_KEYS,
+    FixedDelayWorker,
+    OffloadReplayConfig,
+    make_connector,
+    offload_step_fields,
+)
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig
 
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
-_CONFIG_KEYS = frozenset(
-    {
-        "num_blocks",
-        "block_size",
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "max_model_len",
-        "enable_chunked_prefill",
-        "long_prefill_token_threshold",
-        "policy",
-        "watermark",
-        "scheduler_reserve_full_isl",
-        "hash_algo",
-        "hash_seed",
-        "enable_caching",
-    }
+_CONFIG_KEYS = (
+    frozenset(
+        {
+            "num_blocks",
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "max_model_len",
+            "enable_chunked_prefill",
+            "long_prefill_token_threshold",
+            "policy",
+            "watermark",
+            "scheduler_reserve_full_isl",
+            "hash_algo",
+            "hash_seed",
+            "enable_caching",
+        }
+    )
+    | OFFLOAD_CONFIG_KEYS
 )
 _OP_KEYS = {
     "add": frozenset(
@@ -92,10 +102,16 @@ class _StepEventLog:
 class EngineReplay:
     """Applies engine ops to one Scheduler and reports every step."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, offload: OffloadReplayConfig | None = None) -> None:
         self.config = config
+        self.offload = offload
         self.events = _StepEventLog()
-        self.scheduler = Scheduler(config, observer=self.events)
+        self.scheduler = Scheduler(
+            config,
+            observer=self.events,
+            offload=make_connector(offload, config.block_size) if offload else None,
+        )
+        self.worker = FixedDelayWorker(offload) if offload else None
         self.labels: dict[bytes, str] = {}
         self.evicted_sequence: list[bytes] = []
         self.cumulative = PrefixCacheStats()
@@ -118,6 +134,7 @@ class EngineReplay:
                 "watermark": config.watermark,
                 "scheduler_reserve_full_isl": config.scheduler_reserve_full_isl,
                 "hash_algo": config.hash_algo,
+                **(self.offload.as_dict() if self.offload else {}),
             },
         }
 
@@ -163,6 +180,8 @@ class EngineReplay:
 
     def _abort(self, op: Op) -> dict[str, Any]:
         request_id = op.get_id()
+        if self.offload and request_id not in self.scheduler.requests:
+            return {"op": "abort", "id": request_id, "ignored": True}  # as vLLM does
         if request_id not in self.scheduler.requests:
             raise op.error(f"unknown or finished request id {request_id!r}")
         request = self.scheduler.abort_request(request_id, float(self.num_steps))
@@ -170,12 +189,25 @@ class EngineReplay:
 
     def _run_until_idle(self, op: Op) -> Iterator[dict[str, Any]]:
         max_steps = op.get_int("max_steps", 10000, minimum=1)
+        if self.offload:
+            yield from self._run_while_busy(op, max_steps)
+            return
         for _ in range(max_steps):
             line = self.step()
             yield line
             if not line["scheduled"] and not self.scheduler.has_unfinished_requests:
                 return
         raise op.error(f"still busy after max_steps={max_steps} steps")
+
+    def _run_while_busy(self, op: Op, max_steps: int) -> Iterator[dict[str, Any]]:
+        # vLLM's engine loop: step while requests are unfinished or the connector has work.
+        scheduler = self.scheduler
+        for _ in range(max_steps):
+            if not (scheduler.has_unfinished_requests or scheduler.has_offload_work):
+                return
+            yield self.step()
+        if scheduler.has_unfinished_requests or scheduler.has_offload_work:
+            raise op.error(f"still busy after max_steps={max_steps} steps")
 
     def step(self) -> dict[str, Any]:
         """One engine iteration: schedule, fake execute, update from output."""
@@ -185,14 +217,18 @@ class EngineReplay:
         scheduler = self.scheduler
         now = float(self.num_steps)
         output = scheduler.schedule(now)
-        result = scheduler.update_from_output(output, now)
+        done = self.worker.done_after(self.num_steps, output) if self.worker else []
+        aborted_while_loading = set(scheduler.aborted_while_loading)
+        result = scheduler.update_from_output(output, now, done)
+        # Like vLLM, a request aborted during its load leaves when the load lands.
+        released = aborted_while_loading - scheduler.aborted_while_loading.keys()
         self.cumulative.add(result.prefix_cache_stats)
         for request in result.sampled:
             self._label(request, 0)
         evicted = self.events.evicted
         self.evicted_sequence.extend(evicted)
         manager = scheduler.kv_cache_manager
-        return {
+        line = {
             "op": "step",
             "step": self.num_steps,
             "scheduled": dict(output.num_scheduled_tokens),
@@ -200,9 +236,10 @@ class EngineReplay:
             "admitted": [
                 {"id": a.request.request_id, "hit_tokens": a.num_hit_tokens, "resumed": a.resumed}
                 for a in output.admitted
+                if not a.after_load
             ],
             "preempted": [request.request_id for request in output.preempted],
-            "finished": [request.request_id for request in result.finished],
+            "finished": sorted(released.union(r.request_id for r in result.finished)),
             "running": [request.request_id for request in scheduler.running],
             "waiting": [request.request_id for request in scheduler.waiting],
             "stored": self.events.num_stored,
@@ -211,6 +248,9 @@ class EngineReplay:
             "usage": round(manager.usage, 6),
             "cum": self.cumulative.as_dict(),
         }
+        if self.offload:
+            line.update(offload_step_fields(scheduler, output, done, self.labels))
+        return line
 
     def summary(self) -> dict[str, Any]:
         """The last output line."""
@@ -237,7 +277,9 @@ def replay_engine(path: Path) -> Iterator[ReplayLine]:
     ops = read_ops(path, ENGINE_OPS)
     first = next(ops, None)
     config_op = first if first is not None and first.name == "config" else None
-    replay = EngineReplay(scheduler_config_from_op(config_op))
+    replay = EngineReplay(
+        scheduler_config_from_op(config_op), OffloadReplayConfig.from_op(config_op)
+    )
     header = replay.header()
     yield ReplayLine(None, header, header)
     pending = [] if first is None or config_op is not None else [first]
@@ -249,6 +291,8 @@ def replay_engine(path: Path) -> Iterator[ReplayLine]:
             if last:
                 yield ReplayLine(None, last, last)
             last = line
+        if not last:
+            continue  # an idle engine's run_until_idle prints nothing (offload replays only)
         observed = {**last, **last.get("cum", {})}
         if op.name == "run_until_idle":
             observed.update(replay.summary())

@@ -25,6 +25,10 @@ class FcfsQueue:
         """Queue a preempted request at the front."""
         self._requests.appendleft(request)
 
+    def prepend_all(self, requests: list[Request]) -> None:
+        """Queue requests at the front, keeping their order (skipped ones going back)."""
+        self._requests.extendleft(reversed(requests))
+
     def peek(self) -> Request:
         """The next request to try."""
         return self._requests[0]
@@ -57,6 +61,11 @@ class PriorityQueue:
         heapq.heappush(self._heap, (request.sort_key(), request))
 
     prepend = add
+
+    def prepend_all(self, requests: list[Request]) -> None:
+        """Re-queue requests by their keys (a heap has no front)."""
+        for request in requests:
+            self.add(request)
 
     def peek(self) -> Request:
         """The next request to try."""

@@ -14,7 +14,9 @@ from sim.replay.ops import Op
 from sim.sched import Scheduler, SchedulerOutput
 from sim.sched.offload import OffloadConnector
 
-OFFLOAD_CONFIG_KEYS = frozenset({"offload_chunks", "offload_policy", "store_delay", "load_delay"})
+OFFLOAD_CONFIG_KEYS = frozenset(
+    {"offload_chunks", "offload_policy", "store_delay", "load_delay", "offload_prompt_only"}
+)
 # Far beyond any replay; keeps a typo from allocating a huge tier.
 MAX_REPLAY_CHUNKS = 10_000_000
 
@@ -27,6 +29,7 @@ class OffloadReplayConfig:
     policy: str
     store_delay: int
     load_delay: int
+    prompt_only: bool
 
     @classmethod
     def from_op(cls, op: Op | None) -> OffloadReplayConfig | None:
@@ -41,6 +44,7 @@ class OffloadReplayConfig:
             policy=op.get_str("offload_policy", "lru", choices=OFFLOAD_POLICIES),
             store_delay=op.get_int("store_delay", 1),
             load_delay=op.get_int("load_delay", 1),
+            prompt_only=op.get_bool("offload_prompt_only", True),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -50,6 +54,7 @@ class OffloadReplayConfig:
             "offload_policy": self.policy,
             "store_delay": self.store_delay,
             "load_delay": self.load_delay,
+            "offload_prompt_only": self.prompt_only,
         }
 
 
@@ -83,7 +88,11 @@ class FixedDelayWorker:
 
 def make_connector(config: OffloadReplayConfig, block_size: int) -> OffloadConnector:
     """The connector over a fresh tier of `config.num_chunks` chunks."""
-    return OffloadConnector(CpuOffloadTier(config.num_chunks, config.policy), block_size)
+    return OffloadConnector(
+        CpuOffloadTier(config.num_chunks, config.policy),
+        block_size,
+        offload_prompt_only=config.prompt_only,
+    )
 
 
 def offload_step_fields(

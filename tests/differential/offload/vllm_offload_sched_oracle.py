@@ -12,6 +12,7 @@ Extra config keys (the config op):
   "store_delay": 1           a store job planned in step S is reported done in the output of
   "load_delay": 1            step S + delay (loads likewise); jobs vLLM asks to flush are
                              reported in the output of the step that flushes them
+  "offload_prompt_only": true   false also stores blocks filled by decoding
 
 Each step line adds: "loads" and "stores" ([job id, request, chunks] planned this step),
 "flush" (job ids), "done" (job ids reported this step), "waiting_kv" (requests in
@@ -56,6 +57,7 @@ OFFLOAD_DEFAULTS = {
     "offload_policy": "lru",
     "store_delay": 1,
     "load_delay": 1,
+    "offload_prompt_only": True,
 }
 PAGE_BYTES = 4096  # each chunk of the harness's tiny KV layout pads to one page
 
@@ -83,6 +85,7 @@ class OffloadSchedOracle(base.SchedOracle):
                 kv_connector_extra_config={
                     "cpu_bytes_to_use": int(offload["offload_chunks"]) * PAGE_BYTES,
                     "eviction_policy": offload["offload_policy"],
+                    "offload_prompt_only": bool(offload["offload_prompt_only"]),
                 },
             )
             kv_cfg = KVCacheConfig(

@@ -20,13 +20,23 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import Scenario
 from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
+from sim.costmodel import (
+    CostModel,
+    get_gpu,
+    get_model,
+    kv_bytes_per_token,
+    load_cost_model,
+    num_gpu_blocks,
+)
 from sim.costmodel.profiles import profile_name
+from sim.costmodel.transfer import get_host_link
 from sim.engine import SimulationResult, simulate
 from sim.engine.core import check_max_model_len_fits
+from sim.engine.offload import OffloadSpec
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache.offload import offload_sizing
 from sim.metrics import make_run_recorder
 from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
 from sim.routing import Router, make_router
@@ -102,6 +112,37 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
     )
 
 
+def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
+    """The CPU offload tier of each replica, or None when `kv_offloading_size` is off."""
+    engine = scenario.engine
+    if engine.kv_offloading_size is None:
+        return None
+    deployment = scenario.deployment
+    gpu = get_gpu(deployment.gpu)
+    block_bytes_per_gpu = engine.block_size * kv_bytes_per_token(
+        get_model(deployment.model), deployment.tp
+    )
+    sizing = offload_sizing(
+        engine.kv_offloading_size,
+        block_bytes_per_gpu,
+        world_size=deployment.tp,
+        block_size=engine.block_size,
+    )
+    if sizing.num_chunks == 0:
+        raise InputError(
+            f"engine.kv_offloading_size {engine.kv_offloading_size} GiB holds no chunk of "
+            f"{sizing.chunk_bytes:,} bytes (one block of all {deployment.tp} GPUs); give it at "
+            f"least {sizing.chunk_bytes / GIB:.6f} GiB or 0 to turn offloading off"
+        )
+    return OffloadSpec(
+        num_chunks=sizing.num_chunks,
+        policy=engine.kv_offloading_policy,
+        prompt_only=engine.kv_offload_prompt_only,
+        link=get_host_link(deployment.host_link or gpu.key),
+        chunk_bytes_per_gpu=block_bytes_per_gpu,
+    )
+
+
 def scenario_router(scenario: Scenario) -> Router:
     """A fresh router for the deployment's replicas."""
     return make_router(**scenario.deployment.router.model_dump())
@@ -163,6 +204,7 @@ def run_scenario(
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     config = scheduler_config(scenario)
     check_max_model_len_fits(config)
+    offload = scenario_offload(scenario)
     cost_model = scenario_cost_model(scenario, base_dir)
     created_dirs = _make_dirs(run_dir.parent)
     partial_dir = run_dir.parent / f".{run_dir.name}.partial"
@@ -174,6 +216,7 @@ def run_scenario(
             scrape_interval_s=scenario.outputs.scrape_interval_s,
             warmup_s=scenario.warmup_s,
             events=scenario.outputs.events,
+            offload=offload is not None,
         )
         specs = scenario.workload.build(
             seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
@@ -201,10 +244,11 @@ def run_scenario(
                     num_replicas=num_replicas,
                     router=scenario_router(scenario),
                     replica_recorders=replica_summaries,
+                    offload=offload,
                 )
             except WorkloadError as error:
                 raise InputError.from_workload_error(error) from None
-        summary = _finish_summary(partial_dir, scenario, run_id, config, result)
+        summary = _finish_summary(partial_dir, scenario, run_id, config, result, offload)
         if replica_summaries is not None:
             _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
         atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
@@ -238,9 +282,18 @@ def _finish_summary(
     run_id: str,
     config: SchedulerConfig,
     result: SimulationResult,
+    offload: OffloadSpec | None = None,
 ) -> dict[str, Any]:
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text())
+    if offload is not None:
+        summary.update(
+            {
+                "offload_num_chunks": offload.num_chunks,
+                "offload_policy": offload.policy,
+                "offload_host_link": offload.link.name,
+            }
+        )
     summary.update(
         {
             "scenario": scenario.name,

@@ -40,6 +40,22 @@ class EngineSettings(StrictModel):
     hash_seed: str | None = Field(
         None, description="Plays PYTHONHASHSEED's role for NONE_HASH (documented in README)"
     )
+    kv_offloading_size: float | None = Field(
+        None,
+        ge=0,
+        description="GiB of host memory for vLLM's CPU KV offload tier, all GPUs of a replica "
+        "together (--kv-offloading-size); null or 0: off",
+    )
+    kv_offloading_policy: Literal["lru", "arc"] = "lru"
+    kv_offload_prompt_only: bool = Field(
+        True, description="Store only prompt blocks on the CPU tier, as vLLM does by default"
+    )
+
+    @field_validator("kv_offloading_size")
+    @classmethod
+    def _zero_is_off(cls, size: float | None) -> float | None:
+        # 0 GiB is the feature off, resolved exactly as if the field were absent.
+        return None if size == 0 else size
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
@@ -93,6 +109,11 @@ class DeploymentSettings(StrictModel):
     gpu: str = "h100"
     tp: int = Field(1, ge=1, le=64)
     replicas: int = Field(1, ge=1, le=1024)
+    host_link: Literal["pcie-gen4", "pcie-gen5", "nvlink-c2c"] | None = Field(
+        None,
+        description="Each GPU's link to host memory for KV offload transfers; default: the "
+        "GPU's (docs/offload.md)",
+    )
     router: RouterSettings = Field(default_factory=RouterSettings)
 
     @field_validator("model")

@@ -9,9 +9,10 @@ import simpy
 
 from sim.costmodel.batch import BatchShape
 from sim.costmodel.model import CostModel
+from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
-from sim.sched import Request, Scheduler, SchedulerConfig
+from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
 
 
 class _BlockEventForwarder:
@@ -44,6 +45,7 @@ def request_record(request: Request) -> RequestRecord:
         num_output_tokens=request.num_output_tokens,
         num_preemptions=request.num_preemptions,
         inter_token_latencies_s=request.inter_token_latencies_s,
+        num_host_cached_tokens=request.num_host_cached_tokens,
     )
 
 
@@ -77,12 +79,27 @@ class EngineCore:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        offload: OffloadSpec | None = None,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder) if record_block_events else None
-        self.scheduler = Scheduler(config, observer=observer, fast_decode_path=fast_decode_path)
+        self.transfer_clock = TransferClock(offload) if offload is not None else None
+        connector = (
+            make_connector(
+                offload,
+                config.block_size,
+                self.recorder if record_block_events else None,
+                self.transfer_clock,
+            )
+            if offload is not None and self.transfer_clock is not None
+            else None
+        )
+        self.record_block_events = record_block_events
+        self.scheduler = Scheduler(
+            config, observer=observer, fast_decode_path=fast_decode_path, offload=connector
+        )
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
@@ -108,8 +125,10 @@ class EngineCore:
         block_pool = kv_cache_manager.block_pool
         recorder = self.recorder
         cost_model = self.cost_model
+        clock = self.transfer_clock
+        offload_stats = scheduler.offload.stats if scheduler.offload is not None else None
         while True:
-            if not scheduler.has_unfinished_requests:
+            if not (scheduler.has_unfinished_requests or scheduler.has_offload_work):
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
@@ -118,26 +137,45 @@ class EngineCore:
             started_at = env.now
             num_preemptions_before = scheduler.num_preemptions
             num_evictions_before = block_pool.num_evictions
+            external_before = (
+                (offload_stats.queries, offload_stats.hits) if offload_stats is not None else (0, 0)
+            )
+            if clock is not None:
+                clock.now = started_at
             output = scheduler.schedule(started_at)
             if output.total_num_scheduled_tokens == 0:
                 if output.preempted:
                     continue  # a request preempted itself; vLLM's next iteration goes on
-                raise RuntimeError("engine step scheduled nothing while requests are unfinished")
+                if clock is None:
+                    raise RuntimeError(
+                        "engine step scheduled nothing while requests are unfinished"
+                    )
             num_running = len(scheduler.running)
             num_waiting = len(scheduler.waiting)
-            duration_s = cost_model.step_time_s(
-                BatchShape(
-                    output.prefill_new_tokens,
-                    output.prefill_context_tokens,
-                    output.decode_context_lens,
-                    output.num_lazy_decodes,
-                    output.lazy_decode_kv_tokens,
-                    output.lazy_longest_context,
+            if output.total_num_scheduled_tokens:
+                duration_s = cost_model.step_time_s(
+                    BatchShape(
+                        output.prefill_new_tokens,
+                        output.prefill_context_tokens,
+                        output.decode_context_lens,
+                        output.num_lazy_decodes,
+                        output.lazy_decode_kv_tokens,
+                        output.lazy_longest_context,
+                    )
                 )
-            )
+            else:
+                duration_s = 0.0  # an empty step that only polls transfers
+            if clock is not None and output.transfers is not None:
+                duration_s += clock.flush_wait_s(output.transfers, started_at)
             yield env.timeout(duration_s)
             finished_at = env.now
-            result = scheduler.update_from_output(output, finished_at)
+            done: list[int] = []
+            if clock is not None and output.transfers is not None:
+                clock.submit(output.transfers, finished_at)
+                done = clock.take_done(finished_at, output.transfers.flush)
+                clock.now = finished_at
+                self._record_loads(done, finished_at)
+            result = scheduler.update_from_output(output, finished_at, done)
             stats = result.prefix_cache_stats
             self.num_steps += 1
             recorder.on_step(
@@ -155,6 +193,12 @@ class EngineCore:
                     num_queries=stats.queries,
                     num_hits=stats.hits,
                     num_evictions=block_pool.num_evictions - num_evictions_before,
+                    num_external_queries=(
+                        offload_stats.queries - external_before[0] if offload_stats else 0
+                    ),
+                    num_external_hits=(
+                        offload_stats.hits - external_before[1] if offload_stats else 0
+                    ),
                 )
             )
             for request in result.finished:
@@ -163,3 +207,36 @@ class EngineCore:
                     self.on_request_finished(request)
             if self.on_step is not None:
                 self.on_step(finished_at)
+            if clock is not None and not output.total_num_scheduled_tokens:
+                yield from self._await_transfer_or_arrival(clock, output)
+
+    def _await_transfer_or_arrival(
+        self, clock: TransferClock, output: SchedulerOutput
+    ) -> Generator[simpy.Event, Any, None]:
+        """After a step with nothing to compute: vLLM keeps polling in empty steps; the sim
+        jumps to the next transfer completion, or to a new request if one comes first."""
+        env = self.env
+        next_finish_s = clock.next_finish_s()
+        if next_finish_s is None:
+            scheduler = self.scheduler
+            # A load reported done, or leftovers of a finished request, are taken up by the
+            # next step; anything else waiting with no transfer in flight cannot progress.
+            if scheduler.has_unfinished_requests and not (
+                scheduler.loaded_ids or scheduler.has_offload_work
+            ):
+                raise RuntimeError("engine step scheduled nothing while requests are unfinished")
+            return
+        self._wakeup = env.event()
+        yield env.timeout(max(0.0, next_finish_s - env.now)) | self._wakeup
+        self._wakeup = None
+
+    def _record_loads(self, done: list[int], at: float) -> None:
+        """cpu_loaded events for the loads among the jobs reported done."""
+        offload = self.scheduler.offload
+        if offload is None or not self.record_block_events:
+            return
+        for job_id in done:
+            job = offload.jobs[job_id]
+            if not job.is_store:
+                for key in job.keys:
+                    self.recorder.on_block_event(BlockEvent("cpu_loaded", at, key, -1, 0))

@@ -11,6 +11,7 @@ from sim.costmodel.model import CostModel
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
+from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike, request_from_spec
 from sim.metrics import NullRecorder, Recorder
 from sim.routing import RoundRobinRouter, Router
@@ -41,6 +42,7 @@ def simulate(
     router: Router | None = None,
     replica_recorders: Sequence[Recorder] | None = None,
     fast_decode_path: bool = True,
+    offload: OffloadSpec | None = None,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
     until every submitted request has finished.
@@ -96,6 +98,7 @@ def simulate(
         on_request_finished=finished,
         on_step=on_progress,
         fast_decode_path=fast_decode_path,
+        offload=offload,
     )
     reuse_turn_hashes = all(replica.scheduler.fast_decode_path for replica in cluster.replicas)
     driver = WorkloadDriver(env, specs, dispatch, duration_s=duration_s)

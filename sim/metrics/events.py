@@ -5,6 +5,9 @@ last use, where a use is its `stored` or a `hit` event (recorders are not told w
 freed, so idle time counts from the last lookup that reused it). Both are null on `stored` rows
 and when the block's `stored` event was never seen. Hashes are lowercase hex strings, as in the
 replay formats.
+
+With CPU offloading the tier's events are rows too (kinds cpu_stored, cpu_loaded, cpu_evicted,
+block_id -1, num_tokens 0); their residency is tracked per hash, apart from the GPU's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pyarrow as pa
 
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import BLOCK_EVENT_KINDS, BlockEvent
+from sim.metrics.records import BLOCK_EVENT_KINDS, OFFLOAD_EVENT_KINDS, BlockEvent
 
 EVENTS_SCHEMA = pa.schema(
     [
@@ -43,6 +46,7 @@ class EventsWriter(NullRecorder):
     def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.sink = ParquetSink(path, EVENTS_SCHEMA, batch_rows=batch_rows)
         self._residency_by_block_id: dict[int, _Residency] = {}
+        self._cpu_residency_by_hash: dict[bytes, _Residency] = {}
 
     @property
     def num_tracked_blocks(self) -> int:
@@ -51,11 +55,14 @@ class EventsWriter(NullRecorder):
 
     def on_block_event(self, event: BlockEvent) -> None:
         """Append the event with its age and idle time, and update the block's residency."""
-        if event.kind not in BLOCK_EVENT_KINDS:
-            raise ValueError(f"block event kind {event.kind!r} is not one of {BLOCK_EVENT_KINDS}")
         age_since_stored_s: float | None = None
         idle_s: float | None = None
-        if event.kind == "stored":
+        if event.kind in OFFLOAD_EVENT_KINDS:
+            age_since_stored_s, idle_s = self._cpu_residency(event)
+        elif event.kind not in BLOCK_EVENT_KINDS:
+            kinds = BLOCK_EVENT_KINDS + OFFLOAD_EVENT_KINDS
+            raise ValueError(f"block event kind {event.kind!r} is not one of {kinds}")
+        elif event.kind == "stored":
             self._residency_by_block_id[event.block_id] = _Residency(event.at, event.at)
         else:
             residency = (
@@ -78,6 +85,22 @@ class EventsWriter(NullRecorder):
                 idle_s,
             )
         )
+
+    def _cpu_residency(self, event: BlockEvent) -> tuple[float | None, float | None]:
+        """Age and idle time of a CPU-tier chunk event, keyed by hash (one copy per hash)."""
+        residency_by_hash = self._cpu_residency_by_hash
+        if event.kind == "cpu_stored":
+            residency_by_hash[event.block_hash] = _Residency(event.at, event.at)
+            return None, None
+        if event.kind == "cpu_evicted":
+            residency = residency_by_hash.pop(event.block_hash, None)
+        else:
+            residency = residency_by_hash.get(event.block_hash)
+        if residency is None:
+            return None, None
+        ages = (event.at - residency.stored_at, event.at - residency.last_used_at)
+        residency.last_used_at = event.at
+        return ages
 
     def close(self, end_at: float) -> None:
         """Finish events.parquet."""

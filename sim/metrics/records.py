@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# "cleared": dropped by reset_prefix_cache rather than evicted.
+# "cleared": dropped by reset_prefix_cache rather than evicted. The cpu_* kinds are the CPU
+# offload tier's: a chunk became readable, was loaded back to the GPU, or was evicted.
 BLOCK_EVENT_KINDS = ("stored", "hit", "evicted", "cleared")
+OFFLOAD_EVENT_KINDS = ("cpu_stored", "cpu_loaded", "cpu_evicted")
 
 
 @dataclass(slots=True)
@@ -39,6 +41,9 @@ class StepRecord:
     num_queries: int
     num_hits: int
     num_evictions: int
+    # CPU offload tier (vllm:external_prefix_cache_queries / _hits): 0 without offloading.
+    num_external_queries: int = 0
+    num_external_hits: int = 0
 
 
 @dataclass(slots=True)
@@ -58,6 +63,8 @@ class RequestRecord:
     num_output_tokens: int
     num_preemptions: int
     inter_token_latencies_s: Sequence[float]  # gaps between consecutive output tokens
+    # The part of num_cached_tokens loaded from the CPU offload tier (the rest hit the GPU).
+    num_host_cached_tokens: int = 0
 
     @property
     def ttft_s(self) -> float:

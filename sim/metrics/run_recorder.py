@@ -23,6 +23,7 @@ def make_run_recorder(
     scrape_interval_s: float = 1.0,
     warmup_s: float = 0.0,
     events: bool = True,
+    offload: bool = False,
 ) -> Recorder:
     """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
     out_dir = Path(out_dir)
@@ -34,5 +35,5 @@ def make_run_recorder(
     if events:
         recorders.append(EventsWriter(out_dir / EVENTS_FILE))
     recorders.append(MetricsScraper(out_dir / METRICS_FILE, scrape_interval_s))
-    recorders.append(SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s))
+    recorders.append(SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s, offload=offload))
     return FanOutRecorder(recorders)

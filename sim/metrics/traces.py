@@ -31,6 +31,7 @@ REQUESTS_SCHEMA = pa.schema(
         ("ttft_s", pa.float64()),
         ("e2e_s", pa.float64()),
         ("queue_s", pa.float64()),
+        ("num_host_cached_tokens", pa.int64()),
     ]
 )
 
@@ -49,6 +50,8 @@ STEPS_SCHEMA = pa.schema(
         ("num_queries", pa.int64()),
         ("num_hits", pa.int64()),
         ("num_evictions", pa.int64()),
+        ("num_external_queries", pa.int64()),
+        ("num_external_hits", pa.int64()),
     ]
 )
 

@@ -238,7 +238,7 @@ class EngineReplay:
                 for a in output.admitted
                 if not a.after_load
             ],
-            "preempted": [request.request_id for request in output.preempted],
+            "preempted": sorted(request.request_id for request in output.preempted),
             "finished": sorted(released.union(r.request_id for r in result.finished)),
             "running": [request.request_id for request in scheduler.running],
             "waiting": [request.request_id for request in scheduler.waiting],

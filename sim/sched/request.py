@@ -28,6 +28,7 @@ class Request(CacheRequest):
         "inter_token_latencies_s",
         "lazy_sync_step",
         "lazy_offset",
+        "num_host_cached_tokens",
     )
 
     def __init__(
@@ -73,6 +74,8 @@ class Request(CacheRequest):
         # Event-driven decoding (sim.sched.lazy_decode): the step it is synced to, or -1.
         self.lazy_sync_step = -1
         self.lazy_offset = 0
+        # Tokens of the first admission's hit loaded from the CPU offload tier.
+        self.num_host_cached_tokens = 0
 
     def sort_key(self) -> tuple[int, float, int]:
         """Priority-policy order: lower priority value first, then earlier arrival.

@@ -472,6 +472,8 @@ class Scheduler:
                     request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
                 )
                 manager.record_prefix_cache_stats(request, num_hit_tokens)
+                if request.num_cached_tokens < 0:
+                    request.num_host_cached_tokens = num_external
             if load_async:
                 request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
                 request.num_computed_tokens = num_computed

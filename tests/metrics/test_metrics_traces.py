@@ -51,6 +51,7 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 1.25,
             "e2e_s": 4.0,
             "queue_s": 0.5,
+            "num_host_cached_tokens": 0,
         },
         {
             "request_id": "solo",
@@ -68,6 +69,7 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 0.5,
             "e2e_s": 2.0,
             "queue_s": 0.25,
+            "num_host_cached_tokens": 0,
         },
     ]
 
@@ -89,6 +91,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
         num_queries=600,
         num_hits=96,
         num_evictions=3,
+        num_external_queries=504,
+        num_external_hits=64,
     )
     writer.on_step(step)
     writer.close(end_at=1.0)
@@ -107,6 +111,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
             "num_queries": 600,
             "num_hits": 96,
             "num_evictions": 3,
+            "num_external_queries": 504,
+            "num_external_hits": 64,
         }
     ]
 

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> None:
 from sim.cli import (  # noqa: E402
     costmodel_cmd,  # noqa: F401
     eviction_cmd,  # noqa: F401
+    offload_cmd,  # noqa: F401
     plan_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401
     report_cmd,  # noqa: F401

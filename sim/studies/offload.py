@@ -165,7 +165,10 @@ def offload_study(
     """Sweep the offload size and answer the smallest that reaches the goal (module doc)."""
     check_offload_settings(settings)
     base = with_setting(
-        scenario, "outputs", {"events": False, "scrape_interval_s": scenario.duration_s or 60.0}
+        scenario,
+        "outputs",
+        {"events": False, "scrape_interval_s": scenario.duration_s or 60.0},
+        base_dir,
     )
     result = OffloadResult(scenario.name, settings, gpu_kv_gib(base))
     by_size: dict[float, OffloadPoint] = {}
@@ -173,7 +176,7 @@ def offload_study(
     def run(size_gib: float) -> OffloadPoint:
         if size_gib in by_size:
             return by_size[size_gib]
-        probe = with_setting(base, "engine.kv_offloading_size", size_gib)
+        probe = with_setting(base, "engine.kv_offloading_size", size_gib, base_dir)
         run_dir = scratch_dir / f"probe-{len(by_size):03d}"
         summary = run_scenario(probe, base_dir, run_dir=run_dir).summary
         shutil.rmtree(run_dir, ignore_errors=True)

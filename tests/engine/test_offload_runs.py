@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
+from sim.cli import app
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.runner import run_scenario
@@ -72,6 +74,9 @@ def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path) -> None:
     assert {"cpu_stored", "cpu_loaded", "stored", "hit"} <= kinds
     steps = pq.read_table(run_dir / "steps.parquet")
     assert sum(steps.column("num_external_hits").to_pylist()) >= summary["num_external_hits"]
+    assert CliRunner().invoke(app, ["report", str(run_dir)]).exit_code == 0
+    report = (run_dir / "report.md").read_text()
+    assert f"| num_external_hits | {summary['num_external_hits']:,} |" in report
 
 
 def test_offload_too_small_for_one_chunk_is_refused(tmp_path: Path) -> None:

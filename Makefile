@@ -4,7 +4,15 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test test-all bench lint clean
+.PHONY: install demo test test-all bench lint clean differential
+
+# `make differential`: prefixsim against real vLLM 0.33.0 on fresh random inputs (not part of
+# `make test`). The oracle venv lives outside the repository and is created on first use.
+ORACLE_VENV ?= $(HOME)/.cache/prefixsim/vllm-oracle-venv
+DIFF_CACHE  ?= 2000
+DIFF_SYNC   ?= 500
+DIFF_ASYNC  ?= 200
+DIFF_SEED   ?=
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -35,6 +43,10 @@ lint: $(STAMP)
 clean:
 	rm -rf $(VENV) results/*/
 
+differential: $(STAMP)
+	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
+	$(PYTHON) tests/differential/run_differential.py --oracle-python $(ORACLE_VENV)/bin/python \
+		--cache $(DIFF_CACHE) --sync $(DIFF_SYNC) --async $(DIFF_ASYNC) $(if $(DIFF_SEED),--seed $(DIFF_SEED))
 # The CPU offload tier (spec §13) against vLLM 0.33.0: OFFLOAD_STREAMS random op streams for its
 # CPUOffloadingManager (LRU and ARC), OFFLOAD_WORKLOADS random workloads for its Scheduler with
 # the OffloadingConnector. Needs the oracle venv (/tmp/vllm-oracle-venv, shared SETUP.md).

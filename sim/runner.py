@@ -41,6 +41,7 @@ from sim.metrics import make_run_recorder
 from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
 from sim.routing import Router, make_router
 from sim.sched import SchedulerConfig
+from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM
 from workloads.api import WorkloadError
 
 GIB = 1024**3
@@ -109,6 +110,12 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         enable_caching=engine.enable_prefix_caching,
         hash_algo=engine.hash_algo,
         hash_seed=engine.hash_seed,
+        async_scheduling=engine.async_scheduling,
+        long_prefill_token_threshold_adaptive=engine.long_prefill_token_threshold_adaptive,
+        max_num_active_seqs=engine.max_num_active_seqs,
+        prefill_schedule_interval=engine.prefill_schedule_interval,
+        max_num_queued_reqs=engine.max_num_queued_reqs,
+        max_num_queued_tokens=engine.max_num_queued_tokens,
     )
 
 
@@ -117,6 +124,8 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
     engine = scenario.engine
     if engine.kv_offloading_size is None:
         return None
+    if engine.async_scheduling:
+        raise InputError(f"engine.kv_offloading_size: {ASYNC_OFFLOAD_PROBLEM}")
     deployment = scenario.deployment
     gpu = get_gpu(deployment.gpu)
     block_bytes_per_gpu = engine.block_size * kv_bytes_per_token(
@@ -303,6 +312,7 @@ def _finish_summary(
             "block_size": config.block_size,
             "num_submitted": result.num_submitted,
             "num_rejected": result.num_rejected,
+            "num_rejected_queue_full": result.num_rejected_queue_full,
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,

@@ -29,7 +29,8 @@ def write_replay(lines: Iterable[ReplayLine], out: Path | None, check: bool) -> 
     sink = atomic_writer(out) if out is not None else contextlib.nullcontext(sys.stdout)
     with sink as handle:
         for replay_line in lines:
-            handle.write(json.dumps(replay_line.line) + "\n")
+            if replay_line.line is not None:
+                handle.write(json.dumps(replay_line.line) + "\n")
             op = replay_line.op
             if check and op is not None:
                 problem = compare_expectations(op, replay_line.observed)

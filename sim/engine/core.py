@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
@@ -61,11 +63,40 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         )
 
 
+class QueueFullError(ValueError):
+    """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
+    max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A scheduled step on its way through the GPU, with what its step record needs."""
+
+    output: SchedulerOutput
+    started_at: float
+    duration_s: float
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    num_evictions: int
+
+    @property
+    def ends_at(self) -> float:
+        return self.started_at + self.duration_s
+
+
 class EngineCore:
     """A vLLM engine replica: a Scheduler whose steps take `cost_model` time in a SimPy env.
 
     Same-time rule: a step that starts at time t sees every request submitted at or before t
     (the loop yields once to let pending same-time events run before it schedules).
+    With async scheduling (the scheduler config's `async_scheduling`) the loop keeps up to two
+    steps in flight as vLLM's engine core does: step k+1 is scheduled as soon as step k is
+    launched, and step k's output is processed when it ends, while k+1 runs on the GPU.
+    Steps that schedule nothing (vLLM's flush steps) take no time and are not recorded.
+    With CPU offloading (sync scheduling only) an empty step is applied and recorded (its
+    admissions may start loads), and the loop then waits for the next transfer to finish or
+    a request to arrive, as vLLM's engine polls transfers in empty steps.
     """
 
     def __init__(
@@ -85,26 +116,28 @@ class EngineCore:
         self.env = env
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder) if record_block_events else None
-        self.transfer_clock = TransferClock(offload) if offload is not None else None
-        connector = (
-            make_connector(
-                offload,
-                config.block_size,
-                self.recorder if record_block_events else None,
-                self.transfer_clock,
-            )
-            if offload is not None and self.transfer_clock is not None
-            else None
-        )
         self.record_block_events = record_block_events
+        self.transfer_clock = TransferClock(offload) if offload is not None else None
+        connector = None
+        if offload is not None and self.transfer_clock is not None:
+            tier_recorder = self.recorder if record_block_events else None
+            connector = make_connector(
+                offload, config.block_size, tier_recorder, self.transfer_clock
+            )
         self.scheduler = Scheduler(
             config, observer=observer, fast_decode_path=fast_decode_path, offload=connector
         )
+        # The external counters already written to step records.
+        self._external_recorded = (0, 0)
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
         self.num_steps = 0
+        self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
+        self._gpu_free_at = 0.0
+        # Steps launched but not yet processed, newest first (at most 2 with async scheduling).
+        self._in_flight: deque[_Batch] = deque()
         self.process = env.process(self._run())
 
     @property
@@ -113,106 +146,168 @@ class EngineCore:
         return self.scheduler.hasher
 
     def submit(self, request: Request) -> None:
-        """Queue a request now; wakes the loop if it is idle."""
+        """Queue a request now; wakes the loop if it is idle. Raises QueueFullError when the
+        front end's queue limits turn it away."""
+        problem = self._queue_limit_problem()
+        if problem is not None:
+            self.num_queue_full_rejections += 1
+            raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
+    def _queue_limit_problem(self) -> str | None:
+        """Why vLLM's API server would reject one more request now, if it would."""
+        config = self.scheduler.config
+        requests = self.scheduler.requests
+        if (
+            config.max_num_queued_reqs is not None
+            and len(requests) + 1 > config.max_num_queued_reqs
+        ):
+            limit = config.max_num_queued_reqs
+            return f"{len(requests)} unfinished requests, max_num_queued_reqs {limit}"
+        if config.max_num_queued_tokens is not None:
+            # The front end knows a request has left prefill only from its first token.
+            queued = sum(
+                request.num_prompt_tokens
+                for request in requests.values()
+                if request.first_token_at is None
+            )
+            if queued >= config.max_num_queued_tokens:
+                limit = config.max_num_queued_tokens
+                return f"{queued} prompt tokens in prefill, max_num_queued_tokens {limit}"
+        return None
+
     def _run(self) -> Generator[simpy.Event, Any, None]:
         env = self.env
         scheduler = self.scheduler
-        kv_cache_manager = scheduler.kv_cache_manager
-        block_pool = kv_cache_manager.block_pool
-        recorder = self.recorder
-        cost_model = self.cost_model
+        in_flight = self._in_flight
+        max_in_flight = 2 if scheduler.async_scheduling else 1
         clock = self.transfer_clock
-        offload_stats = scheduler.offload.stats if scheduler.offload is not None else None
         while True:
-            if not (scheduler.has_unfinished_requests or scheduler.has_offload_work):
+            if scheduler.has_unfinished_requests or scheduler.has_offload_work:
+                if env.peek() == env.now:
+                    yield env.timeout(0)
+                batch = self._launch_step(env.now)
+                if clock is not None and not batch.output.total_num_scheduled_tokens:
+                    if batch.duration_s:
+                        yield env.timeout(batch.duration_s)  # a flush the step waits for
+                    self._process_step(batch, env.now)
+                    yield from self._await_transfer_or_arrival(clock)
+                    continue
+                if batch.output.total_num_scheduled_tokens:
+                    in_flight.appendleft(batch)
+                    if len(in_flight) < max_in_flight:
+                        continue  # async: schedule the next step before this one's output
+                elif not in_flight:
+                    if not batch.output.preempted:
+                        raise RuntimeError(
+                            "engine step scheduled nothing while requests are unfinished"
+                        )
+                    continue  # a request preempted itself; vLLM's next iteration goes on
+            elif not in_flight:
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
-            if env.peek() == env.now:
-                yield env.timeout(0)
-            started_at = env.now
-            num_preemptions_before = scheduler.num_preemptions
-            num_evictions_before = block_pool.num_evictions
-            external_before = (
-                (offload_stats.queries, offload_stats.hits) if offload_stats is not None else (0, 0)
-            )
-            if clock is not None:
-                clock.now = started_at
-            output = scheduler.schedule(started_at)
-            if output.total_num_scheduled_tokens == 0:
-                if output.preempted:
-                    continue  # a request preempted itself; vLLM's next iteration goes on
-                if clock is None:
-                    raise RuntimeError(
-                        "engine step scheduled nothing while requests are unfinished"
-                    )
-            num_running = len(scheduler.running)
-            num_waiting = len(scheduler.waiting)
-            if output.total_num_scheduled_tokens:
-                duration_s = cost_model.step_time_s(
-                    BatchShape(
-                        output.prefill_new_tokens,
-                        output.prefill_context_tokens,
-                        output.decode_context_lens,
-                        output.num_lazy_decodes,
-                        output.lazy_decode_kv_tokens,
-                        output.lazy_longest_context,
-                    )
-                )
-            else:
-                duration_s = 0.0  # an empty step that only polls transfers
-            if clock is not None and output.transfers is not None:
-                duration_s += clock.flush_wait_s(output.transfers, started_at)
-            yield env.timeout(duration_s)
-            finished_at = env.now
-            done: list[int] = []
-            if clock is not None and output.transfers is not None:
-                clock.submit(output.transfers, finished_at)
-                done = clock.take_done(finished_at, output.transfers.flush)
-                clock.now = finished_at
-                self._record_loads(done, finished_at)
-            result = scheduler.update_from_output(output, finished_at, done)
-            stats = result.prefix_cache_stats
-            self.num_steps += 1
-            recorder.on_step(
-                StepRecord(
-                    step_index=self.num_steps,
-                    started_at=started_at,
-                    duration_s=duration_s,
-                    num_prefill_tokens=sum(output.prefill_new_tokens),
-                    num_decode_tokens=len(output.decode_context_lens) + output.num_lazy_decodes,
-                    num_running=num_running,
-                    num_waiting=num_waiting,
-                    num_free_blocks=kv_cache_manager.num_free_blocks,
-                    usage=kv_cache_manager.usage,
-                    num_preemptions=scheduler.num_preemptions - num_preemptions_before,
-                    num_queries=stats.queries,
-                    num_hits=stats.hits,
-                    num_evictions=block_pool.num_evictions - num_evictions_before,
-                    num_external_queries=(
-                        offload_stats.queries - external_before[0] if offload_stats else 0
-                    ),
-                    num_external_hits=(
-                        offload_stats.hits - external_before[1] if offload_stats else 0
-                    ),
-                )
-            )
-            for request in result.finished:
-                recorder.on_request_finished(request_record(request))
-                if self.on_request_finished is not None:
-                    self.on_request_finished(request)
-            if self.on_step is not None:
-                self.on_step(finished_at)
-            if clock is not None and not output.total_num_scheduled_tokens:
-                yield from self._await_transfer_or_arrival(clock, output)
+                continue
+            batch = in_flight.pop()
+            if batch.started_at == env.now:
+                yield env.timeout(batch.duration_s)
+            elif batch.ends_at > env.now:
+                yield env.timeout(batch.ends_at - env.now)
+            self._process_step(batch, env.now)
 
-    def _await_transfer_or_arrival(
-        self, clock: TransferClock, output: SchedulerOutput
-    ) -> Generator[simpy.Event, Any, None]:
+    def _launch_step(self, now: float) -> _Batch:
+        """Schedule a step; it runs on the GPU once the previous one ends (an empty step takes
+        no time)."""
+        scheduler = self.scheduler
+        block_pool = scheduler.kv_cache_manager.block_pool
+        num_preemptions_before = scheduler.num_preemptions
+        num_evictions_before = block_pool.num_evictions
+        clock = self.transfer_clock
+        if clock is not None:
+            clock.now = now
+        output = scheduler.schedule(now)
+        started_at = now
+        duration_s = 0.0
+        if clock is not None and output.transfers is not None:
+            duration_s = clock.flush_wait_s(output.transfers, now)
+        if output.total_num_scheduled_tokens:
+            duration_s += self.cost_model.step_time_s(
+                BatchShape(
+                    output.prefill_new_tokens,
+                    output.prefill_context_tokens,
+                    output.decode_context_lens,
+                    output.num_lazy_decodes,
+                    output.lazy_decode_kv_tokens,
+                    output.lazy_longest_context,
+                )
+            )
+            started_at = max(now, self._gpu_free_at)
+            self._gpu_free_at = started_at + duration_s
+        return _Batch(
+            output,
+            started_at,
+            duration_s,
+            len(scheduler.running),
+            len(scheduler.waiting),
+            scheduler.num_preemptions - num_preemptions_before,
+            block_pool.num_evictions - num_evictions_before,
+        )
+
+    def _process_step(self, batch: _Batch, now: float) -> None:
+        """Apply a finished step's output and record it."""
+        scheduler = self.scheduler
+        kv_cache_manager = scheduler.kv_cache_manager
+        output = batch.output
+        clock = self.transfer_clock
+        done: list[int] = []
+        if clock is not None and output.transfers is not None:
+            clock.submit(output.transfers, batch.ends_at)
+            done = clock.take_done(now, output.transfers.flush)
+            clock.now = now
+            self._record_loads(done, now)
+        result = scheduler.update_from_output(output, now, done)
+        stats = result.prefix_cache_stats
+        external_queries, external_hits = self._external_delta()
+        self.num_steps += 1
+        self.recorder.on_step(
+            StepRecord(
+                step_index=self.num_steps,
+                started_at=batch.started_at,
+                duration_s=batch.duration_s,
+                num_prefill_tokens=sum(output.prefill_new_tokens),
+                num_decode_tokens=len(output.decode_context_lens) + output.num_lazy_decodes,
+                num_running=batch.num_running,
+                num_waiting=batch.num_waiting,
+                num_free_blocks=kv_cache_manager.num_free_blocks,
+                usage=kv_cache_manager.usage,
+                num_preemptions=batch.num_preemptions,
+                num_queries=stats.queries,
+                num_hits=stats.hits,
+                num_evictions=batch.num_evictions,
+                num_external_queries=external_queries,
+                num_external_hits=external_hits,
+            )
+        )
+        for request in result.finished:
+            self.recorder.on_request_finished(request_record(request))
+            if self.on_request_finished is not None:
+                self.on_request_finished(request)
+        if self.on_step is not None:
+            self.on_step(now)
+
+    def _external_delta(self) -> tuple[int, int]:
+        """The CPU tier's query and hit tokens counted since the last step record."""
+        offload = self.scheduler.offload
+        if offload is None:
+            return 0, 0
+        queries, hits = offload.stats.queries, offload.stats.hits
+        recorded_queries, recorded_hits = self._external_recorded
+        self._external_recorded = (queries, hits)
+        return queries - recorded_queries, hits - recorded_hits
+
+    def _await_transfer_or_arrival(self, clock: TransferClock) -> Generator[simpy.Event, Any, None]:
         """After a step with nothing to compute: vLLM keeps polling in empty steps; the sim
         jumps to the next transfer completion, or to a new request if one comes first."""
         env = self.env

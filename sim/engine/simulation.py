@@ -25,8 +25,10 @@ class SimulationResult:
     end_at: float
     num_steps: int  # summed over replicas
     num_submitted: int
-    num_rejected: int  # prompts of max_model_len tokens or more, refused as vLLM's API does
+    num_rejected: int  # refused as vLLM's API does: all of num_rejected_queue_full, and prompts
+    # of max_model_len tokens or more
     num_routed: list[int]  # requests sent to each replica, rejected ones included
+    num_rejected_queue_full: int = 0  # HTTP 503: max_num_queued_reqs / _tokens reached
 
 
 def simulate(
@@ -114,5 +116,10 @@ def simulate(
         raise
     recorder.close(env.now)
     return SimulationResult(
-        env.now, cluster.num_steps, driver.num_submitted, len(rejected), cluster.num_routed
+        env.now,
+        cluster.num_steps,
+        driver.num_submitted,
+        len(rejected),
+        cluster.num_routed,
+        sum(replica.num_queue_full_rejections for replica in cluster.replicas),
     )

@@ -1,5 +1,6 @@
 """vLLM v1's scheduler without a clock: budgets, chunked prefill, preemption (no SimPy here)."""
 
+from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
 from sim.sched.request import Request
 from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
@@ -12,4 +13,5 @@ __all__ = [
     "SchedulerConfig",
     "SchedulerOutput",
     "StepResult",
+    "defaults",
 ]

@@ -17,6 +17,12 @@ from sim.kvcache import CacheRequest, RequestStatus
 from sim.kvcache.offload import CpuOffloadTier
 from sim.kvcache.offload.lookup import external_hit_tokens
 
+# CPU offloading is modelled with vLLM's sync scheduler only.
+ASYNC_OFFLOAD_PROBLEM = (
+    "CPU offloading with async scheduling is not modelled yet; set async_scheduling: false "
+    "(offload runs follow vLLM's sync scheduler)"
+)
+
 
 @dataclass(slots=True)
 class TransferJob:

@@ -49,12 +49,12 @@ class FcfsQueue:
 
 
 class PriorityQueue:
-    """Ordered by (priority, arrival_at, add order), lowest first; preempted re-enter by key."""
+    """Ordered by (priority, arrival_at, request id), lowest first; preempted re-enter by key."""
 
     __slots__ = ("_heap",)
 
     def __init__(self) -> None:
-        self._heap: list[tuple[tuple[int, float, int], Request]] = []
+        self._heap: list[tuple[tuple[int, float, str], Request]] = []
 
     def add(self, request: Request) -> None:
         """Queue a request by its priority key."""

@@ -89,9 +89,10 @@ class StudyEngine:
             )
         except WorkloadError as error:
             raise InputError(str(error)) from None
-        if result.num_rejected:
+        num_too_long = result.num_rejected - result.num_rejected_queue_full
+        if num_too_long:
             raise InputError(
-                f"{result.num_rejected} prompts are at least engine.max_model_len "
+                f"{num_too_long} prompts are at least engine.max_model_len "
                 f"({self.config.max_model_len}) tokens long and were rejected; raise max_model_len"
                 " or shorten the prompts"
             )

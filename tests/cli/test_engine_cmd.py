@@ -92,18 +92,6 @@ BAD_INPUTS = [
     ),
     ("duplicate_add_id", [ADD_A, ADD_A], 2, "request 'A' is already queued or running"),
     (
-        "abort_unknown_id",
-        [ADD_A, '{"op":"abort","id":"Z"}'],
-        2,
-        "unknown or finished request id 'Z'",
-    ),
-    (
-        "abort_finished_id",
-        [ADD_A, '{"op":"run_until_idle"}', '{"op":"abort","id":"A"}'],
-        3,
-        "unknown or finished request id 'A'",
-    ),
-    (
         "prompt_at_max_model_len",
         ['{"op":"config","max_model_len":3}', ADD_A],
         2,

@@ -7,8 +7,7 @@
 #   match, 1 on mismatches, 2 on setup errors.
 # Environment: SEED (default: date and time, printed), VLLM_ORACLE_VENV (default
 #   /tmp/vllm-oracle-venv), PYTHON (prefixsim's, default .venv/bin/python), KEEP=1 keeps
-#   /tmp/prefixsim-differential/offload-sched-<seed> after a full match, OFFLOAD_GEN_PLAIN=1
-#   generates FCFS workloads without a long-prefill threshold.
+#   /tmp/prefixsim-differential/offload-sched-<seed> after a full match.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 N="${1:-200}"

@@ -2,8 +2,8 @@
 """Drive vLLM 0.33.0's real v1 Scheduler with CPU offloading on (the OffloadingConnector and
 its CPUOffloadingManager, LRU or ARC) and a fake worker, step by step; one JSON line per step.
 
-prefixsim's own harness (oracle venv only, see the shared oracle SETUP.md): it subclasses the
-vendored scheduler oracle (vllm_sched_oracle.py, same workload format) and only calls vLLM.
+prefixsim's own harness (oracle venv only): it subclasses the scheduler oracle of
+tests/differential/oracle (same workload format, sync scheduling) and only calls vLLM.
 
 Extra config keys (the config op):
   "offload_chunks": N        CPU tier size in chunks (one GPU block each); required to turn
@@ -19,6 +19,7 @@ Each step line adds: "loads" and "stores" ([job id, request, chunks] planned thi
 WAITING_FOR_REMOTE_KVS), "ext" (cumulative external_prefix_cache counters: queries, hits,
 preempted_queries, preempted_hits, host), "cpu" (the tier: LRU "order" or ARC "t1", "t2",
 "b1", "b2", "p", keys as block labels) and "cpu_pinned" (labels with a ref count other than 0).
+"stored" and "evicted_labels" stay the GPU cache's (CPU-medium KV events are left out).
 
 vLLM iterates the ids of finished requests as a set, whose order is arbitrary; this harness
 keeps them in the order they finished (an insertion-ordered set), which is what prefixsim does.
@@ -33,9 +34,10 @@ import argparse
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
 
 import vllm_sched_oracle as base  # noqa: E402  (imports vLLM)
 from vllm.config import KVTransferConfig  # noqa: E402
@@ -48,7 +50,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput  # noqa: E402
+from vllm.v1.outputs import KVConnectorOutput  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
@@ -77,214 +79,161 @@ class OffloadSchedOracle(base.SchedOracle):
         self.store_delay = int(offload["store_delay"])
         self.load_delay = int(offload["load_delay"])
         if offload["offload_chunks"]:
-            c = self.cfg
-            bs = int(c["block_size"])
-            self.vllm_config.kv_transfer_config = KVTransferConfig(
-                kv_connector="OffloadingConnector",
-                kv_role="kv_both",
-                kv_connector_extra_config={
-                    "cpu_bytes_to_use": int(offload["offload_chunks"]) * PAGE_BYTES,
-                    "eviction_policy": offload["offload_policy"],
-                    "offload_prompt_only": bool(offload["offload_prompt_only"]),
-                },
-            )
-            kv_cfg = KVCacheConfig(
-                num_blocks=int(c["num_blocks"]),
-                kv_cache_tensors=[],
-                kv_cache_groups=[
-                    KVCacheGroupSpec(
-                        ["layer.0"],
-                        FullAttentionSpec(
-                            block_size=bs, num_kv_heads=1, head_size=1, dtype=base.torch.float32
-                        ),
-                    )
-                ],
-            )
-            self.sched = Scheduler(
-                vllm_config=self.vllm_config,
-                kv_cache_config=kv_cfg,
-                structured_output_manager=StructuredOutputManager(self.vllm_config),
-                block_size=bs,
-                log_stats=True,
-            )
-            self.sched.kv_event_publisher = self.publisher
-            assert self.sched.connector.scheduler.manager._num_chunks == int(
-                offload["offload_chunks"]
-            )
+            if self.cfg["async_scheduling"]:
+                raise ValueError("this harness drives offloading with the sync Scheduler only")
+            self._build_offloading_scheduler(offload)
         self.sched.finished_req_ids = OrderedIdSet()
         self.due: dict[int, list[tuple[int, str | None]]] = {}
-        self.ext = {
-            k: 0 for k in ("queries", "hits", "preempted_queries", "preempted_hits", "host")
-        }
+        self.ext = dict.fromkeys(
+            ("queries", "hits", "preempted_queries", "preempted_hits", "host"), 0
+        )
+        self._kv_output = None
+        self._engine_outputs: dict = {}
+        update_from_output = self.sched.update_from_output
 
-    def _label(self, req, start: int = 0) -> None:
-        super()._label(req, start)
+        def update_with_transfers(so, mro):
+            # The fake worker's report rides on the model output, as the real worker's does.
+            mro.kv_connector_output = self._kv_output
+            self._engine_outputs = update_from_output(so, mro)
+            return self._engine_outputs
 
-    def label_of_key(self, key: bytes) -> str:
-        block_hash = key[:-4].hex()
-        return self.labels.get(block_hash, block_hash[:16])
+        self.sched.update_from_output = update_with_transfers
 
-    def cpu_state(self) -> dict:
-        connector = self.sched.connector
-        if connector is None:
-            return {}
-        manager = connector.scheduler.manager
-        policy = manager._policy
-        if self.cfg["offload_policy"] == "lru":
-            order = sorted(policy.chunks, key=lambda k: (policy._ranks[k], k))
-            state = {"order": [self.label_of_key(k) for k in order]}
-            chunks = policy.chunks
-        else:
-            state = {
-                name: [self.label_of_key(k) for k in getattr(policy, name)]
-                for name in ("t1", "t2", "b1", "b2")
-            }
-            state["p"] = float(policy.target_t1_size)
-            chunks = {**policy.t1, **policy.t2}
-        return {
-            "cpu": state,
-            "cpu_pinned": {
-                self.label_of_key(k): c.ref_cnt for k, c in chunks.items() if c.ref_cnt != 0
+    def _build_offloading_scheduler(self, offload: dict) -> None:
+        c = self.cfg
+        bs = int(c["block_size"])
+        self.vllm_config.kv_transfer_config = KVTransferConfig(
+            kv_connector="OffloadingConnector",
+            kv_role="kv_both",
+            kv_connector_extra_config={
+                "cpu_bytes_to_use": int(offload["offload_chunks"]) * PAGE_BYTES,
+                "eviction_policy": offload["offload_policy"],
+                "offload_prompt_only": bool(offload["offload_prompt_only"]),
             },
-        }
-
-    def step(self) -> dict:
-        s = self.sched
-        waiting_before = {
-            rid
-            for rid, r in s.requests.items()
-            if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
-        }
-        so = s.schedule()
-        s.finished_req_ids = OrderedIdSet()
-        self.step_no += 1
-        scheduled = dict(so.num_scheduled_tokens)
-        admitted = []
-        for rid in scheduled:
-            if rid in waiting_before:
-                r = s.requests[rid]
-                admitted.append(
-                    {
-                        "id": rid,
-                        "hit_tokens": r.num_computed_tokens - scheduled[rid],
-                        "resumed": r.num_preemptions > 0,
-                    }
+        )
+        kv_cfg = KVCacheConfig(
+            num_blocks=int(c["num_blocks"]),
+            kv_cache_tensors=[],
+            kv_cache_groups=[
+                KVCacheGroupSpec(
+                    ["layer.0"],
+                    FullAttentionSpec(
+                        block_size=bs, num_kv_heads=1, head_size=1, dtype=base.torch.float32
+                    ),
                 )
-        preempted = sorted(so.preempted_req_ids)
-        self.total_preemptions += len(preempted)
+            ],
+        )
+        self.sched = Scheduler(
+            vllm_config=self.vllm_config,
+            kv_cache_config=kv_cfg,
+            structured_output_manager=StructuredOutputManager(self.vllm_config),
+            block_size=bs,
+            log_stats=True,
+        )
+        self.sched.kv_event_publisher = self.publisher
+        manager = self.sched.connector.scheduler.manager
+        assert manager._num_chunks == int(offload["offload_chunks"])
+
+    def _schedule(self) -> dict:
+        batch = super()._schedule()
+        self.sched.finished_req_ids = OrderedIdSet()
         loads, stores, flush = [], [], []
-        meta = so.kv_connector_metadata
+        meta = batch["so"].kv_connector_metadata
         if meta is not None:
+            step = batch["step"]
             for job_id, job in meta.store_jobs.items():
                 stores.append([job_id, job.req_id, len(job.dst_spec.block_ids)])
-                self.due.setdefault(self.step_no + self.store_delay, []).append((job_id, None))
+                self.due.setdefault(step + self.store_delay, []).append((job_id, None))
             for job_id, job in meta.load_jobs.items():
                 loads.append([job_id, job.req_id, len(job.src_spec.block_ids)])
-                self.due.setdefault(self.step_no + self.load_delay, []).append((job_id, job.req_id))
+                self.due.setdefault(step + self.load_delay, []).append((job_id, job.req_id))
             flush = sorted(meta.jobs_to_flush or ())
-        done = self.due.pop(self.step_no, [])
+        batch.update(loads=loads, stores=stores, flush=flush)
+        return batch
+
+    def _step_line(self, batch: dict | None) -> dict:
+        line = super()._step_line(batch)
+        if batch is not None:
+            line.update(loads=batch["loads"], stores=batch["stores"], flush=batch["flush"])
+        return line
+
+    def _process(self, batch: dict) -> dict:
+        done = self.due.pop(batch["step"], [])
+        flush = set(batch["flush"])
         for due_step in sorted(self.due):
             done.extend(job for job in self.due[due_step] if job[0] in flush)
             self.due[due_step] = [job for job in self.due[due_step] if job[0] not in flush]
-        ids = list(scheduled)
-        sampled = []
-        for rid in ids:
-            r = s.requests[rid]
-            sampled.append(
-                [self.outputs[rid][r.num_output_tokens]]
-                if r.num_computed_tokens >= r.num_tokens
-                else []
-            )
         worker_meta = OffloadingWorkerMetadata()
         for job_id, _ in done:
             worker_meta.mark_completed(job_id)
-        kv_output = (
+        self._kv_output = (
             KVConnectorOutput(
                 finished_recving={rid for _, rid in done if rid is not None} or None,
                 kv_connector_worker_meta=worker_meta if done else None,
             )
-            if s.connector is not None
+            if self.sched.connector is not None
             else None
         )
-        mro = ModelRunnerOutput(
-            req_ids=ids,
-            req_id_to_index={rid: i for i, rid in enumerate(ids)},
-            sampled_token_ids=sampled,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-            kv_connector_output=kv_output,
-        )
-        before_ids = set(s.requests)
-        before_reqs = dict(s.requests)
-        before_hashes = {rid: len(r.block_hashes) for rid, r in s.requests.items()}
-        engine_outputs = s.update_from_output(so, mro)
-        for rid in ids:
-            self._label(before_reqs[rid], before_hashes[rid])
-        finished = sorted(before_ids - set(s.requests))
-        delta = {k: 0 for k in self.cum}
-        for eco in engine_outputs.values():
-            st = eco.scheduler_stats
-            if st is None:
-                continue
-            if st.prefix_cache_stats is not None:
-                for k in delta:
-                    delta[k] += getattr(st.prefix_cache_stats, k)
-            cps = st.connector_prefix_cache_stats
+        result = super()._process(batch)
+        for eco in self._engine_outputs.values():
+            stats = eco.scheduler_stats
+            cps = stats.connector_prefix_cache_stats if stats is not None else None
             if cps is not None:
                 self.ext["queries"] += cps.queries
                 self.ext["hits"] += cps.hits
                 self.ext["preempted_queries"] += cps.preempted_queries
                 self.ext["preempted_hits"] += cps.preempted_hits
                 self.ext["host"] += sum(cps.hits_by_source.values())
-        for k, v in delta.items():
-            self.cum[k] += v
-        evicted, stored = [], 0
-        for batch in self.publisher.batches:
-            for ev in batch.events:
-                if isinstance(ev, base.BlockRemoved) and getattr(ev, "medium", "GPU") == "GPU":
-                    evicted.extend(bytes(h).hex() for h in ev.block_hashes)
-                elif isinstance(ev, base.BlockStored) and getattr(ev, "medium", "GPU") == "GPU":
-                    stored += len(ev.block_hashes)
-        self.publisher.batches.clear()
-        self.evicted_all.extend(evicted)
-        return {
-            "op": "step",
-            "step": self.step_no,
-            "scheduled": scheduled,
-            "num_scheduled_tokens": sum(scheduled.values()),
-            "admitted": admitted,
-            "preempted": preempted,
-            "finished": finished,
-            "running": [r.request_id for r in s.running],
-            "waiting": [r.request_id for r in s.waiting],
-            "waiting_kv": sorted(
-                rid
-                for rid, r in s.requests.items()
-                if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
-            ),
-            "stored": stored,
-            "evicted_labels": [self.labels.get(h, h[:16]) for h in evicted],
-            "num_free_blocks": s.kv_cache_manager.block_pool.get_num_free_blocks(),
-            "usage": round(s.kv_cache_manager.usage, 6),
-            "cum": dict(self.cum),
-            "loads": loads,
-            "stores": stores,
-            "flush": flush,
-            "done": [job_id for job_id, _ in done],
-            "ext": dict(self.ext),
-            **self.cpu_state(),
-        }
+        result["done"] = [job_id for job_id, _ in done]
+        return result
+
+    def _state(self) -> dict:
+        # The GPU cache's events only: the connector publishes the CPU tier's too.
+        self.publisher.batches = [
+            SimpleNamespace(
+                events=[ev for ev in batch.events if getattr(ev, "medium", None) in (None, "GPU")]
+            )
+            for batch in self.publisher.batches
+        ]
+        state = super()._state()
+        s = self.sched
+        state["waiting_kv"] = sorted(
+            rid for rid, r in s.requests.items() if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+        )
+        state["ext"] = dict(self.ext)
+        state.update(self._cpu_state())
+        return state
+
+    def _label_of_key(self, key: bytes) -> str:
+        block_hash = key[:-4].hex()
+        return self.labels.get(block_hash, block_hash[:16])
+
+    def _cpu_state(self) -> dict:
+        connector = self.sched.connector
+        if connector is None:
+            return {}
+        policy = connector.scheduler.manager._policy
+        if self.cfg["offload_policy"] == "lru":
+            order = sorted(policy.chunks, key=lambda k: (policy._ranks[k], k))
+            state: dict = {"order": [self._label_of_key(k) for k in order]}
+            chunks = policy.chunks
+        else:
+            state = {
+                name: [self._label_of_key(k) for k in getattr(policy, name)]
+                for name in ("t1", "t2", "b1", "b2")
+            }
+            state["p"] = float(policy.target_t1_size)
+            chunks = {**policy.t1, **policy.t2}
+        pinned = {self._label_of_key(k): c.ref_cnt for k, c in chunks.items() if c.ref_cnt != 0}
+        return {"cpu": state, "cpu_pinned": pinned}
 
 
 def run_workload(path: str, out) -> None:
     ops = base.load_workload(path)
     cfg = ops[0][1] if ops and ops[0][1].get("op") == "config" else {}
     oracle = OffloadSchedOracle(cfg)
-    print(
-        json.dumps({"op": "header", "vllm_version": base.vllm.__version__, "config": oracle.cfg}),
-        file=out,
-    )
+    header = {"op": "header", "vllm_version": base.vllm.__version__, "config": oracle.cfg}
+    print(json.dumps(header), file=out)
     for lineno, op in ops:
         if op.get("op") != "config":
             base.apply_op(oracle, op, lambda res: print(json.dumps(res), file=out), lineno)

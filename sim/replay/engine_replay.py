@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +281,7 @@ class EngineReplay:
         output: SchedulerOutput | None,
         processed_step: int | None,
         finished: list[Request],
-        released: set[str] = frozenset(),
+        released: AbstractSet[str] = frozenset(),
     ) -> dict[str, Any]:
         """The result line of one iteration: what it scheduled, then the state after it."""
         scheduler = self.scheduler
@@ -305,7 +306,7 @@ class EngineReplay:
             line["processed_step"] = processed_step
         line.update(
             {
-                "finished": sorted(released.union(r.request_id for r in finished)),
+                "finished": sorted({*released, *(r.request_id for r in finished)}),
                 "running": [request.request_id for request in scheduler.running],
                 "waiting": [request.request_id for request in scheduler.waiting],
                 "stored": self.events.num_stored,

@@ -189,9 +189,9 @@ class OffloadConnector:
             state.block_ids = list(block_ids)
         batch_load_ids = {job.job_id for job in step.loads}
         for request_id in preempted_ids:
-            state = self.states.get(request_id)
-            if state is not None:
-                step.flush.update(state.jobs - batch_load_ids)
+            preempted = self.states.get(request_id)
+            if preempted is not None:
+                step.flush.update(preempted.jobs - batch_load_ids)
         for block_id in self.step_allocated_block_ids & self.jobs_reading_block.keys():
             step.flush.update(self.jobs_reading_block[block_id])
         for request, num_scheduled, _ in scheduled:
@@ -202,12 +202,12 @@ class OffloadConnector:
             else:
                 self._plan_store(request, max(request.num_prompt_tokens, request.num_tokens - 1))
         for request in finished:
-            state = self.states.get(request.request_id)
-            if state is None:
+            done = self.states.get(request.request_id)
+            if done is None:
                 continue
-            state.finished = True
+            done.finished = True
             self.tier.request_finished(request.request_id)
-            if not state.jobs:
+            if not done.jobs:
                 del self.states[request.request_id]
         self.step = StepTransfers()
         self.step_allocated_block_ids = set()

@@ -122,7 +122,11 @@ class EngineCore:
         if offload is not None and self.transfer_clock is not None:
             tier_recorder = self.recorder if record_block_events else None
             connector = make_connector(
-                offload, config.block_size, tier_recorder, self.transfer_clock
+                offload,
+                config.block_size,
+                tier_recorder,
+                self.transfer_clock,
+                gpu_prefix_caching=config.enable_caching,
             )
         self.scheduler = Scheduler(
             config, observer=observer, fast_decode_path=fast_decode_path, offload=connector

@@ -45,12 +45,22 @@ class TierEventForwarder:
 
 
 def make_connector(
-    spec: OffloadSpec, block_size: int, recorder: Recorder | None, clock: TransferClock
+    spec: OffloadSpec,
+    block_size: int,
+    recorder: Recorder | None,
+    clock: TransferClock,
+    *,
+    gpu_prefix_caching: bool = True,
 ) -> OffloadConnector:
     """A connector over a fresh tier; its events go to `recorder` when given."""
     observer = TierEventForwarder(recorder, clock) if recorder is not None else None
     tier = CpuOffloadTier(spec.num_chunks, spec.policy, observer=observer)
-    return OffloadConnector(tier, block_size, offload_prompt_only=spec.prompt_only)
+    return OffloadConnector(
+        tier,
+        block_size,
+        offload_prompt_only=spec.prompt_only,
+        gpu_prefix_caching=gpu_prefix_caching,
+    )
 
 
 class TransferClock:

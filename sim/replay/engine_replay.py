@@ -133,7 +133,11 @@ class EngineReplay:
         self.scheduler = Scheduler(
             config,
             observer=self.events,
-            offload=make_connector(offload, config.block_size) if offload else None,
+            offload=(
+                make_connector(offload, config.block_size, config.enable_caching)
+                if offload
+                else None
+            ),
         )
         self.worker = FixedDelayWorker(offload) if offload else None
         self.labels: dict[bytes, str] = {}

@@ -86,12 +86,15 @@ class FixedDelayWorker:
         return done
 
 
-def make_connector(config: OffloadReplayConfig, block_size: int) -> OffloadConnector:
+def make_connector(
+    config: OffloadReplayConfig, block_size: int, gpu_prefix_caching: bool
+) -> OffloadConnector:
     """The connector over a fresh tier of `config.num_chunks` chunks."""
     return OffloadConnector(
         CpuOffloadTier(config.num_chunks, config.policy),
         block_size,
         offload_prompt_only=config.prompt_only,
+        gpu_prefix_caching=gpu_prefix_caching,
     )
 
 

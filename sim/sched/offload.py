@@ -72,7 +72,12 @@ class OffloadConnector:
     """The connector for one engine's CPU tier, one GPU block per chunk."""
 
     def __init__(
-        self, tier: CpuOffloadTier, tokens_per_chunk: int, *, offload_prompt_only: bool = True
+        self,
+        tier: CpuOffloadTier,
+        tokens_per_chunk: int,
+        *,
+        offload_prompt_only: bool = True,
+        gpu_prefix_caching: bool = True,
     ) -> None:
         self.tier = tier
         self.tokens_per_chunk = tokens_per_chunk
@@ -81,7 +86,10 @@ class OffloadConnector:
         self.jobs: dict[int, TransferJob] = {}
         self.next_job_id = 0
         self.stats = OffloadStats()
+        # Chunks being loaded, which defer other requests' hits on them; vLLM tracks them only
+        # with GPU prefix caching on (without it a second load of the same chunk is harmless).
         self.loading_keys: set[bytes] = set()
+        self.track_loading = gpu_prefix_caching
         # Store jobs of finished requests by the GPU blocks they read: reusing such a block
         # makes the step wait for the job (a flush).
         self.jobs_reading_block: dict[int, set[int]] = {}
@@ -144,7 +152,8 @@ class OffloadConnector:
         self.tier.prepare_load(request.request_id, keys, first)
         job = self._new_job(request.request_id, keys, is_store=False)
         self.step.loads.append(job)
-        self.loading_keys.update(keys)
+        if self.track_loading:
+            self.loading_keys.update(keys)
         state.next_stored_chunk = end
         self.stats.chunks_loaded += len(keys)
 

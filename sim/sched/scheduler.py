@@ -660,7 +660,8 @@ class Scheduler:
         """A load reported done: its blocks enter the GPU cache; a hit that covers the whole
         sequence recomputes its last token; the request waits again, ready to run."""
         self.loaded_ids.discard(request.request_id)
-        self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens, now)
+        if self.kv_cache_manager.enable_caching:
+            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens, now)
         if request.num_computed_tokens == request.num_tokens:
             request.num_computed_tokens -= 1
         request.status = (

@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
     for path in map(Path, paths):
         name = path.name.removesuffix(".jsonl")
         try:
-            text = "".join(json.dumps(line.line) + "\n" for line in replay_engine(path))
+            lines = replay_engine(path)
+            text = "".join(json.dumps(line.line) + "\n" for line in lines if line.line is not None)
         except InputError as error:
             failures += 1
             (Path(outdir) / f"{name}.failed").write_text(f"{error}\n")

@@ -25,12 +25,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/prefixsim demo --out results/demo
 
-# The fast lane: lint, format, and every test not marked slow (under 5 minutes on 2 cores).
+# The fast lane: lint, format, types, and every test not marked slow (under 5 minutes on 2 cores).
 test: lint
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
 
 # Everything, slow end-to-end tests included.
 test-all: lint
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)

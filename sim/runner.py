@@ -18,28 +18,24 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config import Scenario
-from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.config import DeploymentSettings, EngineSettings, Scenario
 from sim.costmodel import (
     CostModel,
+    auto_cost_model_spec,
     get_gpu,
-    get_model,
     kv_bytes_per_token,
     load_cost_model,
     num_gpu_blocks,
 )
-from sim.costmodel.profiles import profile_name
 from sim.costmodel.transfer import get_host_link
-from sim.engine import SimulationResult, simulate
-from sim.engine.core import check_max_model_len_fits
+from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.engine.offload import OffloadSpec
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.kvcache.offload import offload_sizing
-from sim.metrics import make_run_recorder
-from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
-from sim.routing import Router, make_router
+from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
+from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM
 from workloads.api import WorkloadError
@@ -63,7 +59,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -129,7 +125,7 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
     deployment = scenario.deployment
     gpu = get_gpu(deployment.gpu)
     block_bytes_per_gpu = engine.block_size * kv_bytes_per_token(
-        get_model(deployment.model), deployment.tp
+        deployment.model_spec, deployment.tp
     )
     sizing = offload_sizing(
         engine.kv_offloading_size,
@@ -154,26 +150,24 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
 
 def scenario_router(scenario: Scenario) -> Router:
     """A fresh router for the deployment's replicas."""
-    return make_router(**scenario.deployment.router.model_dump())
+    settings = scenario.deployment.router
+    tuning = RouterTuning(
+        settings.cache_threshold, settings.balance_abs_threshold, settings.balance_rel_threshold
+    )
+    return make_router(settings.policy, tuning)
 
 
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
+    """The scenario's step-time model; 'auto' picks the shipped profile of a registry model in
+    its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
     if spec == "auto":
-        try:
-            return load_cost_model(
-                profile_name(deployment.gpu, deployment.model, deployment.tp),
-                gpu=deployment.gpu,
-                model=deployment.model,
-                tp=deployment.tp,
-            )
-        except InputError:
-            spec = "roofline"
+        spec = auto_cost_model_spec(gpu, model, deployment.tp)
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+    return load_cost_model(spec, gpu=gpu, model=model, tp=deployment.tp)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.config import load_scenario
 
 

@@ -66,11 +66,11 @@ class Scenario(StrictModel):
         base_dir = (info.context or {}).get("base_dir")
         if spec == "auto" or (is_relative_profile_path(spec) and base_dir is None):
             return self
-        if is_relative_profile_path(spec):
+        if is_relative_profile_path(spec) and base_dir is not None:
             spec = str(base_dir / spec)
         deployment = self.deployment
         try:
-            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model_spec, tp=deployment.tp)
         except InputError as error:
             raise field_problem("cost_model", str(error)) from None
         return self

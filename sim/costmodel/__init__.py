@@ -10,22 +10,53 @@ from sim.costmodel.capacity import (
     kv_bytes_per_token,
     num_gpu_blocks,
 )
-from sim.costmodel.loader import load_cost_model
-from sim.costmodel.model import CostModel, OutOfRangeWarning, StepCoefficients, StepTimeModel
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
+from sim.costmodel.model import (
+    CostModel,
+    FeatureRanges,
+    OutOfRangeWarning,
+    StepCoefficients,
+    StepTimeModel,
+)
+from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, profile_name, save_profile
+from sim.costmodel.specs import (
+    GpuSpec,
+    ModelSpec,
+    deployment_model,
+    get_gpu,
+    get_model,
+    gpu_names,
+    is_config_path,
+    known_gpus,
+    known_models,
+    model_names,
+    resolve_model,
+)
 
 __all__ = [
     "DEFAULT_ACTIVATION_RESERVE_BYTES",
+    "SHIPPED_PROFILE_DIR",
     "BatchShape",
     "CostModel",
+    "FeatureRanges",
     "GpuSpec",
     "ModelSpec",
     "OutOfRangeWarning",
     "StepCoefficients",
     "StepTimeModel",
+    "auto_cost_model_spec",
+    "deployment_model",
     "get_gpu",
     "get_model",
+    "gpu_names",
+    "is_config_path",
+    "known_gpus",
+    "known_models",
+    "model_names",
+    "resolve_model",
     "kv_bytes_per_token",
     "load_cost_model",
     "num_gpu_blocks",
+    "profile_name",
+    "save_profile",
 ]

@@ -9,8 +9,7 @@ from typing import Any
 
 import simpy
 
-from sim.costmodel.batch import BatchShape
-from sim.costmodel.model import CostModel
+from sim.costmodel import BatchShape, CostModel
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
@@ -33,14 +32,21 @@ class _BlockEventForwarder:
 
 def request_record(request: Request) -> RequestRecord:
     """The finished request's row for requests.parquet."""
+    scheduled_at, first_token_at, finished_at = (
+        request.first_scheduled_at,
+        request.first_token_at,
+        request.finished_at,
+    )
+    if scheduled_at is None or first_token_at is None or finished_at is None:
+        raise ValueError(f"request {request.request_id!r} has no output yet; nothing to record")
     return RequestRecord(
         request_id=request.request_id,
         session_id=request.session_id,
         tenant=request.tenant,
         arrival_at=request.arrival_at,
-        first_scheduled_at=request.first_scheduled_at,
-        first_token_at=request.first_token_at,
-        finished_at=request.finished_at,
+        first_scheduled_at=scheduled_at,
+        first_token_at=first_token_at,
+        finished_at=finished_at,
         num_prompt_tokens=request.num_prompt_tokens,
         num_cached_tokens=request.num_cached_tokens,
         num_computed_prefill_tokens=request.num_computed_prefill_tokens,

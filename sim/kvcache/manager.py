@@ -148,6 +148,7 @@ class KVCacheManager:
             observer = pool.observer
             if observer is not None:
                 for block in new_computed_blocks:
+                    assert block.block_hash is not None  # a prefix hit is a cached block
                     observer.on_block_event(
                         BLOCK_HIT, block.block_hash, block.block_id, block.num_tokens, now
                     )

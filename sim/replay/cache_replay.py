@@ -16,8 +16,8 @@ from sim.kvcache import (
     HashKeys,
     KVCacheManager,
     RequestStatus,
+    run_alone,
 )
-from sim.kvcache.sequential import run_alone
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 
 CACHE_OPS = frozenset(

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
-from sim.kvcache import HASH_ALGOS
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.sched import defaults
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.config import Scenario
-from sim.costmodel import get_model, kv_bytes_per_token
+from sim.costmodel import kv_bytes_per_token
 from sim.errors import InputError
 from sim.runner import GIB, run_scenario, scheduler_config
 from sim.studies.plan import with_setting
@@ -137,9 +137,7 @@ def gpu_kv_gib(scenario: Scenario) -> float:
     """One replica's GPU KV cache (all its GPUs) in GiB."""
     engine, deployment = scenario.engine, scenario.deployment
     block_bytes = (
-        engine.block_size
-        * kv_bytes_per_token(get_model(deployment.model), deployment.tp)
-        * deployment.tp
+        engine.block_size * kv_bytes_per_token(deployment.model_spec, deployment.tp) * deployment.tp
     )
     return (scheduler_config(scenario).num_gpu_blocks - 1) * block_bytes / GIB
 

@@ -11,19 +11,22 @@ from typing import TypeVar
 import numpy as np
 from pydantic import Field, ValidationError
 
-from sim.config.base import StrictModel
-from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.config.errors import validation_error_to_input_error
-from sim.config.scenario import NAME_PATTERN
-from sim.config.yaml_source import apply_overrides, load_source
+from sim.config import (
+    NAME_PATTERN,
+    DeploymentSettings,
+    EngineSettings,
+    StrictModel,
+    apply_overrides,
+    load_source,
+    validation_error_to_input_error,
+)
 from sim.costmodel import CostModel
 from sim.engine import simulate
 from sim.errors import InputError
 from sim.metrics import NullRecorder, RequestRecord
 from sim.runner import scenario_cost_model, scheduler_config
 from sim.sched import SchedulerConfig
-from workloads.api import WorkloadError
-from workloads.spec import RequestSpec
+from workloads.api import RequestSpec, WorkloadError
 
 
 class StudySettings(StrictModel):
@@ -48,7 +51,8 @@ def load_study(
     source = load_source(path)
     apply_overrides(source, list(overrides))
     try:
-        return model.model_validate(source.data), path.resolve().parent
+        base_dir = path.resolve().parent
+        return model.model_validate(source.data, context={"base_dir": base_dir}), base_dir
     except ValidationError as error:
         raise validation_error_to_input_error(error, source) from None
 

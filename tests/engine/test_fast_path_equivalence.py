@@ -168,7 +168,15 @@ def run_with_decode_path(
     return result
 
 
-@pytest.mark.parametrize(("name", "async_scheduling"), list(EXPECTED_COUNTS))
+# The preempting chat (sync and async) stays in the fast lane (it crosses the most decode
+# paths); the rest run in make test-all.
+@pytest.mark.parametrize(
+    ("name", "async_scheduling"),
+    [
+        key if key[0] == "chat-preempting" else pytest.param(*key, marks=pytest.mark.slow)
+        for key in EXPECTED_COUNTS
+    ],
+)
 def test_fast_and_straightforward_paths_write_identical_files(
     name: str, async_scheduling: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,7 @@ def tiny_report() -> SideChannelReport:
     return run_side_channel(settings, Path("."))
 
 
+@pytest.mark.slow
 def test_accuracy_is_chance_with_per_tenant_salts_and_high_without() -> None:
     report = tiny_report()
     assert report.num_trials * report.num_probes_per_trial == 104

@@ -23,21 +23,18 @@ from sim.costmodel import (
     CostModel,
     auto_cost_model_spec,
     get_gpu,
+    get_host_link,
     kv_bytes_per_token,
     load_cost_model,
     num_gpu_blocks,
 )
-from sim.costmodel.transfer import get_host_link
-from sim.engine import SimulationResult, check_max_model_len_fits, simulate
-from sim.engine.offload import OffloadSpec
+from sim.engine import OffloadSpec, SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.kvcache.offload import offload_sizing
+from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
 from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
-from sim.sched import SchedulerConfig
-from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM
+from sim.sched import ASYNC_OFFLOAD_PROBLEM, SchedulerConfig
 from workloads.api import WorkloadError
 
 GIB = 1024**3

@@ -12,10 +12,9 @@ import typer
 
 from sim.cli.app import app
 from sim.fileio import atomic_writer
-from sim.replay import ReplayLine, compare_expectations
+from sim.replay import ReplayLine, compare_expectations, replay_offload
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
-from sim.replay.offload_replay import replay_offload
 
 cache_app = typer.Typer(help="Drive the KV cache directly.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")

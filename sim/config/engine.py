@@ -30,7 +30,6 @@ from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
 from sim.routing import ROUTER_POLICIES
 from sim.sched import POLICIES, defaults
-from sim.sched.defaults import engine_limit_problem
 
 if TYPE_CHECKING:
     HashAlgo = str
@@ -149,7 +148,7 @@ class EngineSettings(StrictModel):
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
-        problem = engine_limit_problem(self)
+        problem = defaults.engine_limit_problem(self)
         if problem is not None:
             raise field_problem(*problem)
         return self

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.costmodel.transfer import HostLink, TransferQueue
-from sim.kvcache.offload import CPU_EVICTED, CPU_STORED, CpuOffloadTier
+from sim.costmodel import HostLink, TransferQueue
+from sim.kvcache import CPU_EVICTED, CPU_STORED, CpuOffloadTier
 from sim.metrics import BlockEvent, Recorder
-from sim.sched.offload import OffloadConnector, StepTransfers
+from sim.sched import OffloadConnector, StepTransfers
 
 # The tier's event kinds as events.parquet names them.
 _EVENT_KINDS = {CPU_STORED: "cpu_stored", CPU_EVICTED: "cpu_evicted"}

@@ -22,8 +22,15 @@ from sim.replay.offload_engine import (
     offload_step_fields,
 )
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
-from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig, SchedulerOutput, defaults
-from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM
+from sim.sched import (
+    ASYNC_OFFLOAD_PROBLEM,
+    POLICIES,
+    Request,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+    defaults,
+)
 
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
 _CONFIG_KEYS = (

@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.kvcache import RequestStatus
-from sim.kvcache.offload import OFFLOAD_POLICIES, CpuOffloadTier
+from sim.kvcache import OFFLOAD_POLICIES, CpuOffloadTier, RequestStatus
 from sim.replay.ops import Op
-from sim.sched import Scheduler, SchedulerOutput
-from sim.sched.offload import OffloadConnector
+from sim.sched import OffloadConnector, Scheduler, SchedulerOutput
 
 OFFLOAD_CONFIG_KEYS = frozenset(
     {"offload_chunks", "offload_policy", "store_delay", "load_delay", "offload_prompt_only"}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
-from sim.kvcache.offload import OFFLOAD_POLICIES, CpuOffloadTier
+from sim.kvcache import OFFLOAD_POLICIES, CpuOffloadTier
 from sim.replay.ops import Op, ReplayLine, read_ops
 
 _OP_KEYS = {

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import CacheRequest, RequestStatus
-from sim.kvcache.offload import CpuOffloadTier
-from sim.kvcache.offload.lookup import external_hit_tokens
+from sim.kvcache import CacheRequest, CpuOffloadTier, RequestStatus, external_hit_tokens
 
 # CPU offloading is modelled with vLLM's sync scheduler only.
 ASYNC_OFFLOAD_PROBLEM = (

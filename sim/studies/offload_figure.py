@@ -33,6 +33,7 @@ def offload_figure(result: OffloadResult) -> Figure:
     smallest = min((s for s in sizes if s > 0), default=1.0)
     for axes in (hit_axes, ttft_axes):
         axes.set_xscale("symlog", linthresh=smallest)
+        axes.set_xlim(left=0, right=1.3 * max(sizes))
         if result.answer_gib is not None:
             axes.axvline(result.answer_gib, color="tab:green", linestyle="--", linewidth=1)
         axes.grid(True, which="both", alpha=0.3)

@@ -21,11 +21,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim.config import DeploymentSettings, EngineSettings, Scenario
 from sim.costmodel import (
     CostModel,
-    auto_cost_model_spec,
+    CostModelChoice,
+    choose_cost_model,
     get_gpu,
     get_host_link,
     kv_bytes_per_token,
-    load_cost_model,
     num_gpu_blocks,
 )
 from sim.engine import OffloadSpec, SimulationResult, check_max_model_len_fits, simulate
@@ -154,17 +154,23 @@ def scenario_router(scenario: Scenario) -> Router:
     return make_router(settings.policy, tuning)
 
 
-def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile of a registry model in
-    its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
+def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> CostModelChoice:
+    """The scenario's step-time model and front end; 'auto' picks the shipped profile of a
+    registry model in its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
     gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
-    if spec == "auto":
-        spec = auto_cost_model_spec(gpu, model, deployment.tp)
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=gpu, model=model, tp=deployment.tp)
+    # Study settings share this helper but have no `frontend` field: they take the default.
+    return choose_cost_model(
+        spec, getattr(scenario, "frontend", "auto"), gpu=gpu, model=model, tp=deployment.tp
+    )
+
+
+def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
+    """The scenario's step-time model (see `scenario_cost_model_choice`)."""
+    return scenario_cost_model_choice(scenario, base_dir).model
 
 
 @contextlib.contextmanager
@@ -205,7 +211,8 @@ def run_scenario(
     config = scheduler_config(scenario)
     check_max_model_len_fits(config)
     offload = scenario_offload(scenario)
-    cost_model = scenario_cost_model(scenario, base_dir)
+    cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
+    cost_model = cost_model_choice.model
     created_dirs = _make_dirs(run_dir.parent)
     partial_dir = run_dir.parent / f".{run_dir.name}.partial"
     shutil.rmtree(partial_dir, ignore_errors=True)
@@ -244,11 +251,14 @@ def run_scenario(
                     num_replicas=num_replicas,
                     router=scenario_router(scenario),
                     replica_recorders=replica_summaries,
+                    frontend=cost_model_choice.frontend,
                     offload=offload,
                 )
             except WorkloadError as error:
                 raise InputError.from_workload_error(error) from None
-        summary = _finish_summary(partial_dir, scenario, run_id, config, result, offload)
+        summary = _finish_summary(
+            partial_dir, scenario, run_id, config, result, cost_model_choice, offload
+        )
         if replica_summaries is not None:
             _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
         atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
@@ -282,6 +292,7 @@ def _finish_summary(
     run_id: str,
     config: SchedulerConfig,
     result: SimulationResult,
+    cost_model_choice: CostModelChoice,
     offload: OffloadSpec | None = None,
 ) -> dict[str, Any]:
     path = run_dir / "summary.json"
@@ -307,6 +318,7 @@ def _finish_summary(
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,
+            "cost_model": cost_model_choice.summary(),
         }
     )
     atomic_write_text(path, json.dumps(summary, sort_keys=True, indent=2) + "\n")

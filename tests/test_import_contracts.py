@@ -77,6 +77,18 @@ CONTRACTS: dict[str, Contract] = {
         ),
         ("numpy", "pydantic", "matplotlib"),
     ),
+    "sim.calibration": Contract(
+        (
+            "sim.costmodel",
+            "sim.metrics",
+            "sim.engine",
+            "sim.config",
+            "sim.runner",
+            "sim.errors",
+            "workloads",
+        ),
+        ("numpy",),
+    ),
     # Commands, benchmarks and the demo sit on top of everything.
     "sim.cli": Contract(ANYTHING),
     "sim.bench": Contract(ANYTHING),
@@ -100,6 +112,7 @@ API_PACKAGES = (
 PUBLIC_MODULES = {
     "workloads.api",
     "workloads.errors",
+    "sim.costmodel.bench_results",
     "sim.costmodel.calibrate",
     "sim.costmodel.derive",
     "sim.costmodel.fit",

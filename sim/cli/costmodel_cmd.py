@@ -19,6 +19,7 @@ from sim.costmodel.derive import write_derived_profiles
 from sim.costmodel.fit import COLUMNS
 from sim.costmodel.validation import (
     KERNEL_SOURCE,
+    ErrorSummary,
     ValidationReport,
     validate_shipped_profiles,
 )
@@ -35,8 +36,19 @@ DEFAULT_VALIDATION_DIR = Path("results/costmodel-validation")
 
 @app.command("calibrate")
 def calibrate_command(
-    measurements: Path = typer.Argument(..., help="CSV of measured steps, TTFTs or ITLs."),
+    measurements: Path = typer.Argument(
+        ..., help="CSV of measured steps, TTFTs or ITLs, or a vLLM benchmark result (--from)."
+    ),
     out: Path = typer.Option(..., "--out", help="Profile YAML to write."),
+    result_format: str | None = typer.Option(
+        None,
+        "--from",
+        help="vllm-bench-serve (a `vllm bench serve --save-result` JSON) or vllm-bench-latency "
+        "(`vllm bench latency --output-json`): simulate the benchmark and fit to it.",
+    ),
+    batch_size: int | None = typer.Option(None, help="vllm-bench-latency: its --batch-size."),
+    input_len: int | None = typer.Option(None, help="vllm-bench-latency: its --input-len."),
+    output_len: int | None = typer.Option(None, help="vllm-bench-latency: its --output-len."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Predicted-vs-measured PNG (default: next to --out)."
     ),
@@ -45,6 +57,21 @@ def calibrate_command(
     tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    if result_format is not None:
+        from sim.cli.bench_calibrate import calibrate_from_bench
+
+        calibrate_from_bench(
+            result_format,
+            measurements,
+            out,
+            gpu=gpu,
+            model=model,
+            tp=tp,
+            batch_size=batch_size,
+            input_len=input_len,
+            output_len=output_len,
+        )
+        return
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
     plot_path = plot if plot is not None else out.with_suffix(".png")
@@ -59,8 +86,11 @@ def calibrate_command(
 def validate_command(
     out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
 ) -> None:
-    """Shipped profiles vs held-out kernel shapes, Splitwise and published TTFTs (MAPE)."""
-    report = validate_shipped_profiles()
+    """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs),
+    leave-one-source-out, and the kernel-table comparison labelled as what it is."""
+    from sim.calibration.serving_validation import serving_validation_records
+
+    report = validate_shipped_profiles(*serving_validation_records())
     out.mkdir(parents=True, exist_ok=True)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
@@ -148,9 +178,40 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
             f"{summary.max_abs_error:.1%}",
         )
     console.print(per_profile)
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and cost model (GPU, model, TP)",
+            "cost model",
+            report.setup_summaries(),
+        )
+    )
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and batch size (sequences together)",
+            "batch",
+            report.batch_summaries(),
+        )
+    )
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
+
+
+def _breakdown_table(title: str, key: str, summaries: list[ErrorSummary]) -> Table:
+    """One row per "source | key value" summary."""
+    table = Table(title=title)
+    for column in ("source", key, "rows", "MAPE", "median error"):
+        table.add_column(column, justify="left" if column in ("source", key) else "right")
+    for summary in summaries:
+        source, value = summary.name.split(" | ")
+        table.add_row(
+            source,
+            value,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+        )
+    return table
 
 
 def _percent(value: float | None) -> str:
@@ -170,6 +231,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
             "table_predicted_s",
             "roofline_predicted_s",
             "in_fitted_range",
+            "batch_size",
         ]
     )
     for r in report.records:
@@ -183,6 +245,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
                 "" if r.table_predicted_s is None else repr(r.table_predicted_s),
                 "" if r.roofline_predicted_s is None else repr(r.roofline_predicted_s),
                 r.in_fitted_range,
+                "" if r.batch_size is None else r.batch_size,
             ]
         )
     atomic_write_bytes(path, text.getvalue().encode())

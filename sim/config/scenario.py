@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
@@ -39,6 +39,12 @@ class Scenario(StrictModel):
         description="'auto' (the shipped profile of the deployment, else roofline), a profile "
         "name like 'h100/llama-3.1-8b/tp1', a profile YAML path, 'roofline', "
         "'constant:<s>' or 'linear:<b0_s>,<per_token_s>'",
+    )
+    frontend: Literal["auto", "none"] = Field(
+        "auto",
+        description="the API server's time around the engine (tokenization, hand-off, first "
+        "token streaming): 'auto' (a calibrated profile's, none for constant:/linear: models, else "
+        "the shipped one) or 'none'",
     )
     workload: WorkloadSettings = Field(description="the traffic: a generator or a trace")
     outputs: OutputSettings = Field(default_factory=OutputSettings)

@@ -10,6 +10,7 @@ from sim.costmodel.capacity import (
     kv_bytes_per_token,
     num_gpu_blocks,
 )
+from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, load_shipped_frontend
 from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import (
     CostModel,
@@ -18,7 +19,8 @@ from sim.costmodel.model import (
     StepCoefficients,
     StepTimeModel,
 )
-from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, profile_name, save_profile
+from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, Profile, profile_name, save_profile
+from sim.costmodel.selection import CostModelChoice, choose_cost_model
 from sim.costmodel.specs import (
     GpuSpec,
     ModelSpec,
@@ -43,6 +45,12 @@ from sim.costmodel.transfer import (
 )
 
 __all__ = [
+    "NO_FRONTEND",
+    "CostModelChoice",
+    "FrontEnd",
+    "Profile",
+    "choose_cost_model",
+    "load_shipped_frontend",
     "DEFAULT_ACTIVATION_RESERVE_BYTES",
     "HOST_LINKS",
     "HOST_LINK_BY_GPU",

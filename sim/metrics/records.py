@@ -63,13 +63,44 @@ class RequestRecord:
     num_output_tokens: int
     num_preemptions: int
     inter_token_latencies_s: Sequence[float]  # gaps between consecutive output tokens
+    # The serving front end (sim.costmodel.frontend): arrival_at is arrival at the API server,
+    # the engine sees the request frontend_in_s later, and first_token_at / finished_at are when
+    # the client receives the tokens, frontend_out_s after the engine emitted them.
+    frontend_in_s: float = 0.0
+    frontend_out_s: float = 0.0
+    # When the last prompt token was computed; None: in the step that emitted the first token.
+    prefill_done_at: float | None = None
     # The part of num_cached_tokens loaded from the CPU offload tier (the rest hit the GPU).
     num_host_cached_tokens: int = 0
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token, from arrival (as vLLM measures it)."""
+        """Time to first token at the client, from arrival at the API server."""
         return self.first_token_at - self.arrival_at
+
+    @property
+    def frontend_s(self) -> float:
+        """TTFT spent in the API server: request in (tokenization, hand-off), first token out."""
+        return self.frontend_in_s + self.frontend_out_s
+
+    @property
+    def prefill_s(self) -> float:
+        """First schedule to the end of the step that computed the last prompt token."""
+        return self._prefill_done_at - self.first_scheduled_at
+
+    @property
+    def first_decode_s(self) -> float:
+        """Prefill done to the engine emitting the first token (0 when the same step does both).
+
+        queue_s + frontend_s + prefill_s + first_decode_s == ttft_s.
+        """
+        return self.first_token_at - self.frontend_out_s - self._prefill_done_at
+
+    @property
+    def _prefill_done_at(self) -> float:
+        if self.prefill_done_at is not None:
+            return self.prefill_done_at
+        return self.first_token_at - self.frontend_out_s
 
     @property
     def e2e_s(self) -> float:
@@ -78,5 +109,5 @@ class RequestRecord:
 
     @property
     def queue_s(self) -> float:
-        """Time spent waiting before the first schedule."""
-        return self.first_scheduled_at - self.arrival_at
+        """Time the engine kept the request waiting before its first schedule."""
+        return self.first_scheduled_at - self.arrival_at - self.frontend_in_s

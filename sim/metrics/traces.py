@@ -31,6 +31,9 @@ REQUESTS_SCHEMA = pa.schema(
         ("ttft_s", pa.float64()),
         ("e2e_s", pa.float64()),
         ("queue_s", pa.float64()),
+        ("frontend_s", pa.float64()),
+        ("prefill_s", pa.float64()),
+        ("first_decode_s", pa.float64()),
         ("num_host_cached_tokens", pa.int64()),
     ]
 )

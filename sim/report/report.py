@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics import SUMMARY_FILE
+from sim.report.cost_model_section import cost_model_section
 from sim.report.figures import (
     BlockSizeLine,
     PrefillTokens,
@@ -286,6 +287,7 @@ def render_report(run_set: RunSet, labels: dict[str, str], figures: list[ReportF
             "warm-up), as in summary.json.\n"
         )
     parts.append(variant_summary_table(run_set, labels))
+    parts.append(cost_model_section(run_set))
     if run_set.is_sweep and run_set.parameter_paths:
         parts.append("## Paired differences\n")
         parts.append(

@@ -51,6 +51,9 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 1.25,
             "e2e_s": 4.0,
             "queue_s": 0.5,
+            "frontend_s": 0.0,
+            "prefill_s": 0.75,
+            "first_decode_s": 0.0,
             "num_host_cached_tokens": 0,
         },
         {
@@ -69,6 +72,9 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 0.5,
             "e2e_s": 2.0,
             "queue_s": 0.25,
+            "frontend_s": 0.0,
+            "prefill_s": 0.25,
+            "first_decode_s": 0.0,
             "num_host_cached_tokens": 0,
         },
     ]

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import load_commands
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.runner import run_scenario
@@ -74,7 +74,7 @@ def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path) -> None:
     assert {"cpu_stored", "cpu_loaded", "stored", "hit"} <= kinds
     steps = pq.read_table(run_dir / "steps.parquet")
     assert sum(steps.column("num_external_hits").to_pylist()) >= summary["num_external_hits"]
-    assert CliRunner().invoke(app, ["report", str(run_dir)]).exit_code == 0
+    assert CliRunner().invoke(load_commands(["report"]), ["report", str(run_dir)]).exit_code == 0
     report = (run_dir / "report.md").read_text()
     assert f"| num_external_hits | {summary['num_external_hits']:,} |" in report
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import load_commands
 from sim.errors import InputError
 from sim.replay.offload_replay import replay_offload
 
@@ -37,7 +37,8 @@ def test_replay_equals_vllm(name: str) -> None:
 def test_cli_writes_one_file_per_stream(tmp_path: Path) -> None:
     streams = [FIXTURES / f"{name}.ops.jsonl" for name in STREAMS[:2]]
     result = CliRunner().invoke(
-        app, ["cache", "offload-replay", *map(str, streams), "--outdir", str(tmp_path)]
+        load_commands(["cache"]),
+        ["cache", "offload-replay", *map(str, streams), "--outdir", str(tmp_path)],
     )
     assert result.exit_code == 0, result.output
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(s.name for s in streams)

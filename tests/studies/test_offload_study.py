@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import load_commands
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.studies.offload import OffloadSettings, check_offload_settings, offload_study
@@ -88,7 +88,7 @@ def test_shipped_scenarios_run_through_the_cli(
     args = ["offload", str(SCENARIOS / name), "--out", str(tmp_path)]
     for override in overrides:
         args += ["--set", override]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(load_commands(["offload"]), args)
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "offload.json").read_text())
     assert data["points"][0]["size_gib"] == 0.0 and len(data["points"]) >= 4

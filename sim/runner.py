@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from sim.engine import OffloadSpec, SimulationResult, check_max_model_len_fits, 
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
-from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
+from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
 from sim.sched import ASYNC_OFFLOAD_PROBLEM, SchedulerConfig
 from workloads.api import WorkloadError
@@ -204,8 +203,13 @@ def run_scenario(
     results_root: Path = Path("results"),
     run_dir: Path | None = None,
     progress: bool = False,
+    require_measured: bool = True,
+    goodput: GoodputSlos | None = None,
 ) -> RunResult:
-    """Simulate `scenario` and write its result files; returns the run directory and summary."""
+    """Simulate `scenario` and write its result files; returns the run directory and summary.
+
+    With `require_measured`, a run that measured nothing or whose requests were mostly rejected
+    fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
     run_id = scenario.run_id()
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     config = scheduler_config(scenario)
@@ -220,9 +224,13 @@ def run_scenario(
     try:
         recorder = make_run_recorder(
             partial_dir,
+            max_model_len=config.max_model_len,
+            num_replicas=scenario.deployment.replicas,
             scrape_interval_s=scenario.outputs.scrape_interval_s,
             warmup_s=scenario.warmup_s,
+            duration_s=scenario.duration_s,
             events=scenario.outputs.events,
+            goodput=goodput,
             offload=offload is not None,
         )
         specs = scenario.workload.build(
@@ -232,7 +240,11 @@ def run_scenario(
         # Never closed: only their summary() is read, into one replicas.json.
         replica_summaries = (
             [
-                SummaryRecorder(partial_dir / REPLICAS_FILE, warmup_s=scenario.warmup_s)
+                SummaryRecorder(
+                    partial_dir / REPLICAS_FILE,
+                    warmup_s=scenario.warmup_s,
+                    duration_s=scenario.duration_s,
+                )
                 for _ in range(num_replicas)
             ]
             if num_replicas > 1
@@ -259,6 +271,8 @@ def run_scenario(
         summary = _finish_summary(
             partial_dir, scenario, run_id, config, result, cost_model_choice, offload
         )
+        if require_measured:
+            check_measured(summary, config)
         if replica_summaries is not None:
             _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
         atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
@@ -325,10 +339,26 @@ def _finish_summary(
     return summary
 
 
-def _json_number(value: float | int | None) -> float | int | None:
-    if isinstance(value, float):
-        return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
-    return value
+MAX_REJECTED_FRACTION = 0.5
+
+
+def check_measured(summary: dict[str, Any], config: SchedulerConfig) -> None:
+    """A run that measured nothing, or whose requests were mostly rejected, is a failed run:
+    raises an InputError saying why (the caller then keeps no result)."""
+    num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
+    rejected = (
+        f"{num_rejected:,} of {num_submitted:,} requests were rejected: their prompts are "
+        f"at least engine.max_model_len ({config.max_model_len:,}) tokens long"
+    )
+    if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
+        raise InputError(f"run failed: {rejected}; raise engine.max_model_len or shorten them")
+    if summary["num_requests"] == 0:
+        why = (
+            "no request arrived after warm-up"
+            if num_submitted
+            else "the workload submitted no request"
+        )
+        raise InputError(f"run failed: nothing was measured ({why}); lengthen duration_s")
 
 
 def _write_replica_summaries(
@@ -337,9 +367,7 @@ def _write_replica_summaries(
     """replicas.json: each replica's summary numbers (as in summary.json) and routed count."""
     replicas = []
     for index, recorder in enumerate(recorders):
-        numbers = {
-            key: _json_number(value) for key, value in recorder.summary(result.end_at).items()
-        }
+        numbers = {key: json_value(value) for key, value in recorder.summary(result.end_at).items()}
         replicas.append({"replica": index, "num_routed": result.num_routed[index], **numbers})
     document = {"replicas": replicas}
     atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")

@@ -71,6 +71,7 @@ CONTRACTS: dict[str, Contract] = {
             "sim.engine",
             "sim.config",
             "sim.runner",
+            "sim.sweep",
             "sim.report",
             "sim.errors",
             "workloads",

@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, str] = {
     "layout": "study_cmd",
     "side-channel": "study_cmd",
     "eviction": "eviction_cmd",
+    "export-metrics": "export_cmd",
     "offload": "offload_cmd",
 }
 

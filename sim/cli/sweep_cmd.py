@@ -38,6 +38,19 @@ def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
         run = runs[run_id]
         label = f"{run.variant}, seed {run.seed}" if run.variant else f"seed {run.seed}"
         print(f"failed {run_id} [{label}]: {result.records[run_id].error}", file=sys.stderr)
+    unstable = [
+        run
+        for run in plan.runs
+        if (result.records[run.run_id].summary or {}).get("stable") is False
+    ]
+    if unstable:
+        shown = "; ".join(f"{run.variant or 'base'} seed {run.seed}" for run in unstable[:5])
+        more = f" and {len(unstable) - 5} more" if len(unstable) > 5 else ""
+        print(
+            f"WARNING: {len(unstable)} runs reached no steady state (their latencies describe "
+            f"the run's length, not the deployment): {shown}{more}",
+            file=sys.stderr,
+        )
     num_ok = sum(record.status == "ok" for record in result.records.values())
     print(
         f"sweep {plan.name}: {len(plan.runs)} runs, {num_ok} ok "

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
@@ -17,10 +23,42 @@ from sim.runner import run_scenario, scheduler_config
 from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
 
 DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
+T = TypeVar("T")
 
 
 def _trace_specs(trace: Path, trace_format: str, max_requests: int | None):
     return read_trace(trace_format, trace, max_requests=max_requests, tokens=SyntheticTokens())
+
+
+@contextlib.contextmanager
+def _counted(specs: Iterable[T], total: int | None, enabled: bool) -> Iterator[Iterable[T]]:
+    """The specs, with a progress line on stderr (requests replayed, rate, elapsed time)."""
+    if not enabled:
+        yield specs
+        return
+    columns = [
+        TextColumn("[bold]cache-only replay"),
+        BarColumn(),
+        MofNCompleteColumn() if total else TextColumn("{task.completed:,} requests"),
+        TextColumn("{task.speed:,.0f}/s" if total is None else ""),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("replay", total=total)
+
+        def counting() -> Iterator[T]:
+            next_update_at = time.monotonic()
+            count = 0
+            for spec in specs:
+                yield spec
+                count += 1
+                now = time.monotonic()
+                if now >= next_update_at:  # redraw at most 10 times a second
+                    next_update_at = now + 0.1
+                    progress.update(task, completed=count)
+            progress.update(task, completed=count)
+
+        yield counting()
 
 
 def _length_bounds(trace: Path, trace_format: str, max_requests: int | None) -> tuple[int, int]:
@@ -68,11 +106,13 @@ def replay_command(
             if num_gpu_blocks is None and not infinite:
                 scenario = _scenario(trace, trace_format, block_size, None, None, max_requests)
                 num_gpu_blocks = scheduler_config(scenario).num_gpu_blocks
-            result = replay_cache_only(
-                _trace_specs(trace, trace_format, max_requests),
-                block_size=block_size,
-                num_gpu_blocks=None if infinite else num_gpu_blocks,
-            )
+            specs = _trace_specs(trace, trace_format, max_requests)
+            with _counted(specs, max_requests, progress) as counted_specs:
+                result = replay_cache_only(
+                    counted_specs,
+                    block_size=block_size,
+                    num_gpu_blocks=None if infinite else num_gpu_blocks,
+                )
             summary = result.summary()
         else:
             max_model_len = None

@@ -66,6 +66,7 @@ class Cluster:
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
                     offload=offload,
+                    replica=index,
                 )
             )
         self.views = [

@@ -19,19 +19,22 @@ from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
 class _BlockEventForwarder:
     """Passes the cache's block events to the recorder as BlockEvent records."""
 
-    __slots__ = ("recorder",)
+    __slots__ = ("recorder", "replica")
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, replica: int) -> None:
         self.recorder = recorder
+        self.replica = replica
 
     def on_block_event(
         self, kind: str, block_hash: bytes, block_id: int, num_tokens: int, now: float
     ) -> None:
-        self.recorder.on_block_event(BlockEvent(kind, now, block_hash, block_id, num_tokens))
+        self.recorder.on_block_event(
+            BlockEvent(kind, now, block_hash, block_id, num_tokens, self.replica)
+        )
 
 
-def request_record(request: Request) -> RequestRecord:
-    """The finished request's row for requests.parquet."""
+def request_record(request: Request, replica: int = 0) -> RequestRecord:
+    """The finished request's row for requests.parquet, served by `replica`."""
     scheduled_at, first_token_at, finished_at = (
         request.first_scheduled_at,
         request.first_token_at,
@@ -54,6 +57,7 @@ def request_record(request: Request) -> RequestRecord:
         num_preemptions=request.num_preemptions,
         inter_token_latencies_s=request.inter_token_latencies_s,
         num_host_cached_tokens=request.num_host_cached_tokens,
+        replica=replica,
     )
 
 
@@ -117,11 +121,13 @@ class EngineCore:
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
+        replica: int = 0,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
+        self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
-        observer = _BlockEventForwarder(self.recorder) if record_block_events else None
+        observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.record_block_events = record_block_events
         self.transfer_clock = TransferClock(offload) if offload is not None else None
         connector = None
@@ -133,6 +139,7 @@ class EngineCore:
                 tier_recorder,
                 self.transfer_clock,
                 gpu_prefix_caching=config.enable_caching,
+                replica=replica,
             )
         self.scheduler = Scheduler(
             config, observer=observer, fast_decode_path=fast_decode_path, offload=connector
@@ -298,10 +305,12 @@ class EngineCore:
                 num_evictions=batch.num_evictions,
                 num_external_queries=external_queries,
                 num_external_hits=external_hits,
+                replica=self.replica,
+                cached_free_usage=kv_cache_manager.block_pool.cached_free_usage,
             )
         )
         for request in result.finished:
-            self.recorder.on_request_finished(request_record(request))
+            self.recorder.on_request_finished(request_record(request, self.replica))
             if self.on_request_finished is not None:
                 self.on_request_finished(request)
         if self.on_step is not None:
@@ -344,4 +353,6 @@ class EngineCore:
             job = offload.jobs[job_id]
             if not job.is_store:
                 for key in job.keys:
-                    self.recorder.on_block_event(BlockEvent("cpu_loaded", at, key, -1, 0))
+                    self.recorder.on_block_event(
+                        BlockEvent("cpu_loaded", at, key, -1, 0, self.replica)
+                    )

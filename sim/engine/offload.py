@@ -30,18 +30,19 @@ class OffloadSpec:
 class TierEventForwarder:
     """Passes the tier's store completions and evictions to the recorder, stamped `now()`."""
 
-    __slots__ = ("recorder", "clock")
+    __slots__ = ("recorder", "clock", "replica")
 
-    def __init__(self, recorder: Recorder, clock: TransferClock) -> None:
+    def __init__(self, recorder: Recorder, clock: TransferClock, replica: int) -> None:
         self.recorder = recorder
         self.clock = clock
+        self.replica = replica
 
     def on_offload_event(self, kind: str, keys: Sequence[bytes]) -> None:
         """Forward one event per chunk."""
         name = _EVENT_KINDS[kind]
         at = self.clock.now
         for key in keys:
-            self.recorder.on_block_event(BlockEvent(name, at, key, -1, 0))
+            self.recorder.on_block_event(BlockEvent(name, at, key, -1, 0, self.replica))
 
 
 def make_connector(
@@ -51,9 +52,10 @@ def make_connector(
     clock: TransferClock,
     *,
     gpu_prefix_caching: bool = True,
+    replica: int = 0,
 ) -> OffloadConnector:
-    """A connector over a fresh tier; its events go to `recorder` when given."""
-    observer = TierEventForwarder(recorder, clock) if recorder is not None else None
+    """A connector over a fresh tier; its events go to `recorder` (stamped with `replica`)."""
+    observer = TierEventForwarder(recorder, clock, replica) if recorder is not None else None
     tier = CpuOffloadTier(spec.num_chunks, spec.policy, observer=observer)
     return OffloadConnector(
         tier,

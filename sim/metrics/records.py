@@ -20,6 +20,7 @@ class BlockEvent:
     block_hash: bytes  # full digest
     block_id: int
     num_tokens: int  # prefix tokens the block's hash covers: (block index + 1) * block_size
+    replica: int = 0  # the engine replica whose cache it is
 
 
 @dataclass(slots=True)
@@ -41,6 +42,10 @@ class StepRecord:
     num_queries: int
     num_hits: int
     num_evictions: int
+    replica: int = 0  # the engine replica that stepped
+    # Free blocks still holding a cached prefix (evictable), as a fraction of the usable blocks:
+    # `usage` counts them as free, so a cache full of reusable prefixes can read near 0 %.
+    cached_free_usage: float = 0.0
     # CPU offload tier (vllm:external_prefix_cache_queries / _hits): 0 without offloading.
     num_external_queries: int = 0
     num_external_hits: int = 0
@@ -70,6 +75,7 @@ class RequestRecord:
     frontend_out_s: float = 0.0
     # When the last prompt token was computed; None: in the step that emitted the first token.
     prefill_done_at: float | None = None
+    replica: int = 0  # the engine replica that served it
     # The part of num_cached_tokens loaded from the CPU offload tier (the rest hit the GPU).
     num_host_cached_tokens: int = 0
 
@@ -111,3 +117,33 @@ class RequestRecord:
     def queue_s(self) -> float:
         """Time the engine kept the request waiting before its first schedule."""
         return self.first_scheduled_at - self.arrival_at - self.frontend_in_s
+
+    @property
+    def engine_prefill_s(self) -> float:
+        """vLLM's request prefill time: first schedule to the engine emitting the first token
+        (prefill_s + first_decode_s)."""
+        return self.first_token_at - self.frontend_out_s - self.first_scheduled_at
+
+    @property
+    def decode_s(self) -> float:
+        """First token to last token (vLLM's request decode time)."""
+        return self.finished_at - self.first_token_at
+
+    @property
+    def inference_s(self) -> float:
+        """vLLM's request inference time: first schedule to the engine emitting the last token."""
+        return self.finished_at - self.frontend_out_s - self.first_scheduled_at
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first, as vLLM's benchmark computes it:
+        (e2e - TTFT) / (output tokens - 1); None for a single-token output."""
+        if self.num_output_tokens < 2:
+            return None
+        return self.decode_s / (self.num_output_tokens - 1)
+
+    @property
+    def itl_max_s(self) -> float | None:
+        """The longest gap between two consecutive output tokens; None for one token."""
+        gaps = self.inter_token_latencies_s
+        return max(gaps) if gaps else None

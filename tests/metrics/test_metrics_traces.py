@@ -27,6 +27,8 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             num_computed_prefill_tokens=60,
             num_output_tokens=20,
             num_preemptions=1,
+            inter_token_latencies_s=[0.25] * 18 + [0.5],
+            replica=3,
         )
     )
     writer.on_request_finished(make_request(request_id="solo"))
@@ -54,6 +56,10 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "frontend_s": 0.0,
             "prefill_s": 0.75,
             "first_decode_s": 0.0,
+            "decode_s": 2.75,
+            "tpot_s": 2.75 / 19,  # decode time over the 19 tokens after the first
+            "itl_max_s": 0.5,
+            "replica": 3,
             "num_host_cached_tokens": 0,
         },
         {
@@ -75,6 +81,10 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "frontend_s": 0.0,
             "prefill_s": 0.25,
             "first_decode_s": 0.0,
+            "decode_s": 1.5,
+            "tpot_s": 0.5,
+            "itl_max_s": 0.5,
+            "replica": 0,
             "num_host_cached_tokens": 0,
         },
     ]
@@ -97,6 +107,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
         num_queries=600,
         num_hits=96,
         num_evictions=3,
+        cached_free_usage=0.25,
+        replica=2,
         num_external_queries=504,
         num_external_hits=64,
     )
@@ -117,6 +129,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
             "num_queries": 600,
             "num_hits": 96,
             "num_evictions": 3,
+            "cached_free_usage": 0.25,
+            "replica": 2,
             "num_external_queries": 504,
             "num_external_hits": 64,
         }

@@ -16,7 +16,7 @@ SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 # Runs per file: the product of the grid sizes (a zip block counts once) times the seeds.
 EXPECTED_RUNS = {
     "agent_tools.yaml": 8,
-    "arrival_rate.yaml": 12,
+    "arrival_rate.yaml": 14,
     "block_size.yaml": 12,
     "chat_layout.yaml": 6,
     "models_and_gpus.yaml": 7,

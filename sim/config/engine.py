@@ -135,7 +135,9 @@ class EngineSettings(StrictModel):
         description="GiB of host memory for vLLM's CPU KV offload tier, all GPUs of a replica "
         "together (--kv-offloading-size); null or 0: off",
     )
-    kv_offloading_policy: Literal["lru", "arc"] = "lru"
+    kv_offloading_policy: Literal["lru", "arc"] = Field(
+        "lru", description="Eviction policy of the CPU offload tier (vLLM's eviction_policy)"
+    )
     kv_offload_prompt_only: bool = Field(
         True, description="Store only prompt blocks on the CPU tier, as vLLM does by default"
     )

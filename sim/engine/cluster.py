@@ -14,6 +14,7 @@ import simpy
 
 from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
+from sim.engine.offload import OffloadSpec
 from sim.kvcache import BlockHasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder
 from sim.routing import Router, SchedulerReplica
@@ -37,6 +38,7 @@ class Cluster:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        offload: OffloadSpec | None = None,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -63,6 +65,7 @@ class Cluster:
                     on_request_finished=on_request_finished,
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
+                    offload=offload,
                     replica=index,
                 )
             )

@@ -23,6 +23,18 @@ from sim.kvcache.observer import (
     BLOCK_STORED,
     CacheObserver,
 )
+from sim.kvcache.offload import (
+    CPU_EVICTED,
+    CPU_STORED,
+    OFFLOAD_POLICIES,
+    CpuOffloadTier,
+    Lookup,
+    OffloadObserver,
+    OffloadSizing,
+    StorePlan,
+    offload_sizing,
+)
+from sim.kvcache.offload.lookup import external_hit_tokens
 from sim.kvcache.request import CacheRequest, RequestStatus
 from sim.kvcache.salt import cache_salt_problem
 from sim.kvcache.sequential import run_alone
@@ -34,22 +46,32 @@ __all__ = [
     "BLOCK_EVICTED",
     "BLOCK_HIT",
     "BLOCK_STORED",
+    "CPU_EVICTED",
+    "CPU_STORED",
     "HASH_ALGOS",
     "MAX_NUM_GPU_BLOCKS",
     "NO_HASH_KEYS",
+    "OFFLOAD_POLICIES",
     "BlockHasher",
     "BlockPool",
     "CacheObserver",
     "CacheRequest",
+    "CpuOffloadTier",
     "FreeBlockQueue",
     "HashKeys",
     "KVBlock",
     "KVCacheManager",
+    "Lookup",
     "MultiModalItem",
+    "OffloadObserver",
+    "OffloadSizing",
     "PrefixCacheStats",
     "RequestStatus",
+    "StorePlan",
     "cache_salt_problem",
+    "external_hit_tokens",
     "none_hash",
+    "offload_sizing",
     "pool_size_problem",
     "run_alone",
 ]

@@ -105,14 +105,23 @@ class KVCacheManager:
         *,
         full_sequence_must_fit: bool = False,
         has_running_requests: bool = False,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+        reserved_blocks: int = 0,
         now: float = 0.0,
     ) -> list[KVBlock] | None:
-        """Allocate blocks for `num_new_tokens` more tokens; None (no change) if they don't fit."""
+        """Allocate blocks for `num_new_tokens` more tokens; None (no change) if they don't fit.
+
+        `num_external_computed_tokens` come from the CPU tier after the GPU hit: they get new
+        blocks now and, with `delay_cache_blocks` (an async load), enter the GPU cache only
+        when the load is done. The allocation itself must leave `reserved_blocks` free.
+        """
         request_id = request.request_id
         max_model_len = self.max_model_len
         num_free = self.block_pool.free_block_queue.num_free_blocks
-        num_local_computed = min(
-            request.num_computed_tokens + num_new_computed_tokens, max_model_len
+        num_computed = min(
+            request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
+            max_model_len,
         )
         watermark = (
             self.watermark_blocks if has_running_requests and request.status in _ADMITTING else 0
@@ -122,9 +131,9 @@ class KVCacheManager:
             needed = self.num_blocks_to_allocate(request_id, num_full_sequence, new_computed_blocks)
             if needed + watermark > num_free:
                 return None
-        num_slots = min(num_local_computed + num_new_tokens, max_model_len)
+        num_slots = min(num_computed + num_new_tokens, max_model_len)
         needed = self.num_blocks_to_allocate(request_id, num_slots, new_computed_blocks)
-        if needed + watermark > num_free:
+        if needed + watermark > num_free - reserved_blocks:
             return None
 
         pool = self.block_pool
@@ -146,10 +155,8 @@ class KVCacheManager:
         num_new_blocks = -(-num_slots // self.block_size) - len(blocks)
         new_blocks = pool.get_new_blocks(num_new_blocks, now) if num_new_blocks > 0 else []
         blocks.extend(new_blocks)
-        if self.enable_caching:
-            self.cache_blocks(
-                request, min(num_local_computed + num_new_tokens, request.num_tokens), now
-            )
+        if self.enable_caching and not delay_cache_blocks:
+            self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens), now)
         return new_blocks
 
     def allocate_one_slot(self, request: CacheRequest, now: float = 0.0) -> bool:

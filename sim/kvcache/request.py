@@ -14,6 +14,8 @@ class RequestStatus(enum.Enum):
     WAITING = "WAITING"
     RUNNING = "RUNNING"
     PREEMPTED = "PREEMPTED"
+    # Admitted with a CPU-tier hit whose async load is still in flight (spec §13.7.2).
+    WAITING_FOR_REMOTE_KVS = "WAITING_FOR_REMOTE_KVS"
     FINISHED_STOPPED = "FINISHED_STOPPED"
     FINISHED_LENGTH_CAPPED = "FINISHED_LENGTH_CAPPED"
     FINISHED_ABORTED = "FINISHED_ABORTED"

@@ -149,12 +149,15 @@ def test_random_sequences_keep_invariants_and_drain(
     # Under priority, requests tied on (priority, arrival) can preempt each other forever, as
     # in vLLM (tests/fixtures/sched_rules/tied_priority_livelock); all others drain.
     keys = {(request.priority, request.arrival_at) for request in added.values()}
+    drained = not scheduler.has_unfinished_requests
     if config.policy == "fcfs" or len(keys) == len(added):
-        assert not scheduler.has_unfinished_requests
+        assert drained
     # Steer generation towards the interesting cases: preemptions and prefix hits.
     stats = scheduler.kv_cache_manager.cumulative_stats
     target(float(scheduler.num_preemptions), label="preemptions")
     target(float(stats.hits + stats.preempted_hits), label="hit tokens")
+    if not drained:
+        return  # the tied-priority livelock allowed above still holds its blocks
     assert scheduler.kv_cache_manager.num_free_blocks == config.num_gpu_blocks - 1
     for request_id, request in added.items():
         if request_id in aborted:

@@ -99,6 +99,7 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         enable_caching=engine.enable_prefix_caching,
         hash_algo=engine.hash_algo,
         hash_seed=engine.hash_seed,
+        core=engine.core,
     )
 
 

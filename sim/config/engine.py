@@ -40,6 +40,10 @@ class EngineSettings(StrictModel):
     hash_seed: str | None = Field(
         None, description="Plays PYTHONHASHSEED's role for NONE_HASH (documented in README)"
     )
+    core: Literal["native", "python"] = Field(
+        "native",
+        description="Cache core: compiled (native) or the pure-Python reference; same results",
+    )  # = native.CORES
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:

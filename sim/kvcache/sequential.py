@@ -64,6 +64,6 @@ def run_alone(
         True,
         num_hit_tokens,
         num_new_tokens,
-        [block.block_id for block in new_blocks],
+        manager.block_ids(new_blocks),
         block_ids_at_finish,
     )

@@ -5,12 +5,14 @@ Time is the step number; a fake model emits the tokens each `add` lists.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sim.kvcache import BLOCK_EVICTED, BLOCK_STORED, HashKeys, PrefixCacheStats
+from sim.native import DEFAULT_CORE
 from sim.replay.cache_replay import parse_lora, parse_salt
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig
@@ -228,7 +230,7 @@ class EngineReplay:
             self.labels.setdefault(request.block_hashes[index], f"{request.request_id}#{index}")
 
 
-def replay_engine(path: Path) -> Iterator[ReplayLine]:
+def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     """Replay an engine op script: a header line, add and step lines, then the summary.
 
     An op's `expect` is checked against its last line (with the cumulative counters and, for
@@ -237,7 +239,8 @@ def replay_engine(path: Path) -> Iterator[ReplayLine]:
     ops = read_ops(path, ENGINE_OPS)
     first = next(ops, None)
     config_op = first if first is not None and first.name == "config" else None
-    replay = EngineReplay(scheduler_config_from_op(config_op))
+    config = dataclasses.replace(scheduler_config_from_op(config_op), core=core)
+    replay = EngineReplay(config)
     header = replay.header()
     yield ReplayLine(None, header, header)
     pending = [] if first is None or config_op is not None else [first]

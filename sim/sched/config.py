@@ -24,6 +24,7 @@ class SchedulerConfig:
     enable_caching: bool = True
     hash_algo: str = "sha256"
     hash_seed: str | None = None
+    core: str = "native"  # sim.native.CORES: the compiled cache core or the Python reference
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

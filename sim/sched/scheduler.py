@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.kvcache import BlockHasher, CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.kvcache import CacheObserver, PrefixCacheStats, RequestStatus
+from sim.native import make_hasher, make_manager
 from sim.sched.config import SchedulerConfig
 from sim.sched.lazy_decode import LazyDecoders
 from sim.sched.queues import FcfsQueue, PriorityQueue
@@ -78,13 +79,15 @@ class Scheduler:
         # straightforward path (lazy requests catch up when due).
         self.fast_decode_path = fast_decode_path
         self.lazy = LazyDecoders(config.block_size) if fast_decode_path else None
-        self.hasher = BlockHasher(
+        self.hasher = make_hasher(
+            config.core,
             config.hash_algo,
             config.block_size,
             config.hash_seed,
             memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
         )
-        self.kv_cache_manager = KVCacheManager(
+        self.kv_cache_manager = make_manager(
+            config.core,
             config.num_gpu_blocks,
             config.block_size,
             max_model_len=config.max_model_len,
@@ -251,9 +254,9 @@ class Scheduler:
                 continue
             demand += num_new_tokens
             num_slots = min(num_computed + num_new_tokens, max_model_len)
-            held = manager.req_to_blocks[request.request_id]
-            if num_slots > len(held) * block_size:
-                blocks_needed += -(-num_slots // block_size) - len(held)
+            num_held = manager.num_held_blocks(request.request_id)
+            if num_slots > num_held * block_size:
+                blocks_needed += -(-num_slots // block_size) - num_held
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(self, output: SchedulerOutput, budget: int, now: float) -> None:

@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test test-all bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -17,8 +17,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/prefixsim demo --out results/demo
 
-test: $(STAMP)
-	$(VENV)/bin/ruff check sim workloads tests
+# The fast lane: lint, format, and every test not marked slow (under 5 minutes on 2 cores).
+test: lint
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
+
+# Everything, slow end-to-end tests included.
+test-all: lint
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 # Dynamo's mocker for the comparison in make bench: its own venv outside the repo, --no-deps.

@@ -1,4 +1,5 @@
-"""Length, latency and arrival statistics fitted to the traces in shared/data/traces.
+"""Length, latency and arrival statistics fitted to real public traces (in the repository under
+tests/fixtures/traces and scenarios/data/traces).
 
 Lengths are fitted as a log-normal by maximum likelihood (median = exp(mean ln x), sigma =
 std ln x) and clipped to the trace's observed [min, max]. Which generator uses which:

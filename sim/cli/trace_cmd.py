@@ -38,7 +38,9 @@ def _length_bounds(trace: Path, trace_format: str, max_requests: int | None) -> 
 
 @app.command("replay")
 def replay_command(
-    trace: Path = typer.Argument(..., help="Trace file (see shared/data/traces READMEs)."),
+    trace: Path = typer.Argument(
+        ..., help="Trace file, `.gz` allowed (formats: docs/trace_formats.md)."
+    ),
     trace_format: str = typer.Option(..., "--format", help=f"One of {', '.join(TRACE_FORMATS)}."),
     block_size: int = typer.Option(16, "--block-size", min=1, help="Engine block size."),
     num_gpu_blocks: int | None = typer.Option(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TRACES_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity" / "traces"
+TRACES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / "traces"
 
 
 def cache_replay(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import pytest
 
 from sim.replay.engine_replay import replay_engine
 
-WORKLOADS_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity" / "workloads"
+WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / "workloads"
 WORKLOADS = sorted(WORKLOADS_DIR.glob("w*.jsonl"))
 
 

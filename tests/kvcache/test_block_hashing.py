@@ -25,7 +25,7 @@ from sim.kvcache import (
 from sim.kvcache.hashing import num_shared_full_blocks
 from sim.replay.cache_replay import replay_cache
 
-GOLDEN_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity" / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / "golden"
 PROMPT_1000_1031 = list(range(1000, 1032))
 
 

@@ -2,7 +2,7 @@
 only error that escapes is a one-line InputError (or the input is accepted).
 
 Inputs: random bytes, YAML-shaped text, random documents, a valid scenario with fields replaced
-or removed, random `--set` assignments; for replays, random op scripts and the shared fidelity
+or removed, random `--set` assignments; for replays, random op scripts and the fidelity
 scripts with one field broken. Integers stay small where the input sizes work (pool size, step
 counts): huge-but-valid sizes are slow, not wrong.
 """
@@ -25,7 +25,7 @@ from sim.kvcache import HASH_ALGOS
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
 
-FIDELITY_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity"
+FIDELITY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity"
 FUZZ = settings(
     max_examples=150,
     deadline=None,
@@ -389,7 +389,7 @@ def broken_script(draw, scripts: list[list[dict[str, Any]]]) -> str:
     ("folder", "replay"), [("traces", replay_cache), ("workloads", replay_engine)]
 )
 def test_fidelity_scripts_with_one_fault(folder, replay, scratch):
-    """The shared fidelity scripts, each with one fault: only InputError escapes."""
+    """The fidelity scripts, each with one fault: only InputError escapes."""
     scripts = _fidelity_scripts(folder)
     assert len(scripts) >= 5
 

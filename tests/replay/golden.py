@@ -1,4 +1,4 @@
-"""Comparing replay output with what real vLLM 0.33.0 printed (shared/fidelity/golden)."""
+"""Comparing replay output with what real vLLM 0.33.0 printed (tests/fixtures/fidelity/golden)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-FIDELITY_DIR = Path(__file__).resolve().parents[3] / "shared" / "fidelity"
+FIDELITY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity"
 IGNORED_FIELDS = frozenset({"line", "expect_ok"})
 
 
 def trace_paths() -> list[Path]:
-    """The KV-manager op scripts (shared/fidelity/traces/*.jsonl), sorted by name."""
+    """The KV-manager op scripts (tests/fixtures/fidelity/traces/*.jsonl), sorted by name."""
     return sorted((FIDELITY_DIR / "traces").glob("*.jsonl"))
 
 

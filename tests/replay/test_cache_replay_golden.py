@@ -1,4 +1,4 @@
-"""Every shared/fidelity trace replays through `cache replay` to real vLLM 0.33.0's output."""
+"""Every fidelity op script replays through `cache replay` to real vLLM 0.33.0's output."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`engine replay` of every scheduler workload equals what real vLLM 0.33.0 printed.
 
-Each file in shared/fidelity/workloads/ must replay to its golden output on every field of
+Each file in tests/fixtures/fidelity/workloads/ must replay to its golden output on every field of
 replay_formats.md §2 (header contents and fields only we print are ignored).
 """
 

@@ -56,9 +56,9 @@ def test_every_scenario_runs_llama_8b_on_h100_from_the_shared_base() -> None:
             assert (deployment.model, deployment.gpu, deployment.tp) == ("llama-3.1-8b", "h100", 1)
 
 
-def test_mooncake_replay_reads_the_shared_trace() -> None:
+def test_mooncake_replay_reads_the_trace_shipped_in_the_repository() -> None:
     trace = load_sweep(SCENARIOS_DIR / "mooncake_replay.yaml").runs[0].scenario.workload.source
     resolved = (SCENARIOS_DIR / trace.path).resolve()
-    shared_traces = SCENARIOS_DIR.parents[1] / "shared" / "data" / "traces"
-    assert resolved == shared_traces / "mooncake" / "conversation_trace.jsonl"
+    expected = SCENARIOS_DIR / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
+    assert resolved == expected.resolve() and expected.is_file()
     assert (trace.format, trace.max_requests) == ("mooncake", 600)

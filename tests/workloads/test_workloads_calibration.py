@@ -1,4 +1,4 @@
-"""Calibration: the documented fitted numbers are what fitting the shared traces gives."""
+"""Calibration: the documented fitted numbers are what fitting the real traces gives."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def test_interarrival_cv_of_a_regular_and_a_bursty_stream() -> None:
     assert calibration.interarrival_cv([0.0, 1.0, 2.0, 6.0]) == round(math.sqrt(2) / 2, 3)
 
 
-def test_mooncake_conversation_constants_match_the_trace(traces_dir) -> None:
-    fitted = calibration.mooncake_lengths(traces_dir / "mooncake/conversation_trace.jsonl")
+def test_mooncake_conversation_constants_match_the_trace(mooncake_conversation_trace) -> None:
+    fitted = calibration.mooncake_lengths(mooncake_conversation_trace)
     assert fitted == (
         calibration.MOONCAKE_CONVERSATION_INPUT,
         calibration.MOONCAKE_CONVERSATION_OUTPUT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -202,3 +203,25 @@ def test_read_trace_dispatches_by_format(traces_dir) -> None:
         match=r"read_trace.trace_format: 'sharegpt' is not allowed; allowed: mooncake, dynamo, az",
     ):
         read_trace("sharegpt", traces_dir)
+
+
+def test_a_gzipped_trace_reads_like_the_plain_file_and_keeps_its_namespace(tmp_path) -> None:
+    second = '{"timestamp": 7, "input_length": 700, "output_length": 3, "hash_ids": [1, 3]}'
+    plain = tmp_path / "chat.jsonl"
+    plain.write_text(f"{GOOD}\n{second}\n")
+    packed = tmp_path / "chat.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    # Same namespace "chat", so equal hash ids give equal token ids in both readings.
+    assert list(read_mooncake(packed)) == list(read_mooncake(plain))
+    assert [spec.num_prompt_tokens for spec in read_mooncake(packed)] == [600, 700]
+
+
+def test_a_corrupt_gzip_trace_is_a_one_line_error(tmp_path) -> None:
+    truncated = tmp_path / "cut.jsonl.gz"
+    truncated.write_bytes(gzip.compress(((GOOD + "\n") * 50).encode())[:40])
+    with pytest.raises(WorkloadError, match=r"cut\.jsonl\.gz:1: not a readable gzip file"):
+        list(read_mooncake(truncated))
+    not_gzip = tmp_path / "plain.jsonl.gz"
+    not_gzip.write_text(GOOD + "\n")
+    with pytest.raises(WorkloadError, match=r"plain\.jsonl\.gz:1: not a readable gzip file"):
+        list(read_mooncake(not_gzip))

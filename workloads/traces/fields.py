@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import sys
+import zlib
 from collections.abc import Iterator, Mapping
 
 from workloads.errors import WorkloadError
@@ -25,22 +27,29 @@ def check_trace_path(path: str | os.PathLike[str]) -> str:
 
 
 def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without its line break) of a UTF-8 text file."""
+    """Yield (line number, line without its line break) of a UTF-8 text file, gzipped if `.gz`."""
     source = check_trace_path(path)
-    with open(source, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise WorkloadError(
-                    f"not UTF-8 text ({error.reason})", source=source, line=line_number
-                ) from None
-            yield line_number, line.rstrip("\r\n")
+    line_number = 0
+    try:
+        with gzip.open(source) if source.endswith(".gz") else open(source, "rb") as handle:
+            for line_number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise WorkloadError(
+                        f"not UTF-8 text ({error.reason})", source=source, line=line_number
+                    ) from None
+                yield line_number, line.rstrip("\r\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise WorkloadError(
+            f"not a readable gzip file ({error})", source=source, line=line_number + 1
+        ) from None
 
 
 def default_namespace(path: str | os.PathLike[str]) -> str:
-    """The token namespace of a trace: its file name without the extension."""
-    return os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    """The token namespace of a trace: its file name without the extension (and `.gz`)."""
+    name = os.path.basename(os.fspath(path)).removesuffix(".gz")
+    return os.path.splitext(name)[0]
 
 
 def check_replay_options(speedup: float, max_requests: int | None) -> None:

@@ -51,7 +51,14 @@ CASES = (
         8,
     ),
     TraceCase(
-        "arxiv-1000", REPO / "sim" / "bench" / "data" / "arxiv_mooncake_trace_first1000.jsonl", 1
+        "arxiv-1000",
+        REPO
+        / "tests"
+        / "fixtures"
+        / "traces"
+        / "mooncake"
+        / "arxiv_mooncake_trace_first1000.jsonl",
+        1,
     ),
 )
 

@@ -5,13 +5,12 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
-from sim.native.cores import CORES, DEFAULT_CORE, Hasher, make_hasher, make_manager
+from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
 __all__ = [
     "CORES",
     "DEFAULT_CORE",
-    "Hasher",
     "NativeBlockHasher",
     "NativeKVCacheManager",
     "make_hasher",

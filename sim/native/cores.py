@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from sim.kvcache import BlockHasher, CacheObserver, KVCacheManager
+from sim.kvcache import BlockHasher, CacheObserver, Hasher, KVCacheManager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
 CORES = ("native", "python")
-Hasher = BlockHasher | NativeBlockHasher
 DEFAULT_CORE = "native"
 
 _HASHERS: dict[str, type[BlockHasher] | type[NativeBlockHasher]] = {

@@ -8,9 +8,9 @@ from typing import Any
 
 from sim.engine.collector import relaxed_garbage_collection
 from sim.engine.requests import SpecLike, cache_request_from_spec
-from sim.kvcache import PrefixCacheStats
+from sim.kvcache import Hasher, PrefixCacheStats
 from sim.kvcache.sequential import run_alone
-from sim.native import DEFAULT_CORE, Hasher, make_hasher, make_manager
+from sim.native import DEFAULT_CORE, make_hasher, make_manager
 
 HASH_MEMO_SIZE = 262144
 

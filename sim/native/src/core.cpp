@@ -199,7 +199,8 @@ class NativeHasher {
         tokens_.resize(size_t(block_size));
     }
 
-    int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys) {
+    int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
+        nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
         if ((!keys.is(no_hash_keys_) && !nb::cast<bool>(attr(keys, names.is_empty))) ||
             block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
             return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
@@ -696,7 +697,8 @@ NB_MODULE(_core, m) {
 
     nb::class_<NativeHasher>(m, "HasherCore")
         .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object>())
-        .def("extend", &NativeHasher::extend);
+        .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
+             nb::arg("keys").none() = nb::none());
 
     nb::class_<CacheCore>(m, "CacheCore")
         .def(nb::init<int64_t, int64_t, int64_t, bool, int64_t, nb::object, nb::object,

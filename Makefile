@@ -4,7 +4,15 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test test-all bench lint clean
+.PHONY: install demo test test-all bench lint clean differential
+
+# `make differential`: prefixsim against real vLLM 0.33.0 on fresh random inputs (not part of
+# `make test`). The oracle venv lives outside the repository and is created on first use.
+ORACLE_VENV ?= $(HOME)/.cache/prefixsim/vllm-oracle-venv
+DIFF_CACHE  ?= 2000
+DIFF_SYNC   ?= 500
+DIFF_ASYNC  ?= 200
+DIFF_SEED   ?=
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -17,12 +25,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/prefixsim demo --out results/demo
 
-# The fast lane: lint, format, and every test not marked slow (under 5 minutes on 2 cores).
+# The fast lane: lint, format, types, and every test not marked slow (under 5 minutes on 2 cores).
 test: lint
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
 
 # Everything, slow end-to-end tests included.
 test-all: lint
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 # Dynamo's mocker for the comparison in make bench: its own venv outside the repo, --no-deps.
@@ -44,3 +54,8 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) results/*/
+
+differential: $(STAMP)
+	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
+	$(PYTHON) tests/differential/run_differential.py --oracle-python $(ORACLE_VENV)/bin/python \
+		--cache $(DIFF_CACHE) --sync $(DIFF_SYNC) --async $(DIFF_ASYNC) $(if $(DIFF_SEED),--seed $(DIFF_SEED))

@@ -18,18 +18,21 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config import Scenario
-from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.costmodel import CostModel, get_gpu, get_model, load_cost_model, num_gpu_blocks
-from sim.costmodel.profiles import profile_name
-from sim.engine import SimulationResult, simulate
-from sim.engine.core import check_max_model_len_fits
+from sim.config import DeploymentSettings, EngineSettings, Scenario
+from sim.costmodel import (
+    CostModel,
+    get_gpu,
+    get_model,
+    load_cost_model,
+    num_gpu_blocks,
+    profile_name,
+)
+from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.metrics import make_run_recorder
-from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
-from sim.routing import Router, make_router
+from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
+from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
 
@@ -99,13 +102,23 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         enable_caching=engine.enable_prefix_caching,
         hash_algo=engine.hash_algo,
         hash_seed=engine.hash_seed,
+        async_scheduling=engine.async_scheduling,
+        long_prefill_token_threshold_adaptive=engine.long_prefill_token_threshold_adaptive,
+        max_num_active_seqs=engine.max_num_active_seqs,
+        prefill_schedule_interval=engine.prefill_schedule_interval,
+        max_num_queued_reqs=engine.max_num_queued_reqs,
+        max_num_queued_tokens=engine.max_num_queued_tokens,
         core=engine.core,
     )
 
 
 def scenario_router(scenario: Scenario) -> Router:
     """A fresh router for the deployment's replicas."""
-    return make_router(**scenario.deployment.router.model_dump())
+    settings = scenario.deployment.router
+    tuning = RouterTuning(
+        settings.cache_threshold, settings.balance_abs_threshold, settings.balance_rel_threshold
+    )
+    return make_router(settings.policy, tuning)
 
 
 def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
@@ -251,6 +264,7 @@ def _finish_summary(
             "block_size": config.block_size,
             "num_submitted": result.num_submitted,
             "num_rejected": result.num_rejected,
+            "num_rejected_queue_full": result.num_rejected_queue_full,
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,

@@ -16,19 +16,22 @@ from workloads.generators.common import CommonSlots
 from workloads.generators.mix import MixComponent, MixConfig
 from workloads.generators.rag import RagConfig
 from workloads.layout import BUILTIN_LAYOUTS, SLOT_NAMES, PromptLayout, builtin_layout
+from workloads.prompt import Piece
 from workloads.spec import LoraSpec, RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
 from workloads.tags import TenantSpec
-from workloads.text_tokens import TextTokens
+from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
-from workloads.traces.mooncake import read_mooncake
+from workloads.traces.mooncake import MOONCAKE_BLOCK_SIZE, read_mooncake
 from workloads.traces.replay import TRACE_FORMATS, read_trace
 from workloads.workload import TokenConfig, Workload, generate
 
 __all__ = [
     "BUILTIN_LAYOUTS",
+    "MOONCAKE_BLOCK_SIZE",
     "SLOT_NAMES",
+    "TEMPLATE_SEGMENT",
     "TRACE_FORMATS",
     "AgentConfig",
     "ArrivalProcess",
@@ -42,6 +45,7 @@ __all__ = [
     "LoraSpec",
     "MixComponent",
     "MixConfig",
+    "Piece",
     "PiecewiseRateArrivals",
     "PoissonArrivals",
     "PromptLayout",

@@ -12,11 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from workloads.errors import WorkloadError
-from workloads.traces.azure import iter_azure_records
-from workloads.traces.dynamo import iter_dynamo_records
-from workloads.traces.mooncake import iter_mooncake_records
-from workloads.traces.replay import TRACE_FORMATS
-from workloads.validation import require_choice, require_number
+from workloads.traces.replay import get_trace_format
+from workloads.validation import require_number
 
 _BATCH = 1024
 
@@ -123,18 +120,12 @@ class TraceArrivals:
     speedup: float = 1.0
 
     def __post_init__(self) -> None:
-        require_choice("TraceArrivals", "trace_format", self.trace_format, TRACE_FORMATS)
+        get_trace_format("TraceArrivals", self.trace_format)
         require_number("TraceArrivals", "speedup", self.speedup, 0.0, exclusive=True)
 
     def arrival_times(self, rng: np.random.Generator) -> Iterator[float]:
         """The trace's arrivals in order (`rng` is unused: a trace is not random)."""
-        if self.trace_format == "mooncake":
-            times = (record.arrival_s for record in iter_mooncake_records(self.path))
-        elif self.trace_format == "azure":
-            times = (record.arrival_s for record in iter_azure_records(self.path))
-        else:
-            received_ms = sorted(record.received_ms for record in iter_dynamo_records(self.path))
-            times = ((value - received_ms[0]) / 1000.0 for value in received_ms)
+        times = get_trace_format("TraceArrivals", self.trace_format).arrival_times_s(self.path)
         return (time / self.speedup for time in times)
 
 

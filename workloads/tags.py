@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -78,7 +79,16 @@ class TagSampler:
         return bool(self._rng.random() < self._prompt_logprobs_fraction)
 
 
-def tenant_fields(tenant: TenantSpec | None) -> dict[str, object]:
+class TenantFields(TypedDict, total=False):
+    """The RequestSpec fields a tenant sets."""
+
+    tenant: str
+    cache_salt: str | None
+    lora: LoraSpec | None
+    priority: int
+
+
+def tenant_fields(tenant: TenantSpec | None) -> TenantFields:
     """RequestSpec keyword arguments carrying a tenant's tags (none for no tenant)."""
     if tenant is None:
         return {}

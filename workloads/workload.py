@@ -23,11 +23,7 @@ from workloads.arrivals import (
     TraceArrivals,
 )
 from workloads.errors import WorkloadError
-from workloads.generators.agent import AgentConfig
-from workloads.generators.builders import SourceConfig, make_builder
-from workloads.generators.chat import ChatConfig
-from workloads.generators.mix import MixConfig
-from workloads.generators.rag import RagConfig
+from workloads.generators.builders import SourceConfig, make_builder, source_config_problem
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import DEFAULT_VOCAB_SIZE, SyntheticTokens
@@ -68,11 +64,9 @@ class Workload:
     tokens: TokenConfig = field(default_factory=TokenConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.source, ChatConfig | AgentConfig | RagConfig | MixConfig):
-            raise WorkloadError(
-                f"Workload.source: {self.source!r} is not allowed; use ChatConfig, AgentConfig, "
-                "RagConfig or MixConfig"
-            )
+        problem = source_config_problem("Workload.source", self.source)
+        if problem is not None:
+            raise problem
         if not isinstance(
             self.arrivals, PoissonArrivals | GammaArrivals | PiecewiseRateArrivals | TraceArrivals
         ):

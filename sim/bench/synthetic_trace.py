@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workloads.traces.mooncake import MOONCAKE_BLOCK_SIZE
+from workloads.api import MOONCAKE_BLOCK_SIZE
 
 # Random draws are made this many requests at a time, so any prefix of a longer trace is the
 # shorter trace of the same seed.

@@ -1,28 +1,62 @@
-"""The `prefixsim` command line: one Typer app; areas register commands in own modules."""
+"""The `prefixsim` command line: one Typer app; each area registers its commands in a module
+that is imported only when one of its commands runs (or help lists them all)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Sequence
 
 import typer
 
+from sim.cli.app import app
 from sim.errors import InputError
 from workloads.errors import WorkloadError
 
-app = typer.Typer(
-    name="prefixsim",
-    help="Discrete-event simulator of vLLM v1 prefix caching under load.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["COMMAND_MODULES", "app", "load_commands", "main"]
+
+# Top-level command (or command group) -> the sim.cli module that registers it.
+COMMAND_MODULES: dict[str, str] = {
+    "run": "run_cmd",
+    "validate": "run_cmd",
+    "schema": "run_cmd",
+    "demo": "run_cmd",
+    "sweep": "sweep_cmd",
+    "report": "report_cmd",
+    "replay": "trace_cmd",
+    "cache": "replay_cmd",
+    "engine": "replay_cmd",
+    "calibrate": "costmodel_cmd",
+    "costmodel": "costmodel_cmd",
+    "plan": "plan_cmd",
+    "layout": "study_cmd",
+    "side-channel": "study_cmd",
+    "eviction": "eviction_cmd",
+}
+
+
+def load_commands(argv: Sequence[str] = ()) -> typer.Typer:
+    """Register the command `argv` runs (every command when it names none: help, a typo) on
+    `app`, and return it."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command in COMMAND_MODULES:
+        modules = {COMMAND_MODULES[command]}
+    elif "--version" in argv:
+        modules = set()
+    else:
+        modules = set(COMMAND_MODULES.values())
+    for module in sorted(modules):
+        importlib.import_module(f"sim.cli.{module}")
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; bad input prints one line on stderr and exits with status 2."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv, prog_name="prefixsim", standalone_mode=True)
+        load_commands(args)
+        app(args=args, prog_name="prefixsim", standalone_mode=True)
     except (InputError, WorkloadError) as error:
         # One line, always: a message must never spill into a second line.
         print("error: " + " ".join(str(error).split()), file=sys.stderr)
@@ -31,17 +65,3 @@ def main(argv: list[str] | None = None) -> None:
         # The reader (e.g. `head`) went away: stop quietly, as Unix tools do on SIGPIPE.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(141) from None
-
-
-# Area modules attach their commands to `app` on import.
-from sim.cli import (  # noqa: E402
-    costmodel_cmd,  # noqa: F401
-    eviction_cmd,  # noqa: F401
-    plan_cmd,  # noqa: F401
-    replay_cmd,  # noqa: F401
-    report_cmd,  # noqa: F401
-    run_cmd,  # noqa: F401
-    study_cmd,  # noqa: F401
-    sweep_cmd,  # noqa: F401
-    trace_cmd,  # noqa: F401
-)

@@ -12,12 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.cli import app
+from sim.cli.app import app
+from sim.costmodel import SHIPPED_PROFILE_DIR, FeatureRanges, save_profile
 from sim.costmodel.calibrate import Calibration, calibrate
 from sim.costmodel.derive import write_derived_profiles
 from sim.costmodel.fit import COLUMNS
-from sim.costmodel.model import FeatureRanges
-from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, save_profile
 from sim.costmodel.validation import (
     KERNEL_SOURCE,
     ValidationReport,

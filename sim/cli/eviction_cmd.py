@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.runner import scheduler_config

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.config import load_scenario
 from sim.fileio import atomic_write_text
 from sim.studies.plan import (

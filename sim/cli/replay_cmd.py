@@ -10,11 +10,11 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.fileio import atomic_writer
+from sim.replay import ReplayLine, compare_expectations
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
-from sim.replay.ops import ReplayLine, compare_expectations
 
 cache_app = typer.Typer(help="Drive the KV cache directly.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -28,7 +28,8 @@ def write_replay(lines: Iterable[ReplayLine], out: Path | None, check: bool) -> 
     sink = atomic_writer(out) if out is not None else contextlib.nullcontext(sys.stdout)
     with sink as handle:
         for replay_line in lines:
-            handle.write(json.dumps(replay_line.line) + "\n")
+            if replay_line.line is not None:
+                handle.write(json.dumps(replay_line.line) + "\n")
             op = replay_line.op
             if check and op is not None:
                 problem = compare_expectations(op, replay_line.observed)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 
 
 @app.command("report")

@@ -8,9 +8,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sim.cli import app
-from sim.config import load_scenario, scenario_json_schema
-from sim.config.yaml_source import load_source
+from sim.cli.app import app
+from sim.config import load_scenario, load_source, scenario_json_schema
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.runner import run_scenario

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.studies.layout import LayoutReport, advise_layout
 from sim.studies.layout_config import LayoutStudySettings
 from sim.studies.layout_report import verdict_lines, write_layout_files

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
 
 

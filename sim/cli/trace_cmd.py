@@ -8,16 +8,13 @@ from pathlib import Path
 
 import typer
 
-from sim.cli import app
+from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
-from sim.config import Scenario, validate_scenario_data
-from sim.config.engine import EngineSettings
-from sim.config.yaml_source import ScenarioSource
+from sim.config import EngineSettings, Scenario, ScenarioSource, validate_scenario_data
 from sim.errors import InputError
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
-from workloads.api import TRACE_FORMATS, WorkloadError, read_trace
-from workloads.synthetic_tokens import SyntheticTokens
+from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
 
 DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
 
@@ -88,13 +85,13 @@ def replay_command(
             scenario = _scenario(
                 trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
             )
-            result = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
-            print_summary(result.summary, result.run_dir)
+            run = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
+            print_summary(run.summary, run.run_dir)
             summary = {
                 "mode": "engine",
-                **result.summary,
-                "queries": result.summary["num_queries"],
-                "hits": result.summary["num_hits"],
+                **run.summary,
+                "queries": run.summary["num_queries"],
+                "hits": run.summary["num_hits"],
             }
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None

@@ -2,63 +2,89 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import StrictModel, field_problem
-from sim.costmodel.specs import get_gpu, get_model
+from sim.costmodel import get_gpu, get_model
 from sim.errors import InputError
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS
+from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
+from sim.native import DEFAULT_CORE
+from sim.routing import ROUTER_POLICIES
+from sim.sched import POLICIES, defaults, engine_limit_problem
 
-HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]  # = kvcache.HASH_ALGOS
-RouterPolicy = Literal[
-    "round_robin", "least_loaded", "prefix_aware", "session_affinity"
-]  # = routing.ROUTER_POLICIES
+if TYPE_CHECKING:
+    HashAlgo = str
+    RouterPolicy = str
+    SchedulingPolicy = str
+else:
+    # The names each registry holds, so validation and the JSON Schema follow the code.
+    HashAlgo = Literal[HASH_ALGOS]
+    RouterPolicy = Literal[ROUTER_POLICIES]
+    SchedulingPolicy = Literal[POLICIES]
 
 
 class EngineSettings(StrictModel):
-    """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33)."""
+    """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33,
+    from sim.sched.defaults)."""
 
-    block_size: int = Field(16, ge=1, le=1024)
+    block_size: int = Field(defaults.BLOCK_SIZE, ge=1, le=1024)
     num_gpu_blocks: int | None = Field(
         None, ge=2, le=MAX_NUM_GPU_BLOCKS, description="Override; includes the null block"
     )
     kv_cache_memory_gib: float | None = Field(None, gt=0)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     activation_reserve_gib: float | None = Field(None, ge=0)
-    max_num_batched_tokens: int = Field(8192, ge=1)
-    max_num_seqs: int = Field(256, ge=1)
-    max_model_len: int = Field(32768, ge=2)
-    enable_chunked_prefill: bool = True
-    long_prefill_token_threshold: int = Field(0, ge=0)
-    policy: Literal["fcfs", "priority"] = "fcfs"
-    watermark: float = Field(0.0, ge=0, lt=1)
-    enable_prefix_caching: bool = True
-    scheduler_reserve_full_isl: bool = True
-    hash_algo: HashAlgo = "sha256"
+    max_num_batched_tokens: int = Field(defaults.SERVING_MAX_NUM_BATCHED_TOKENS, ge=1)
+    max_num_seqs: int = Field(defaults.SERVING_MAX_NUM_SEQS, ge=1)
+    max_model_len: int = Field(defaults.SERVING_MAX_MODEL_LEN, ge=2)
+    enable_chunked_prefill: bool = defaults.ENABLE_CHUNKED_PREFILL
+    long_prefill_token_threshold: int = Field(defaults.LONG_PREFILL_TOKEN_THRESHOLD, ge=0)
+    policy: SchedulingPolicy = defaults.POLICY
+    watermark: float = Field(defaults.WATERMARK, ge=0, lt=1)
+    enable_prefix_caching: bool = defaults.ENABLE_PREFIX_CACHING
+    scheduler_reserve_full_isl: bool = defaults.SCHEDULER_RESERVE_FULL_ISL
+    hash_algo: HashAlgo = defaults.HASH_ALGO
     hash_seed: str | None = Field(
         None, description="Plays PYTHONHASHSEED's role for NONE_HASH (documented in README)"
     )
+    async_scheduling: bool = Field(
+        defaults.SERVING_ASYNC_SCHEDULING,
+        description="Schedule each step before the previous step's output is processed",
+    )
+    long_prefill_token_threshold_adaptive: bool = Field(
+        defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE,
+        description="Raise the long-prefill cap to max_num_batched_tokens / eligible requests",
+    )
+    max_num_active_seqs: int | None = Field(
+        defaults.MAX_NUM_ACTIVE_SEQS, ge=1, description="Admission cap; None: max_num_seqs"
+    )
+    prefill_schedule_interval: int = Field(
+        defaults.PREFILL_SCHEDULE_INTERVAL,
+        ge=1,
+        description="Hold new prefill until this many executed steps since the last one",
+    )
+    max_num_queued_reqs: int | None = Field(
+        defaults.MAX_NUM_QUEUED_REQS,
+        ge=0,
+        description="Front end: reject (HTTP 503) when unfinished requests would exceed this",
+    )
+    max_num_queued_tokens: int | None = Field(
+        defaults.MAX_NUM_QUEUED_TOKENS,
+        ge=0,
+        description="Front end: reject (HTTP 503) while prompts in prefill sum to this or more",
+    )
     core: Literal["native", "python"] = Field(
-        "native",
+        DEFAULT_CORE,
         description="Cache core: compiled (native) or the pure-Python reference; same results",
     )  # = native.CORES
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            raise field_problem(
-                "max_num_batched_tokens",
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
-                f"max_num_seqs ({self.max_num_seqs}), as vLLM requires",
-            )
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise field_problem(
-                "max_num_batched_tokens",
-                f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens})"
-                f" must be >= max_model_len ({self.max_model_len})",
-            )
+        problem = engine_limit_problem(self)
+        if problem is not None:
+            raise field_problem(*problem)
         return self
 
 

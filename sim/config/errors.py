@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from sim.config.yaml_source import ScenarioSource
 from sim.errors import InputError
@@ -85,11 +86,11 @@ def _data_path(location: tuple[Any, ...], data: Any, *, keep_last: bool) -> list
     return parts
 
 
-def _problem_path(problem: dict[str, Any], data: Any) -> tuple[str, ...]:
+def _problem_path(problem: ErrorDetails, data: Any) -> tuple[str, ...]:
     return tuple(_data_path(problem["loc"], data, keep_last=problem["type"] == "missing"))
 
 
-def _shown_path(problem: dict[str, Any], path: tuple[str, ...]) -> tuple[str, ...]:
+def _shown_path(problem: ErrorDetails, path: tuple[str, ...]) -> tuple[str, ...]:
     """The path to show and look up: some problems are about one key inside the input there."""
     context = problem.get("ctx") or {}
     if problem["type"] == "unknown_key":
@@ -101,12 +102,12 @@ def _shown_path(problem: dict[str, Any], path: tuple[str, ...]) -> tuple[str, ..
     return path
 
 
-def _chosen(problems: list[dict[str, Any]]) -> dict[str, Any]:
+def _chosen(problems: list[ErrorDetails]) -> ErrorDetails:
     """Of the problems at one field (one per union branch), the one not only about the type."""
     return next((p for p in problems if p["type"] not in _EXPECTED_TYPES), problems[0])
 
 
-def _describe(problem: dict[str, Any], problems: list[dict[str, Any]]) -> str:
+def _describe(problem: ErrorDetails, problems: list[ErrorDetails]) -> str:
     """One problem at one field; union branches that failed on the type alone are merged."""
     kind = problem["type"]
     value = problem.get("input")

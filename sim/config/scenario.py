@@ -66,7 +66,7 @@ class Scenario(StrictModel):
         base_dir = (info.context or {}).get("base_dir")
         if spec == "auto" or (is_relative_profile_path(spec) and base_dir is None):
             return self
-        if is_relative_profile_path(spec):
+        if is_relative_profile_path(spec) and base_dir is not None:
             spec = str(base_dir / spec)
         deployment = self.deployment
         try:

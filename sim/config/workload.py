@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -17,9 +17,11 @@ from sim.config.base import StrictModel, field_problem
 from sim.kvcache import cache_salt_problem
 from workloads.api import (
     BUILTIN_LAYOUTS,
+    TRACE_FORMATS,
     AgentConfig,
     ChatConfig,
     CommonSlots,
+    Distribution,
     Exponential,
     Fixed,
     GammaArrivals,
@@ -33,6 +35,7 @@ from workloads.api import (
     RagConfig,
     RatePiece,
     RequestSpec,
+    SyntheticTokens,
     TenantSpec,
     TokenConfig,
     Uniform,
@@ -41,7 +44,6 @@ from workloads.api import (
     builtin_layout,
     read_trace,
 )
-from workloads.synthetic_tokens import SyntheticTokens
 
 
 def accepted_by_workloads(settings: Any) -> None:
@@ -53,9 +55,9 @@ def accepted_by_workloads(settings: Any) -> None:
 
 
 class _TaggedDistSettings(StrictModel):
-    def build(self):
+    def build(self) -> Distribution:
         """The workloads distribution object."""
-        return build_distribution(self)
+        return build_distribution(cast("TaggedDist", self))
 
     @model_validator(mode="after")
     def _accepted(self) -> _TaggedDistSettings:
@@ -93,7 +95,7 @@ TaggedDist = Annotated[
 Dist = float | TaggedDist
 
 
-def build_distribution(value: Dist):
+def build_distribution(value: Dist) -> Distribution:
     """The workloads distribution object for a YAML value."""
     if isinstance(value, int | float):
         return Fixed(float(value))
@@ -265,7 +267,13 @@ class RagSource(_SourceSettings):
         return RagConfig(**self._generator_values(RagConfig()))
 
 
-GeneratorSource = Annotated[ChatSource | AgentSource | RagSource, Field(discriminator="kind")]
+# One scenario model per workloads generator kind (GENERATOR_KINDS, in the same order; a test
+# holds them equal): adding a kind adds its model here.
+GENERATOR_SOURCES = (ChatSource, AgentSource, RagSource)
+if TYPE_CHECKING:
+    GeneratorSource = ChatSource | AgentSource | RagSource
+else:
+    GeneratorSource = Annotated[Union[GENERATOR_SOURCES], Field(discriminator="kind")]  # noqa: UP007
 
 
 class MixPart(StrictModel):
@@ -289,12 +297,19 @@ class MixSource(StrictModel):
         return MixConfig(tuple(MixComponent(p.weight, p.source.build()) for p in self.components))
 
 
+if TYPE_CHECKING:
+    TraceFormatName = str
+else:
+    # The registered names (workloads.traces.replay), so validation and the schema follow it.
+    TraceFormatName = Literal[TRACE_FORMATS]
+
+
 class TraceSource(StrictModel):
     """Replay a public trace file (arrivals, lengths and shared blocks come from the trace)."""
 
     kind: Literal["trace"]
     path: str = Field(min_length=1)
-    format: Literal["mooncake", "dynamo", "azure"]  # workloads.TRACE_FORMATS
+    format: TraceFormatName
     speedup: float = Field(1.0, gt=0)
     max_requests: int | None = Field(None, ge=1)
 
@@ -303,9 +318,12 @@ class TraceSource(StrictModel):
         # Relative paths are resolved against the scenario file's directory, known at load.
         base_dir = (info.context or {}).get("base_dir")
         path = Path(self.path)
-        if base_dir is None and not path.is_absolute():
+        if path.is_absolute():
+            resolved = path
+        elif base_dir is None:
             return self
-        resolved = path if path.is_absolute() else base_dir / path
+        else:
+            resolved = base_dir / path
         if not resolved.is_file():
             problem = "is a directory" if resolved.is_dir() else "does not exist"
             raise field_problem(
@@ -314,9 +332,13 @@ class TraceSource(StrictModel):
         return self
 
 
-Source = Annotated[
-    ChatSource | AgentSource | RagSource | MixSource | TraceSource, Field(discriminator="kind")
-]
+if TYPE_CHECKING:
+    Source = ChatSource | AgentSource | RagSource | MixSource | TraceSource
+else:
+    Source = Annotated[
+        Union[(*GENERATOR_SOURCES, MixSource, TraceSource)],  # noqa: UP007
+        Field(discriminator="kind"),
+    ]
 
 
 class PoissonSettings(StrictModel):
@@ -388,9 +410,11 @@ class WorkloadSettings(StrictModel):
             path = path if path.is_absolute() else base_dir / path
             max_requests = source.max_requests or self.num_arrivals
             return _TraceStream(source.format, path, source.speedup, max_requests)
+        arrivals = self.arrivals
+        assert arrivals is not None  # every other source requires arrivals (validated)
         return Workload(
             source.build(),
-            _build_arrivals(self.arrivals),  # present: checked at validation
+            _build_arrivals(arrivals),
             num_arrivals=self.num_arrivals,
             until_s=until_s,
             seed=seed,

@@ -125,7 +125,7 @@ def _check_nesting(text: str, source: str) -> None:
                 raise InputError(
                     f"nested deeper than {MAX_NESTING_DEPTH} levels",
                     source=source,
-                    line=event.start_mark.line + 1,
+                    line=event.start_mark.line + 1 if event.start_mark else None,
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1

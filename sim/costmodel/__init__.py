@@ -11,13 +11,22 @@ from sim.costmodel.capacity import (
     num_gpu_blocks,
 )
 from sim.costmodel.loader import load_cost_model
-from sim.costmodel.model import CostModel, OutOfRangeWarning, StepCoefficients, StepTimeModel
+from sim.costmodel.model import (
+    CostModel,
+    FeatureRanges,
+    OutOfRangeWarning,
+    StepCoefficients,
+    StepTimeModel,
+)
+from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, profile_name, save_profile
 from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
 
 __all__ = [
     "DEFAULT_ACTIVATION_RESERVE_BYTES",
+    "SHIPPED_PROFILE_DIR",
     "BatchShape",
     "CostModel",
+    "FeatureRanges",
     "GpuSpec",
     "ModelSpec",
     "OutOfRangeWarning",
@@ -28,4 +37,6 @@ __all__ = [
     "kv_bytes_per_token",
     "load_cost_model",
     "num_gpu_blocks",
+    "profile_name",
+    "save_profile",
 ]

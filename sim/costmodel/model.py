@@ -20,11 +20,6 @@ class CostModel(Protocol):
 
     def step_time_s(self, batch: BatchShape) -> float: ...
 
-    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
-        """Times of `num_steps` consecutive pure-decode steps, each context growing by 1 per step
-        (equal, bit for bit, to calling `step_time_s` step by step)."""
-        ...
-
 
 class OutOfRangeWarning(UserWarning):
     """A simulated step lies outside the feature ranges a profile was fitted on."""
@@ -46,11 +41,11 @@ class StepCoefficients:
 class FeatureRanges:
     """Inclusive (min, max) of each step feature seen when a profile was fitted."""
 
-    num_tokens: tuple[int, int]
+    num_tokens: tuple[float, float]
     attention_pairs: tuple[float, float]
-    kv_tokens: tuple[int, int]
-    num_decodes: tuple[int, int]
-    longest_context: tuple[int, int]
+    kv_tokens: tuple[float, float]
+    num_decodes: tuple[float, float]
+    longest_context: tuple[float, float]
 
     def violations(
         self,
@@ -102,26 +97,6 @@ class StepTimeModel:
                 num_tokens, twice_pairs, kv_tokens, num_decodes, longest_context(batch)
             )
         return self._time_s(num_tokens, twice_pairs, kv_tokens, num_decodes)
-
-    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
-        num_decodes = len(decode_context_lens)
-        first_kv_tokens = sum(decode_context_lens)
-        if not self._warned and num_steps > 0:
-            # Every feature grows with the step, so the first and last steps bound the run.
-            longest = max(decode_context_lens) + 1 if num_decodes else 0
-            growth = 1 if num_decodes else 0
-            for step in (0, num_steps - 1):
-                self._check_range(
-                    num_decodes,
-                    0,
-                    first_kv_tokens + step * num_decodes,
-                    num_decodes,
-                    longest + step * growth,
-                )
-        return [
-            self._time_s(num_decodes, 0, first_kv_tokens + step * num_decodes, num_decodes)
-            for step in range(num_steps)
-        ]
 
     def _time_s(self, num_tokens: int, twice_pairs: int, kv_tokens: int, num_decodes: int) -> float:
         c = self.coefficients

@@ -166,10 +166,10 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
     token_ms: dict[tuple, list[float]] = defaultdict(list)
     with SPLITWISE_CSV.open(newline="") as handle:
         for row in csv.DictReader(handle):
-            setup = (row["model"], row["hardware"], int(row["tensor_parallel"]))
+            run = (row["model"], row["hardware"], int(row["tensor_parallel"]))
             sizes = (int(row["prompt_size"]), int(row["batch_size"]), int(row["token_size"]))
-            prompt_ms[setup + sizes].append(float(row["prompt_time"]))
-            token_ms[setup + sizes].append(float(row["token_time"]))
+            prompt_ms[run + sizes].append(float(row["prompt_time"]))
+            token_ms[run + sizes].append(float(row["token_time"]))
     cases, exclusions = [], []
     for key in sorted(prompt_ms):
         model, hardware, tp, prompt_size, batch_size, token_size = key

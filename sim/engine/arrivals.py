@@ -18,7 +18,6 @@ import simpy
 
 from sim.engine.requests import SpecLike
 from sim.errors import InputError
-from sim.sched import Request
 
 
 @dataclass(slots=True)
@@ -38,10 +37,12 @@ class WorkloadDriver:
         dispatch: Callable[[SpecLike], None],
         *,
         duration_s: float | None = None,
+        on_session_end: Callable[[str], None] | None = None,
     ) -> None:
         self.env = env
         self.dispatch = dispatch
         self.duration_s = duration_s
+        self.on_session_end = on_session_end
         self.sessions: dict[str, _Session] = {}
         self._idle_session_ids: list[str] = []
         self.num_submitted = 0
@@ -73,6 +74,8 @@ class WorkloadDriver:
                 session = self.sessions.get(session_id)
                 if session is not None and not session.in_flight and not session.pending:
                     del self.sessions[session_id]
+                    if self.on_session_end is not None:
+                        self.on_session_end(session_id)
             self._idle_session_ids.clear()
             if spec.session_id is not None:
                 session = self.sessions.setdefault(spec.session_id, _Session())
@@ -97,11 +100,6 @@ class WorkloadDriver:
         session.pending.append(spec)
         if not session.in_flight and len(session.pending) == 1:
             self._release_next(session, session.last_finished_at)
-
-    def on_request_finished(self, request: Request) -> None:
-        """Release the session's next turn after its think time."""
-        if request.session_id is not None:
-            self.on_session_turn_done(request.session_id)
 
     def on_session_turn_done(self, session_id: str) -> None:
         """A session's turn finished (or was rejected): release its next turn, or forget it."""

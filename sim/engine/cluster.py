@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import simpy
 
-from sim.costmodel.model import CostModel
+from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
 from sim.kvcache import Hasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
 
-from sim.costmodel.batch import BatchShape
-from sim.costmodel.model import CostModel
+from sim.costmodel import BatchShape, CostModel
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
-from sim.sched import Request, Scheduler, SchedulerConfig
+from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
 
 
 class _BlockEventForwarder:
@@ -30,14 +31,21 @@ class _BlockEventForwarder:
 
 def request_record(request: Request) -> RequestRecord:
     """The finished request's row for requests.parquet."""
+    scheduled_at, first_token_at, finished_at = (
+        request.first_scheduled_at,
+        request.first_token_at,
+        request.finished_at,
+    )
+    if scheduled_at is None or first_token_at is None or finished_at is None:
+        raise ValueError(f"request {request.request_id!r} has no output yet; nothing to record")
     return RequestRecord(
         request_id=request.request_id,
         session_id=request.session_id,
         tenant=request.tenant,
         arrival_at=request.arrival_at,
-        first_scheduled_at=request.first_scheduled_at,
-        first_token_at=request.first_token_at,
-        finished_at=request.finished_at,
+        first_scheduled_at=scheduled_at,
+        first_token_at=first_token_at,
+        finished_at=finished_at,
         num_prompt_tokens=request.num_prompt_tokens,
         num_cached_tokens=request.num_cached_tokens,
         num_computed_prefill_tokens=request.num_computed_prefill_tokens,
@@ -59,11 +67,37 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         )
 
 
+class QueueFullError(ValueError):
+    """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
+    max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A scheduled step on its way through the GPU, with what its step record needs."""
+
+    output: SchedulerOutput
+    started_at: float
+    duration_s: float
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    num_evictions: int
+
+    @property
+    def ends_at(self) -> float:
+        return self.started_at + self.duration_s
+
+
 class EngineCore:
     """A vLLM engine replica: a Scheduler whose steps take `cost_model` time in a SimPy env.
 
     Same-time rule: a step that starts at time t sees every request submitted at or before t
     (the loop yields once to let pending same-time events run before it schedules).
+    With async scheduling (the scheduler config's `async_scheduling`) the loop keeps up to two
+    steps in flight as vLLM's engine core does: step k+1 is scheduled as soon as step k is
+    launched, and step k's output is processed when it ends, while k+1 runs on the GPU.
+    Steps that schedule nothing (vLLM's flush steps) take no time and are not recorded.
     """
 
     def __init__(
@@ -87,7 +121,11 @@ class EngineCore:
         self.on_request_finished = on_request_finished
         self.on_step = on_step
         self.num_steps = 0
+        self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
+        self._gpu_free_at = 0.0
+        # Steps launched but not yet processed, newest first (at most 2 with async scheduling).
+        self._in_flight: deque[_Batch] = deque()
         self.process = env.process(self._run())
 
     @property
@@ -96,36 +134,82 @@ class EngineCore:
         return self.scheduler.hasher
 
     def submit(self, request: Request) -> None:
-        """Queue a request now; wakes the loop if it is idle."""
+        """Queue a request now; wakes the loop if it is idle. Raises QueueFullError when the
+        front end's queue limits turn it away."""
+        problem = self._queue_limit_problem()
+        if problem is not None:
+            self.num_queue_full_rejections += 1
+            raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
+    def _queue_limit_problem(self) -> str | None:
+        """Why vLLM's API server would reject one more request now, if it would."""
+        config = self.scheduler.config
+        requests = self.scheduler.requests
+        if (
+            config.max_num_queued_reqs is not None
+            and len(requests) + 1 > config.max_num_queued_reqs
+        ):
+            limit = config.max_num_queued_reqs
+            return f"{len(requests)} unfinished requests, max_num_queued_reqs {limit}"
+        if config.max_num_queued_tokens is not None:
+            # The front end knows a request has left prefill only from its first token.
+            queued = sum(
+                request.num_prompt_tokens
+                for request in requests.values()
+                if request.first_token_at is None
+            )
+            if queued >= config.max_num_queued_tokens:
+                limit = config.max_num_queued_tokens
+                return f"{queued} prompt tokens in prefill, max_num_queued_tokens {limit}"
+        return None
+
     def _run(self) -> Generator[simpy.Event, Any, None]:
         env = self.env
         scheduler = self.scheduler
-        kv_cache_manager = scheduler.kv_cache_manager
-        block_pool = kv_cache_manager.block_pool
-        recorder = self.recorder
-        cost_model = self.cost_model
+        in_flight = self._in_flight
+        max_in_flight = 2 if scheduler.async_scheduling else 1
         while True:
-            if not scheduler.has_unfinished_requests:
+            if scheduler.has_unfinished_requests:
+                if env.peek() == env.now:
+                    yield env.timeout(0)
+                batch = self._launch_step(env.now)
+                if batch.output.total_num_scheduled_tokens:
+                    in_flight.appendleft(batch)
+                    if len(in_flight) < max_in_flight:
+                        continue  # async: schedule the next step before this one's output
+                elif not in_flight:
+                    if not batch.output.preempted:
+                        raise RuntimeError(
+                            "engine step scheduled nothing while requests are unfinished"
+                        )
+                    continue  # a request preempted itself; vLLM's next iteration goes on
+            elif not in_flight:
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
-            if env.peek() == env.now:
-                yield env.timeout(0)
-            started_at = env.now
-            num_preemptions_before = scheduler.num_preemptions
-            num_evictions_before = block_pool.num_evictions
-            output = scheduler.schedule(started_at)
-            if output.total_num_scheduled_tokens == 0:
-                if output.preempted:
-                    continue  # a request preempted itself; vLLM's next iteration goes on
-                raise RuntimeError("engine step scheduled nothing while requests are unfinished")
-            num_running = len(scheduler.running)
-            num_waiting = len(scheduler.waiting)
-            duration_s = cost_model.step_time_s(
+                continue
+            batch = in_flight.pop()
+            if batch.started_at == env.now:
+                yield env.timeout(batch.duration_s)
+            elif batch.ends_at > env.now:
+                yield env.timeout(batch.ends_at - env.now)
+            self._process_step(batch, env.now)
+
+    def _launch_step(self, now: float) -> _Batch:
+        """Schedule a step; it runs on the GPU once the previous one ends (an empty step takes
+        no time)."""
+        scheduler = self.scheduler
+        block_pool = scheduler.kv_cache_manager.block_pool
+        num_preemptions_before = scheduler.num_preemptions
+        num_evictions_before = block_pool.num_evictions
+        output = scheduler.schedule(now)
+        started_at = now
+        duration_s = 0.0
+        if output.total_num_scheduled_tokens:
+            duration_s = self.cost_model.step_time_s(
                 BatchShape(
                     output.prefill_new_tokens,
                     output.prefill_context_tokens,
@@ -135,31 +219,46 @@ class EngineCore:
                     output.lazy_longest_context,
                 )
             )
-            yield env.timeout(duration_s)
-            finished_at = env.now
-            result = scheduler.update_from_output(output, finished_at)
-            stats = result.prefix_cache_stats
-            self.num_steps += 1
-            recorder.on_step(
-                StepRecord(
-                    step_index=self.num_steps,
-                    started_at=started_at,
-                    duration_s=duration_s,
-                    num_prefill_tokens=sum(output.prefill_new_tokens),
-                    num_decode_tokens=len(output.decode_context_lens) + output.num_lazy_decodes,
-                    num_running=num_running,
-                    num_waiting=num_waiting,
-                    num_free_blocks=kv_cache_manager.num_free_blocks,
-                    usage=kv_cache_manager.usage,
-                    num_preemptions=scheduler.num_preemptions - num_preemptions_before,
-                    num_queries=stats.queries,
-                    num_hits=stats.hits,
-                    num_evictions=block_pool.num_evictions - num_evictions_before,
-                )
+            started_at = max(now, self._gpu_free_at)
+            self._gpu_free_at = started_at + duration_s
+        return _Batch(
+            output,
+            started_at,
+            duration_s,
+            len(scheduler.running),
+            len(scheduler.waiting),
+            scheduler.num_preemptions - num_preemptions_before,
+            block_pool.num_evictions - num_evictions_before,
+        )
+
+    def _process_step(self, batch: _Batch, now: float) -> None:
+        """Apply a finished step's output and record it."""
+        scheduler = self.scheduler
+        kv_cache_manager = scheduler.kv_cache_manager
+        output = batch.output
+        result = scheduler.update_from_output(output, now)
+        stats = result.prefix_cache_stats
+        self.num_steps += 1
+        self.recorder.on_step(
+            StepRecord(
+                step_index=self.num_steps,
+                started_at=batch.started_at,
+                duration_s=batch.duration_s,
+                num_prefill_tokens=sum(output.prefill_new_tokens),
+                num_decode_tokens=len(output.decode_context_lens) + output.num_lazy_decodes,
+                num_running=batch.num_running,
+                num_waiting=batch.num_waiting,
+                num_free_blocks=kv_cache_manager.num_free_blocks,
+                usage=kv_cache_manager.usage,
+                num_preemptions=batch.num_preemptions,
+                num_queries=stats.queries,
+                num_hits=stats.hits,
+                num_evictions=batch.num_evictions,
             )
-            for request in result.finished:
-                recorder.on_request_finished(request_record(request))
-                if self.on_request_finished is not None:
-                    self.on_request_finished(request)
-            if self.on_step is not None:
-                self.on_step(finished_at)
+        )
+        for request in result.finished:
+            self.recorder.on_request_finished(request_record(request))
+            if self.on_request_finished is not None:
+                self.on_request_finished(request)
+        if self.on_step is not None:
+            self.on_step(now)

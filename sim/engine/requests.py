@@ -10,23 +10,49 @@ from sim.sched import Request
 
 
 class LoraLike(Protocol):
-    name: str
-    path: str
+    """What the engine reads from a LoRA adapter spec (read-only, so any subtype conforms)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
 
 
 class SpecLike(Protocol):
-    """What the engine reads from a workload request spec (workloads.spec.RequestSpec)."""
+    """What the engine reads from a workload request spec (workloads.spec.RequestSpec).
 
-    request_id: str
-    arrival_at: float | None
-    session_id: str | None
-    think_time_s: float
-    output_tokens: list[int]
-    tenant: str | None
-    cache_salt: str | None
-    lora: LoraLike | None
-    prompt_logprobs: bool
-    priority: int
+    Members are read-only properties: a spec whose fields are narrower types still conforms."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def arrival_at(self) -> float | None: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def think_time_s(self) -> float: ...
+
+    @property
+    def output_tokens(self) -> list[int]: ...
+
+    @property
+    def tenant(self) -> str | None: ...
+
+    @property
+    def cache_salt(self) -> str | None: ...
+
+    @property
+    def lora(self) -> LoraLike | None: ...
+
+    @property
+    def prompt_logprobs(self) -> bool: ...
+
+    @property
+    def priority(self) -> int: ...
 
     def prompt_tokens(self) -> list[int]: ...
 

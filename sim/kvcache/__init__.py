@@ -1,7 +1,7 @@
 """A faithful model of vLLM v1's KV block pool and prefix cache (stdlib + xxhash + cbor2 only)."""
 
 from sim.kvcache.block import FreeBlockQueue, KVBlock
-from sim.kvcache.block_pool import BlockPool
+from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, BlockPool, pool_size_problem
 from sim.kvcache.hashing import (
     HASH_ALGOS,
     NO_HASH_KEYS,
@@ -21,6 +21,7 @@ from sim.kvcache.observer import (
 )
 from sim.kvcache.request import CacheRequest, RequestStatus
 from sim.kvcache.salt import cache_salt_problem
+from sim.kvcache.sequential import run_alone
 from sim.kvcache.stats import PrefixCacheStats
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "BLOCK_HIT",
     "BLOCK_STORED",
     "HASH_ALGOS",
+    "MAX_NUM_GPU_BLOCKS",
     "NO_HASH_KEYS",
     "BlockHasher",
     "BlockPool",
@@ -44,4 +46,6 @@ __all__ = [
     "RequestStatus",
     "cache_salt_problem",
     "none_hash",
+    "pool_size_problem",
+    "run_alone",
 ]

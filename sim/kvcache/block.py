@@ -52,10 +52,13 @@ class FreeBlockQueue:
         taken = []
         block = self._head.next_free
         for _ in range(count):
+            # Linked blocks always have neighbours; the sentinels end the walk.
+            assert block is not None
             taken.append(block)
             following = block.next_free
             block.prev_free = block.next_free = None
             block = following
+        assert block is not None
         self._head.next_free = block
         block.prev_free = self._head
         self.num_free_blocks -= count
@@ -68,6 +71,7 @@ class FreeBlockQueue:
     def append_n(self, blocks: Iterable[KVBlock]) -> None:
         """Put blocks at the back, keeping their order (the last one is the most recent)."""
         last = self._tail.prev_free
+        assert last is not None
         count = 0
         for block in blocks:
             last.next_free = block
@@ -83,6 +87,7 @@ class FreeBlockQueue:
         if not blocks:
             return
         first = self._head.next_free
+        assert first is not None
         previous = self._head
         for block in blocks:
             previous.next_free = block
@@ -104,6 +109,7 @@ class FreeBlockQueue:
     def __iter__(self) -> Iterator[KVBlock]:
         block = self._head.next_free
         while block is not self._tail:
+            assert block is not None
             yield block
             block = block.next_free
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from sim.kvcache.block import FreeBlockQueue, KVBlock
 from sim.kvcache.observer import BLOCK_CLEARED, BLOCK_EVICTED, BLOCK_STORED, CacheObserver
@@ -98,7 +99,7 @@ class BlockPool:
         entries = list(map(self.cached_blocks.get, block_hashes))
         if None in entries:
             del entries[entries.index(None) :]
-        return list(map(_oldest, entries))
+        return list(map(_oldest, cast("list[KVBlock | dict[int, KVBlock]]", entries)))
 
     def cache_full_blocks(
         self,
@@ -122,7 +123,7 @@ class BlockPool:
             entry = cached_blocks.get(block_hash)
             if entry is None:
                 cached_blocks[block_hash] = block
-            elif type(entry) is KVBlock:
+            elif isinstance(entry, KVBlock):
                 if entry is block:
                     continue
                 cached_blocks[block_hash] = {entry.block_id: entry, block.block_id: block}
@@ -141,14 +142,13 @@ class BlockPool:
         blocks = self.free_block_queue.popleft_n(num_blocks)
         for block in blocks:
             if block.block_hash is not None:
-                self._evict(block, now)
+                self._evict(block, block.block_hash, now)
             block.ref_cnt = 1
         return blocks
 
-    def _evict(self, block: KVBlock, now: float) -> None:
-        block_hash = block.block_hash
+    def _evict(self, block: KVBlock, block_hash: bytes, now: float) -> None:
         entry = self.cached_blocks[block_hash]
-        if type(entry) is KVBlock:
+        if isinstance(entry, KVBlock):
             del self.cached_blocks[block_hash]
         else:
             del entry[block.block_id]
@@ -206,4 +206,4 @@ class BlockPool:
 
 def _oldest(entry: KVBlock | dict[int, KVBlock]) -> KVBlock:
     """A cache entry's block: the only one, or the first cached of several with one hash."""
-    return entry if type(entry) is KVBlock else next(iter(entry.values()))
+    return entry if isinstance(entry, KVBlock) else next(iter(entry.values()))

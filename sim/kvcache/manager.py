@@ -135,6 +135,7 @@ class KVCacheManager(PrefixLookupCounting):
             observer = pool.observer
             if observer is not None:
                 for block in new_computed_blocks:
+                    assert block.block_hash is not None  # a prefix hit is a cached block
                     observer.on_block_event(
                         BLOCK_HIT, block.block_hash, block.block_id, block.num_tokens, now
                     )
@@ -163,8 +164,11 @@ class KVCacheManager(PrefixLookupCounting):
             if pool.free_block_queue.num_free_blocks < 1:
                 return False
             blocks.extend(pool.get_new_blocks(1, now))
-        if self.enable_caching and num_slots % block_size == 0:
-            self.cache_blocks(request, min(num_slots, len(request.all_token_ids)), now)
+        # Async scheduling runs a token ahead of the known ones: cache what is known, checked
+        # every time then (the block filled may be the one before the slot's).
+        num_cacheable = min(num_slots, len(request.all_token_ids))
+        if self.enable_caching and (num_cacheable < num_slots or num_cacheable % block_size == 0):
+            self.cache_blocks(request, num_cacheable, now)
         return True
 
     def cache_blocks(self, request: CacheRequest, num_tokens: int, now: float = 0.0) -> None:

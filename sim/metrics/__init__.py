@@ -3,12 +3,23 @@
 from sim.metrics.events import EventsWriter
 from sim.metrics.recorder import FanOutRecorder, NullRecorder, Recorder
 from sim.metrics.records import BlockEvent, RequestRecord, StepRecord
-from sim.metrics.run_recorder import make_run_recorder
+from sim.metrics.run_recorder import (
+    EVENTS_FILE,
+    REQUESTS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+    make_run_recorder,
+)
 from sim.metrics.scraper import MetricsScraper
-from sim.metrics.summary import SummaryRecorder
+from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
 from sim.metrics.traces import RequestsWriter, StepsWriter
 
 __all__ = [
+    "EVENTS_FILE",
+    "FLOAT_DECIMALS",
+    "REQUESTS_FILE",
+    "STEPS_FILE",
+    "SUMMARY_FILE",
     "BlockEvent",
     "EventsWriter",
     "FanOutRecorder",

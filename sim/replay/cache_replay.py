@@ -14,8 +14,8 @@ from sim.kvcache import (
     CacheRequest,
     HashKeys,
     RequestStatus,
+    run_alone,
 )
-from sim.kvcache.sequential import run_alone
 from sim.native import DEFAULT_CORE, make_hasher, make_manager
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 
@@ -322,6 +322,7 @@ class CacheReplay:
             full_sequence_must_fit=self.config.full_sequence_must_fit,
             has_running_requests=self._has_running(),
             finish=finish,
+            stop_when_full=True,
         )
         result.update(
             id=request.request_id,
@@ -330,7 +331,12 @@ class CacheReplay:
             num_new_tokens=run.num_new_tokens,
             ok=run.admitted,
         )
-        if run.admitted:
+        if run.failed_at_output is not None:
+            self._label(request, 0)
+            result.update(
+                ok=False, new_block_ids=run.new_block_ids, failed_at_output=run.failed_at_output
+            )
+        elif run.admitted:
             self._label(request, 0)
             result.update(
                 new_block_ids=run.new_block_ids,

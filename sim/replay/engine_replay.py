@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from sim.kvcache import BLOCK_EVICTED, BLOCK_STORED, HashKeys, PrefixCacheStats
 from sim.native import DEFAULT_CORE
 from sim.replay.cache_replay import parse_lora, parse_salt
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
-from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig
+from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig, SchedulerOutput, defaults
 
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
 _CONFIG_KEYS = frozenset(
@@ -33,6 +34,10 @@ _CONFIG_KEYS = frozenset(
         "hash_algo",
         "hash_seed",
         "enable_caching",
+        "async_scheduling",
+        "long_prefill_token_threshold_adaptive",
+        "max_num_active_seqs",
+        "prefill_schedule_interval",
     }
 )
 _OP_KEYS = {
@@ -56,18 +61,35 @@ def scheduler_config_from_op(op: Op | None) -> SchedulerConfig:
     try:
         return SchedulerConfig(
             num_gpu_blocks=op.get_num_blocks(),
-            block_size=op.get_int("block_size", 16, minimum=1),
-            max_num_batched_tokens=op.get_int("max_num_batched_tokens", 2048, minimum=1),
-            max_num_seqs=op.get_int("max_num_seqs", 128, minimum=1),
-            max_model_len=op.get_int("max_model_len", 8192, minimum=2),
-            enable_chunked_prefill=op.get_bool("enable_chunked_prefill", True),
-            long_prefill_token_threshold=op.get_int("long_prefill_token_threshold", 0),
-            policy=op.get_str("policy", "fcfs", choices=POLICIES),
-            watermark=op.get_float("watermark", 0.0, minimum=0.0, maximum=1.0),
-            scheduler_reserve_full_isl=op.get_bool("scheduler_reserve_full_isl", True),
-            enable_caching=op.get_bool("enable_caching", True),
+            block_size=op.get_int("block_size", defaults.BLOCK_SIZE, minimum=1),
+            max_num_batched_tokens=op.get_int(
+                "max_num_batched_tokens", defaults.SCHEDULER_MAX_NUM_BATCHED_TOKENS, minimum=1
+            ),
+            max_num_seqs=op.get_int("max_num_seqs", defaults.SCHEDULER_MAX_NUM_SEQS, minimum=1),
+            max_model_len=op.get_int("max_model_len", defaults.SCHEDULER_MAX_MODEL_LEN, minimum=2),
+            enable_chunked_prefill=op.get_bool(
+                "enable_chunked_prefill", defaults.ENABLE_CHUNKED_PREFILL
+            ),
+            long_prefill_token_threshold=op.get_int(
+                "long_prefill_token_threshold", defaults.LONG_PREFILL_TOKEN_THRESHOLD
+            ),
+            policy=op.get_str("policy", defaults.POLICY, choices=POLICIES),
+            watermark=op.get_float("watermark", defaults.WATERMARK, minimum=0.0, maximum=1.0),
+            scheduler_reserve_full_isl=op.get_bool(
+                "scheduler_reserve_full_isl", defaults.SCHEDULER_RESERVE_FULL_ISL
+            ),
+            enable_caching=op.get_bool("enable_caching", defaults.ENABLE_PREFIX_CACHING),
             hash_algo=check_hash_algo(op),
             hash_seed=hash_seed,
+            async_scheduling=op.get_bool("async_scheduling", defaults.SCHEDULER_ASYNC_SCHEDULING),
+            long_prefill_token_threshold_adaptive=op.get_bool(
+                "long_prefill_token_threshold_adaptive",
+                defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE,
+            ),
+            max_num_active_seqs=op.get_optional_int("max_num_active_seqs", minimum=1),
+            prefill_schedule_interval=op.get_int(
+                "prefill_schedule_interval", defaults.PREFILL_SCHEDULE_INTERVAL, minimum=1
+            ),
         )
     except ValueError as error:
         raise op.error(str(error)) from None
@@ -102,6 +124,9 @@ class EngineReplay:
         self.evicted_sequence: list[bytes] = []
         self.cumulative = PrefixCacheStats()
         self.num_steps = 0
+        # Steps scheduled but not yet processed, newest first, with their step numbers.
+        self.in_flight: deque[tuple[int, SchedulerOutput]] = deque()
+        self.max_in_flight = 2 if config.async_scheduling else 1
 
     def header(self) -> dict[str, Any]:
         """The first output line."""
@@ -120,6 +145,12 @@ class EngineReplay:
                 "watermark": config.watermark,
                 "scheduler_reserve_full_isl": config.scheduler_reserve_full_isl,
                 "hash_algo": config.hash_algo,
+                "async_scheduling": config.async_scheduling,
+                "long_prefill_token_threshold_adaptive": (
+                    config.long_prefill_token_threshold_adaptive
+                ),
+                "max_num_active_seqs": config.max_num_active_seqs,
+                "prefill_schedule_interval": config.prefill_schedule_interval,
             },
         }
 
@@ -132,7 +163,9 @@ class EngineReplay:
             yield self._abort(op)
         elif op.name == "step":
             for _ in range(op.get_int("n", 1, minimum=1)):
-                yield self.step()
+                line = self.step()
+                assert line is not None  # a forced iteration always reports
+                yield line
         else:
             yield from self._run_until_idle(op)
 
@@ -165,36 +198,74 @@ class EngineReplay:
 
     def _abort(self, op: Op) -> dict[str, Any]:
         request_id = op.get_id()
-        if request_id not in self.scheduler.requests:
-            raise op.error(f"unknown or finished request id {request_id!r}")
         request = self.scheduler.abort_request(request_id, float(self.num_steps))
+        if request is None:
+            return {"op": "abort", "id": request_id, "ignored": True}  # spec §12.2
         return {"op": "abort", "id": request_id, "status": request.status.value}
 
     def _run_until_idle(self, op: Op) -> Iterator[dict[str, Any]]:
+        """Step while the engine loop would (spec §12.3): an idle engine prints nothing."""
         max_steps = op.get_int("max_steps", 10000, minimum=1)
         for _ in range(max_steps):
-            line = self.step()
-            yield line
-            if not line["scheduled"] and not self.scheduler.has_unfinished_requests:
+            if not self.has_work:
                 return
-        raise op.error(f"still busy after max_steps={max_steps} steps")
+            line = self.step(force=False)
+            if line is not None:
+                yield line
+        if self.has_work:
+            raise op.error(f"still busy after max_steps={max_steps} steps")
 
-    def step(self) -> dict[str, Any]:
-        """One engine iteration: schedule, fake execute, update from output."""
-        self.num_steps += 1
+    @property
+    def has_work(self) -> bool:
+        """The engine loop steps while the scheduler has requests or a step is in flight."""
+        return self.scheduler.has_requests or bool(self.in_flight)
+
+    def step(self, force: bool = True) -> dict[str, Any] | None:
+        """One engine iteration; None when there was nothing to do (never when forced).
+
+        Sync: schedule, fake execute, update from output. Async (vLLM's engine core with a
+        queue of two batches): schedule if there is work, and stop there while fewer than two
+        steps are in flight and there is more to schedule; otherwise process the oldest step
+        in flight. A forced iteration (the `step` op) schedules even on an idle engine.
+        """
         self.events.num_stored = 0
         self.events.evicted.clear()
         scheduler = self.scheduler
-        now = float(self.num_steps)
-        output = scheduler.schedule(now)
-        result = scheduler.update_from_output(output, now)
+        in_flight = self.in_flight
+        output: SchedulerOutput | None = None
+        if scheduler.has_requests or (force and not in_flight):
+            self.num_steps += 1
+            output = scheduler.schedule(float(self.num_steps))
+            in_flight.appendleft((self.num_steps, output))
+            if len(in_flight) < self.max_in_flight and (
+                output.total_num_scheduled_tokens or scheduler.has_requests
+            ):
+                return self._step_line(output, None, [])
+        elif not in_flight:
+            return None
+        else:
+            self.num_steps += 1
+        processed_step, oldest = in_flight.pop()
+        result = scheduler.update_from_output(oldest, float(self.num_steps))
         self.cumulative.add(result.prefix_cache_stats)
         for request in result.sampled:
             self._label(request, 0)
+        return self._step_line(output, processed_step, result.finished)
+
+    def _step_line(
+        self,
+        output: SchedulerOutput | None,
+        processed_step: int | None,
+        finished: list[Request],
+    ) -> dict[str, Any]:
+        """The result line of one iteration: what it scheduled, then the state after it."""
+        scheduler = self.scheduler
+        manager = scheduler.kv_cache_manager
         evicted = self.events.evicted
         self.evicted_sequence.extend(evicted)
-        manager = scheduler.kv_cache_manager
-        return {
+        if output is None:
+            output = SchedulerOutput()
+        line: dict[str, Any] = {
             "op": "step",
             "step": self.num_steps,
             "scheduled": dict(output.num_scheduled_tokens),
@@ -203,16 +274,23 @@ class EngineReplay:
                 {"id": a.request.request_id, "hit_tokens": a.num_hit_tokens, "resumed": a.resumed}
                 for a in output.admitted
             ],
-            "preempted": [request.request_id for request in output.preempted],
-            "finished": [request.request_id for request in result.finished],
-            "running": [request.request_id for request in scheduler.running],
-            "waiting": [request.request_id for request in scheduler.waiting],
-            "stored": self.events.num_stored,
-            "evicted_labels": [self.labels.get(block_hash) for block_hash in evicted],
-            "num_free_blocks": manager.num_free_blocks,
-            "usage": round(manager.usage, 6),
-            "cum": self.cumulative.as_dict(),
+            "preempted": sorted(request.request_id for request in output.preempted),
         }
+        if self.config.async_scheduling:
+            line["processed_step"] = processed_step
+        line.update(
+            {
+                "finished": sorted(request.request_id for request in finished),
+                "running": [request.request_id for request in scheduler.running],
+                "waiting": [request.request_id for request in scheduler.waiting],
+                "stored": self.events.num_stored,
+                "evicted_labels": [self.labels.get(block_hash) for block_hash in evicted],
+                "num_free_blocks": manager.num_free_blocks,
+                "usage": round(manager.usage, 6),
+                "cum": self.cumulative.as_dict(),
+            }
+        )
+        return line
 
     def summary(self) -> dict[str, Any]:
         """The last output line."""
@@ -247,12 +325,12 @@ def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     for op in itertools.chain(pending, ops):
         if op.name == "config":
             raise op.error("a config op may only be the first line")
-        last: dict[str, Any] = {}
-        for line in replay.apply(op):  # every op yields at least one line
-            if last:
+        last: dict[str, Any] | None = None
+        for line in replay.apply(op):
+            if last is not None:
                 yield ReplayLine(None, last, last)
             last = line
-        observed = {**last, **last.get("cum", {})}
+        observed = {**(last or {}), **replay.cumulative.as_dict()}
         if op.name == "run_until_idle":
             observed.update(replay.summary())
         yield ReplayLine(op, last, observed)

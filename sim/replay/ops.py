@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
-from sim.kvcache import HASH_ALGOS
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.sched import defaults
 
 
 @dataclass(slots=True)
 class ReplayLine:
-    """One output line, the op that produced it (None for header/summary lines) and what
-    `--check` compares that op's `expect` with (the line plus its nested counters)."""
+    """One output line (None when the op printed nothing, e.g. run_until_idle on an idle
+    engine), the op that produced it (None for header/summary lines) and what `--check`
+    compares that op's `expect` with (the line plus its nested counters)."""
 
     op: Op | None
-    line: dict[str, Any]
+    line: dict[str, Any] | None
     observed: dict[str, Any]
 
 
@@ -57,7 +58,7 @@ class Op:
 
     def get_num_blocks(self) -> int:
         """The pool size `num_blocks` (null block included), within what can be simulated."""
-        num_blocks = self.get_int("num_blocks", 64, minimum=2)
+        num_blocks = self.get_int("num_blocks", defaults.REPLAY_NUM_GPU_BLOCKS, minimum=2)
         if num_blocks > MAX_NUM_GPU_BLOCKS:
             raise self.error(pool_size_problem(num_blocks))
         return num_blocks
@@ -181,7 +182,7 @@ def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[s
 
 def check_hash_algo(op: Op) -> str:
     """The config's hash algorithm name."""
-    return op.get_str("hash_algo", "sha256", choices=HASH_ALGOS)
+    return op.get_str("hash_algo", defaults.HASH_ALGO, choices=HASH_ALGOS)
 
 
 def compare_expectations(op: Op, observed: dict[str, Any]) -> str | None:

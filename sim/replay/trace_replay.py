@@ -6,10 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.engine.collector import relaxed_garbage_collection
-from sim.engine.requests import SpecLike, cache_request_from_spec
-from sim.kvcache import Hasher, PrefixCacheStats
-from sim.kvcache.sequential import run_alone
+from sim.engine import SpecLike, cache_request_from_spec, relaxed_garbage_collection
+from sim.kvcache import Hasher, PrefixCacheStats, run_alone
 from sim.native import DEFAULT_CORE, make_hasher, make_manager
 
 HASH_MEMO_SIZE = 262144

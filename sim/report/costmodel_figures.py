@@ -91,7 +91,7 @@ def validation_figure(report: ValidationReport) -> Figure:
         )
         axes.legend(fontsize=8, markerscale=1.5)
     positions = range(len(summaries))
-    variants = (
+    variants: tuple[tuple[str, list[float | None]], ...] = (
         ("fitted form (shipped profile)", [s.mape for s in summaries]),
         ("kernel table layer-sum", [s.table_mape for s in summaries]),
         ("roofline-only profile", [s.roofline_mape for s in summaries]),

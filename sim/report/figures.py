@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -26,7 +27,13 @@ from sim.report.series import BLOCK_AGE_EDGES_S, TTFT_EDGES_S, StepBins
 LEGEND_COLUMNS = 2
 LEGEND_ROW_HEIGHT_IN = 0.22
 WARMUP_COLOR = "0.88"
-NOTE_STYLE = {"ha": "center", "va": "center", "color": "0.35", "fontsize": 10, "wrap": True}
+NOTE_STYLE: dict[str, Any] = {
+    "ha": "center",
+    "va": "center",
+    "color": "0.35",
+    "fontsize": 10,
+    "wrap": True,
+}
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,13 +63,19 @@ class PrefillTokens:
     num_computed: float
 
 
+def _palette(name: str) -> list[tuple[float, float, float, float]]:
+    """The colors of one of matplotlib's listed (qualitative) colormaps, in order."""
+    colormap = colormaps[name]
+    return [colormap(index) for index in range(colormap.N)]
+
+
 def variant_styles(labels: Mapping[str, str]) -> dict[str, VariantStyle]:
     """A distinct color per variant, in the given order: tab10, tab20, then viridis."""
     num_variants = len(labels)
     if num_variants <= 10:
-        colors = list(colormaps["tab10"].colors)[:num_variants]
+        colors = _palette("tab10")[:num_variants]
     elif num_variants <= 20:
-        colors = list(colormaps["tab20"].colors)[:num_variants]
+        colors = _palette("tab20")[:num_variants]
     else:
         colors = [colormaps["viridis"](i / (num_variants - 1)) for i in range(num_variants)]
     return {
@@ -171,7 +184,7 @@ def hit_rate_vs_block_size_figure(lines: Sequence[BlockSizeLine]) -> Figure:
     with_legend = len(lines) > 1 or bool(lines[0].label)
     figure = _figure_with_legend_room(len(lines) if with_legend else 0, width=8.0, height=5.0)
     axes = figure.subplots()
-    colors = colormaps["tab10"].colors
+    colors = _palette("tab10")
     block_sizes = sorted({size for line in lines for size in line.block_sizes})
     for index, line in enumerate(lines):
         axes.errorbar(

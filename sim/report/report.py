@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.metrics.run_recorder import SUMMARY_FILE
+from sim.metrics import SUMMARY_FILE
 from sim.report.figures import (
     BlockSizeLine,
     PrefillTokens,

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from sim.errors import InputError
-from sim.metrics.run_recorder import SUMMARY_FILE
+from sim.metrics import SUMMARY_FILE
 
 MANIFEST_FILE = "manifest.parquet"
 MANIFEST_FIXED_COLUMNS = ("run_id", "status", "error", "run_dir", "variant", "seed")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sim.errors import InputError
-from sim.metrics.run_recorder import EVENTS_FILE, REQUESTS_FILE, STEPS_FILE
+from sim.metrics import EVENTS_FILE, REQUESTS_FILE, STEPS_FILE
 
 BATCH_ROWS = 262_144
 # Log-spaced histogram edges wide enough for any latency or block age a run can produce;

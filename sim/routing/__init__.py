@@ -2,9 +2,11 @@
 
 from sim.routing.policies import (
     ROUTER_POLICIES,
+    ROUTER_REGISTRY,
     LeastLoadedRouter,
     PrefixAwareRouter,
     RoundRobinRouter,
+    RouterTuning,
     SessionAffinityRouter,
     make_router,
 )
@@ -13,11 +15,13 @@ from sim.routing.router import ReplicaView, Router
 
 __all__ = [
     "ROUTER_POLICIES",
+    "ROUTER_REGISTRY",
     "LeastLoadedRouter",
     "PrefixAwareRouter",
     "ReplicaView",
     "RoundRobinRouter",
     "Router",
+    "RouterTuning",
     "SchedulerReplica",
     "SessionAffinityRouter",
     "make_router",

@@ -21,7 +21,8 @@ rather than switching on thresholds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sim.routing.router import (
     ReplicaView,
@@ -31,13 +32,26 @@ from sim.routing.router import (
 )
 from sim.sched import Request
 
-ROUTER_POLICIES = ("round_robin", "least_loaded", "prefix_aware", "session_affinity")
+
+@dataclass(frozen=True, slots=True)
+class RouterTuning:
+    """The thresholds of the prefix-aware rule (SGLang's documented defaults); other policies
+    take none."""
+
+    cache_threshold: float = 0.5
+    balance_abs_threshold: int = 32
+    balance_rel_threshold: float = 1.0001
 
 
 class RoundRobinRouter:
     """Replicas in turn, whatever the request or load."""
 
     policy = "round_robin"
+
+    @classmethod
+    def from_tuning(cls, tuning: RouterTuning) -> RoundRobinRouter:
+        """This policy has no settings."""
+        return cls()
 
     def __init__(self) -> None:
         self._next_index = 0
@@ -57,6 +71,11 @@ class LeastLoadedRouter:
 
     policy = "least_loaded"
 
+    @classmethod
+    def from_tuning(cls, tuning: RouterTuning) -> LeastLoadedRouter:
+        """This policy has no settings."""
+        return cls()
+
     def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         """The least loaded replica now."""
         return least_loaded_by_tokens(replicas)
@@ -73,6 +92,11 @@ class SessionAffinityRouter:
     """
 
     policy = "session_affinity"
+
+    @classmethod
+    def from_tuning(cls, tuning: RouterTuning) -> SessionAffinityRouter:
+        """This policy has no settings."""
+        return cls()
 
     def __init__(self) -> None:
         self.pins: dict[str, int] = {}
@@ -97,16 +121,16 @@ class PrefixAwareRouter:
 
     policy = "prefix_aware"
 
-    def __init__(
-        self,
-        *,
-        cache_threshold: float = 0.5,
-        balance_abs_threshold: int = 32,
-        balance_rel_threshold: float = 1.0001,
-    ) -> None:
-        self.cache_threshold = cache_threshold
-        self.balance_abs_threshold = balance_abs_threshold
-        self.balance_rel_threshold = balance_rel_threshold
+    def __init__(self, tuning: RouterTuning | None = None) -> None:
+        tuning = tuning if tuning is not None else RouterTuning()
+        self.cache_threshold = tuning.cache_threshold
+        self.balance_abs_threshold = tuning.balance_abs_threshold
+        self.balance_rel_threshold = tuning.balance_rel_threshold
+
+    @classmethod
+    def from_tuning(cls, tuning: RouterTuning) -> PrefixAwareRouter:
+        """A router with these thresholds."""
+        return cls(tuning)
 
     def is_imbalanced(self, loads: Sequence[int]) -> bool:
         """Both the absolute and the relative load gap exceed their thresholds."""
@@ -137,24 +161,20 @@ class PrefixAwareRouter:
         """Prefix-aware routing keeps no session state."""
 
 
-def make_router(
-    policy: str,
-    *,
-    cache_threshold: float = 0.5,
-    balance_abs_threshold: int = 32,
-    balance_rel_threshold: float = 1.0001,
-) -> Router:
-    """A fresh router for `policy` (one of ROUTER_POLICIES)."""
-    if policy == "round_robin":
-        return RoundRobinRouter()
-    if policy == "least_loaded":
-        return LeastLoadedRouter()
-    if policy == "session_affinity":
-        return SessionAffinityRouter()
-    if policy == "prefix_aware":
-        return PrefixAwareRouter(
-            cache_threshold=cache_threshold,
-            balance_abs_threshold=balance_abs_threshold,
-            balance_rel_threshold=balance_rel_threshold,
+# The router registry: adding a policy is its class (with `policy` and `from_tuning`) plus one
+# entry here; the scenario schema and docs take the names from ROUTER_POLICIES.
+_ROUTERS = (RoundRobinRouter, LeastLoadedRouter, PrefixAwareRouter, SessionAffinityRouter)
+ROUTER_REGISTRY: dict[str, Callable[[RouterTuning], Router]] = {
+    router.policy: router.from_tuning for router in _ROUTERS
+}
+ROUTER_POLICIES = tuple(ROUTER_REGISTRY)
+
+
+def make_router(policy: str, tuning: RouterTuning | None = None) -> Router:
+    """A fresh router for `policy` (one of ROUTER_POLICIES), with `tuning` or the defaults."""
+    factory = ROUTER_REGISTRY.get(policy)
+    if factory is None:
+        raise ValueError(
+            f"router policy must be one of {', '.join(ROUTER_POLICIES)}, got {policy!r}"
         )
-    raise ValueError(f"router policy must be one of {', '.join(ROUTER_POLICIES)}, got {policy!r}")
+    return factory(tuning if tuning is not None else RouterTuning())

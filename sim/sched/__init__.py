@@ -1,6 +1,8 @@
 """vLLM v1's scheduler without a clock: budgets, chunked prefill, preemption (no SimPy here)."""
 
+from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
+from sim.sched.defaults import engine_limit_problem
 from sim.sched.request import Request
 from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
 
@@ -12,4 +14,6 @@ __all__ = [
     "SchedulerConfig",
     "SchedulerOutput",
     "StepResult",
+    "defaults",
+    "engine_limit_problem",
 ]

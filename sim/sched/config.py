@@ -1,41 +1,56 @@
-"""Scheduler and cache settings, with vLLM 0.33's defaults."""
+"""Scheduler and cache settings, with vLLM 0.33's defaults (sim.sched.defaults)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-POLICIES = ("fcfs", "priority")
+from sim.native import DEFAULT_CORE
+from sim.sched import defaults
+from sim.sched.defaults import POLICIES, engine_limit_problem
+
+__all__ = ["POLICIES", "SchedulerConfig"]
 
 
 @dataclass(slots=True)
 class SchedulerConfig:
     """Everything one engine's scheduler and KV cache need (spec §7.1, §9)."""
 
-    num_gpu_blocks: int = 64
-    block_size: int = 16
-    max_num_batched_tokens: int = 2048
-    max_num_seqs: int = 128
-    max_model_len: int = 8192
-    enable_chunked_prefill: bool = True
-    long_prefill_token_threshold: int = 0
-    policy: str = "fcfs"
-    watermark: float = 0.0
-    scheduler_reserve_full_isl: bool = True
-    enable_caching: bool = True
-    hash_algo: str = "sha256"
+    num_gpu_blocks: int = defaults.REPLAY_NUM_GPU_BLOCKS
+    block_size: int = defaults.BLOCK_SIZE
+    max_num_batched_tokens: int = defaults.SCHEDULER_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = defaults.SCHEDULER_MAX_NUM_SEQS
+    max_model_len: int = defaults.SCHEDULER_MAX_MODEL_LEN
+    enable_chunked_prefill: bool = defaults.ENABLE_CHUNKED_PREFILL
+    long_prefill_token_threshold: int = defaults.LONG_PREFILL_TOKEN_THRESHOLD
+    policy: str = defaults.POLICY
+    watermark: float = defaults.WATERMARK
+    scheduler_reserve_full_isl: bool = defaults.SCHEDULER_RESERVE_FULL_ISL
+    enable_caching: bool = defaults.ENABLE_PREFIX_CACHING
+    hash_algo: str = defaults.HASH_ALGO
     hash_seed: str | None = None
-    core: str = "native"  # sim.native.CORES: the compiled cache core or the Python reference
+    core: str = DEFAULT_CORE  # sim.native.CORES: the compiled cache core or the Python reference
+    async_scheduling: bool = defaults.SCHEDULER_ASYNC_SCHEDULING
+    long_prefill_token_threshold_adaptive: bool = defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE
+    max_num_active_seqs: int | None = defaults.MAX_NUM_ACTIVE_SEQS
+    prefill_schedule_interval: int = defaults.PREFILL_SCHEDULE_INTERVAL
+    # Front-end admission limits (enforced by the engine's submit, not by the scheduler).
+    max_num_queued_reqs: int | None = defaults.MAX_NUM_QUEUED_REQS
+    max_num_queued_tokens: int | None = defaults.MAX_NUM_QUEUED_TOKENS
+
+    @property
+    def max_num_admitted_seqs(self) -> int:
+        """Where the waiting pass stops admitting: max_num_active_seqs, else max_num_seqs."""
+        if self.max_num_active_seqs is None:
+            return self.max_num_seqs
+        return self.max_num_active_seqs
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        if self.max_num_batched_tokens < self.max_num_seqs:
+        if self.prefill_schedule_interval < 1:
             raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
-                f"max_num_seqs ({self.max_num_seqs}), as vLLM requires"
+                f"prefill_schedule_interval must be >= 1, got {self.prefill_schedule_interval}"
             )
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(
-                f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) "
-                f"must be >= max_model_len ({self.max_model_len}), as vLLM requires"
-            )
+        problem = engine_limit_problem(self)
+        if problem is not None:
+            raise ValueError(problem[1])

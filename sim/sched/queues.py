@@ -25,6 +25,10 @@ class FcfsQueue:
         """Queue a preempted request at the front."""
         self._requests.appendleft(request)
 
+    def prepend_all(self, requests: list[Request]) -> None:
+        """Queue requests at the front, keeping their order (skipped ones going back)."""
+        self._requests.extendleft(reversed(requests))
+
     def peek(self) -> Request:
         """The next request to try."""
         return self._requests[0]
@@ -45,18 +49,23 @@ class FcfsQueue:
 
 
 class PriorityQueue:
-    """Ordered by (priority, arrival_at, add order), lowest first; preempted re-enter by key."""
+    """Ordered by (priority, arrival_at, request id), lowest first; preempted re-enter by key."""
 
     __slots__ = ("_heap",)
 
     def __init__(self) -> None:
-        self._heap: list[tuple[tuple[int, float, int], Request]] = []
+        self._heap: list[tuple[tuple[int, float, str], Request]] = []
 
     def add(self, request: Request) -> None:
         """Queue a request by its priority key."""
         heapq.heappush(self._heap, (request.sort_key(), request))
 
     prepend = add
+
+    def prepend_all(self, requests: list[Request]) -> None:
+        """Re-queue requests by their keys (a heap has no front)."""
+        for request in requests:
+            self.add(request)
 
     def peek(self) -> Request:
         """The next request to try."""

@@ -13,7 +13,6 @@ class Request(CacheRequest):
 
     __slots__ = (
         "arrival_at",
-        "arrival_seq",
         "priority",
         "max_tokens",
         "planned_output_token_ids",
@@ -28,6 +27,10 @@ class Request(CacheRequest):
         "inter_token_latencies_s",
         "lazy_sync_step",
         "lazy_offset",
+        "num_output_placeholders",
+        "num_in_flight_tokens",
+        "num_stale_output_tokens",
+        "is_prefill_chunk",
     )
 
     def __init__(
@@ -56,7 +59,6 @@ class Request(CacheRequest):
         if not planned_output_token_ids:
             raise ValueError(f"request {request_id!r} must generate at least one token")
         self.arrival_at = arrival_at
-        self.arrival_seq = 0  # set by the scheduler: breaks arrival_at ties in add order
         self.priority = priority
         self.planned_output_token_ids = planned_output_token_ids
         self.max_tokens = len(planned_output_token_ids)
@@ -73,11 +75,21 @@ class Request(CacheRequest):
         # Event-driven decoding (sim.sched.lazy_decode): the step it is synced to, or -1.
         self.lazy_sync_step = -1
         self.lazy_offset = 0
+        # Async scheduling (spec §7.4): tokens being sampled by steps still in flight, tokens
+        # scheduled in those steps, and in-flight tokens of steps scheduled before a preemption
+        # (their outputs still arrive; the request is not resumed until they have).
+        self.num_output_placeholders = 0
+        self.num_in_flight_tokens = 0
+        self.num_stale_output_tokens = 0
+        # Whether its last scheduled chunk stopped short of the sequence end.
+        self.is_prefill_chunk = False
 
-    def sort_key(self) -> tuple[int, float, int]:
-        """Priority-policy order: lower priority value first, then earlier arrival.
+    def sort_key(self) -> tuple[int, float, str]:
+        """Priority-policy waiting order: lower priority value first, then earlier arrival,
+        then request id compared as a string (spec §12.4; simulated arrivals often tie)."""
+        return (self.priority, self.arrival_at, self.request_id)
 
-        vLLM stamps arrivals from the wall clock, so they never tie; simulated arrivals can,
-        and ties go by the order requests were added, which is what distinct stamps would give.
-        """
-        return (self.priority, self.arrival_at, self.arrival_seq)
+    def victim_key(self) -> tuple[int, float]:
+        """Priority-policy preemption order: the running request with the largest key goes
+        first; the request id plays no part, so ties go to the earliest in running (§12.5)."""
+        return (self.priority, self.arrival_at)

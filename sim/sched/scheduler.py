@@ -1,12 +1,16 @@
-"""vLLM v1's scheduling step, sync semantics, without a clock of its own (spec §7).
+"""vLLM v1's scheduling step, sync or async, without a clock of its own (spec §7, §12).
 
 `schedule(now)` picks this step's tokens: running requests first (decodes and unfinished chunks,
 preempting by recompute when blocks run out), then waiting requests in policy order within the
 token budget and `max_num_seqs`. `update_from_output(output, now)` plays the fake model: each
 request whose scheduled tokens reach its sequence end samples its next planned token; finished
-requests free their blocks. Blocks are cached at schedule time, as vLLM's sync scheduler does.
-With async scheduling (vLLM's default) the same decisions are made, but blocks filled by decode
-register one step later and an EOS stop may cost one extra step; see docs in README.
+requests free their blocks.
+
+With `async_scheduling` the engine schedules a step before the previous step's output is
+processed (spec §7.4): a request whose last scheduled step samples a token holds an output
+placeholder for it, its next decode is scheduled against the placeholder, and the block that
+token fills is registered one step later. A request preempted with a step in flight waits in
+the queue until that step's output (still delivered) has been processed.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ class SchedulerOutput:
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     total_num_scheduled_tokens: int = 0
+    # A running request continued its prefill or an admission has more than one token to
+    # compute (what prefill_schedule_interval times from).
+    carries_prefill: bool = False
+    # Requests whose chunk stops short of the sequence end: they sample nothing this step.
+    partial_prefill_ids: set[str] = field(default_factory=set)
     # Batch shape for the cost model: prefill chunks (new tokens, tokens already in KV) and
     # the KV length of each decode.
     prefill_new_tokens: list[int] = field(default_factory=list)
@@ -51,6 +60,18 @@ class SchedulerOutput:
     num_lazy_decodes: int = 0
     lazy_decode_kv_tokens: int = 0
     lazy_longest_context: int = 0
+
+    def add(self, request: Request, num_new_tokens: int) -> None:
+        """Put `num_new_tokens` of `request` in this step's batch."""
+        self.num_scheduled_tokens[request.request_id] = num_new_tokens
+        self.scheduled.append(request)
+
+    def take_back(self, request: Request) -> int:
+        """Drop a preempted request from the batch; returns the tokens it had (0 if none)."""
+        num_new_tokens = self.num_scheduled_tokens.pop(request.request_id, 0)
+        if num_new_tokens:
+            self.scheduled.remove(request)
+        return num_new_tokens
 
 
 @dataclass(slots=True)
@@ -73,12 +94,18 @@ class Scheduler:
         fast_decode_path: bool = False,
     ) -> None:
         self.config = config
-        # True skips allocate_slots for decode tokens inside a held block and advances steady
-        # decoders event by event (LazyDecoders); False is the straightforward path that the
-        # equivalence tests compare against. Request state is exact between steps only in the
-        # straightforward path (lazy requests catch up when due).
+        self.async_scheduling = config.async_scheduling
+        # True takes decode tokens inside a held block without the general allocate_slots and,
+        # with sync scheduling, advances steady decoders event by event (LazyDecoders); False
+        # is the straightforward path that the equivalence tests compare against. Request
+        # state is exact between steps only in the straightforward path (lazy requests catch
+        # up when due).
         self.fast_decode_path = fast_decode_path
-        self.lazy = LazyDecoders(config.block_size) if fast_decode_path else None
+        self.lazy = (
+            LazyDecoders(config.block_size)
+            if fast_decode_path and not config.async_scheduling
+            else None
+        )
         self.hasher = make_hasher(
             config.core,
             config.hash_algo,
@@ -100,13 +127,27 @@ class Scheduler:
         )
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
+        # Ids finished or aborted since the last schedule(): the engine runs one more (flush)
+        # step for them (spec §12.3).
+        self.finished_req_ids: set[str] = set()
         self.num_preemptions = 0
-        self.num_added = 0
+        # prefill_schedule_interval (spec §12.8): steps that scheduled tokens, the last of them
+        # that carried prefill, whether the last unheld step left requests waiting, and the
+        # requests the waiting pass skipped (async: output in flight) and not yet admitted.
+        self.num_executed_steps = 0
+        self.last_prefill_step = -config.prefill_schedule_interval
+        self.prefill_capacity_bound = False
+        self.deferred_ids: set[str] = set()
 
     @property
     def has_unfinished_requests(self) -> bool:
         """True while anything is waiting or running."""
         return bool(self.running) or len(self.waiting) > 0
+
+    @property
+    def has_requests(self) -> bool:
+        """True while the engine loop steps: requests unfinished or a finish to flush (§12.3)."""
+        return bool(self.running) or len(self.waiting) > 0 or bool(self.finished_req_ids)
 
     def add_request(self, request: Request) -> None:
         """Queue a new request (its prompt must be shorter than max_model_len)."""
@@ -115,14 +156,15 @@ class Scheduler:
                 f"request {request.request_id!r}: prompt of {request.num_prompt_tokens} tokens "
                 f"must be shorter than max_model_len {self.config.max_model_len}"
             )
-        self.num_added += 1
-        request.arrival_seq = self.num_added
         self.requests[request.request_id] = request
         self.waiting.add(request)
 
-    def abort_request(self, request_id: str, now: float = 0.0) -> Request:
-        """Drop a request wherever it is and free its blocks."""
-        request = self.requests.pop(request_id)
+    def abort_request(self, request_id: str, now: float = 0.0) -> Request | None:
+        """Drop a request wherever it is and free its blocks; None (nothing changes) for an
+        unknown or already finished id, as vLLM ignores those (spec §12.2)."""
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return None
         if self.lazy is not None and request.lazy_sync_step >= 0:
             self.lazy.materialize(request)
         if request.status is RequestStatus.RUNNING:
@@ -130,52 +172,109 @@ class Scheduler:
         else:
             self.waiting.remove(request)
         self.kv_cache_manager.free(request)
+        self.deferred_ids.discard(request_id)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
+        self.finished_req_ids.add(request_id)
         return request
 
     def schedule(self, now: float = 0.0) -> SchedulerOutput:
         """Choose this step's requests and token counts, allocating their KV blocks."""
-        config = self.config
-        manager = self.kv_cache_manager
         output = SchedulerOutput()
-        num_scheduled = output.num_scheduled_tokens
-        budget = config.max_num_batched_tokens
-        threshold = config.long_prefill_token_threshold
-        max_model_len = config.max_model_len
-        running = self.running
+        threshold = self._long_prefill_threshold()
+        hold_prefill = self._hold_prefill()
+        budget = self.config.max_num_batched_tokens
+        if self.lazy is not None:
+            budget = self._advance_lazy_decoders(output, budget, threshold)
+        budget = self._schedule_running(output, budget, threshold, hold_prefill, now)
+        if not output.preempted:
+            self._schedule_waiting(output, budget, threshold, hold_prefill, now)
+            if not hold_prefill:
+                num_waiting = len(self.waiting)
+                self.prefill_capacity_bound = num_waiting > len(self.deferred_ids)
+        self._update_after_schedule(output)
+        self.finished_req_ids.clear()
+        return output
 
-        fast_decode_path = self.fast_decode_path
+    def _long_prefill_threshold(self) -> int:
+        """The step's chunk cap: none when at most one request is eligible (spec §12.1),
+        raised to a fair share of the budget when adaptive (§12.8)."""
+        config = self.config
+        num_eligible = len(self.running) + len(self.waiting)
+        if num_eligible <= 1:
+            return 0
+        threshold = config.long_prefill_token_threshold
+        if threshold > 0 and config.long_prefill_token_threshold_adaptive:
+            threshold = max(threshold, config.max_num_batched_tokens // num_eligible)
+        return threshold
+
+    def _hold_prefill(self) -> bool:
+        """prefill_schedule_interval (spec §12.8): hold this step's prefill while a running
+        request decodes and fewer than the interval's executed steps passed since the last
+        prefill, unless the last unheld step could not drain the queue."""
+        interval = self.config.prefill_schedule_interval
+        return (
+            interval > 1
+            and not self.prefill_capacity_bound
+            and self.num_executed_steps + 1 - self.last_prefill_step < interval
+            and any(not request.is_prefill_chunk for request in self.running)
+        )
+
+    def _advance_lazy_decoders(self, output: SchedulerOutput, budget: int, threshold: int) -> int:
+        """Let the lazy decoders take this step implicitly, or bring them all up to date when
+        the step could run short; returns the budget left."""
         lazy = self.lazy
-        if lazy is not None:
-            step = lazy.num_completed_steps + 1
-            lazy.pop_due(step)
-            if lazy.num_lazy and not self._lazy_step_is_safe(budget):
-                lazy.materialize_all(running)
-            num_lazy = lazy.num_lazy
-            if num_lazy:
-                budget -= num_lazy
-                output.num_lazy_decodes = num_lazy
-                output.lazy_decode_kv_tokens = lazy.kv_tokens(step)
-                output.lazy_longest_context = lazy.longest_context(step)
+        assert lazy is not None
+        step = lazy.num_completed_steps + 1
+        lazy.pop_due(step)
+        if lazy.num_lazy and not self._lazy_step_is_safe(budget, threshold):
+            lazy.materialize_all(self.running)
+        num_lazy = lazy.num_lazy
+        if num_lazy:
+            output.num_lazy_decodes = num_lazy
+            output.lazy_decode_kv_tokens = lazy.kv_tokens(step)
+            output.lazy_longest_context = lazy.longest_context(step)
+        return budget - num_lazy
+
+    def _schedule_running(
+        self,
+        output: SchedulerOutput,
+        budget: int,
+        threshold: int,
+        hold_prefill: bool,
+        now: float,
+    ) -> int:
+        """The running pass: serve running requests in order; returns the budget left."""
+        running = self.running
+        manager = self.kv_cache_manager
+        max_model_len = self.config.max_model_len
+        fast_decode_path = self.fast_decode_path
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
-            if request.lazy_sync_step >= 0:
-                index += 1  # advances implicitly this step
+            if (
+                request.lazy_sync_step >= 0
+                or self._output_limit_in_flight(request)
+                or (hold_prefill and request.is_prefill_chunk)
+            ):
+                index += 1
                 continue
             num_computed = request.num_computed_tokens
-            num_new_tokens = len(request.all_token_ids) - num_computed
+            num_new_tokens = (
+                len(request.all_token_ids) + request.num_output_placeholders - num_computed
+            )
             if (
                 fast_decode_path
                 and num_new_tokens == 1
                 and num_computed < max_model_len - 1
                 and manager.allocate_one_slot(request, now)
             ):
-                # A decode token: the same blocks and caching as allocate_slots, done lean.
-                # (If it needs a block and none is free, the general path below preempts.)
-                num_scheduled[request.request_id] = 1
-                output.scheduled.append(request)
+                # A decode token (or a prefill's last): the same blocks and caching as
+                # allocate_slots, done lean. (If it needs a block and none is free, the
+                # general path below preempts.)
+                if request.is_prefill_chunk:
+                    output.carries_prefill = True
+                output.add(request, 1)
                 budget -= 1
                 index += 1
                 continue
@@ -185,62 +284,67 @@ class Scheduler:
             if num_new_tokens <= 0:
                 index += 1
                 continue
-            while True:
-                new_blocks = manager.allocate_slots(request, num_new_tokens, now=now)
-                if new_blocks is not None:
-                    break
-                victim = self._pick_victim()
-                position = running.index(victim)
-                del running[position]
-                if position < index:
-                    index -= 1
-                if victim.request_id in num_scheduled:
-                    budget += num_scheduled.pop(victim.request_id)
-                    output.scheduled.remove(victim)
-                self._preempt(victim, now)
-                output.preempted.append(victim)
-                if victim is request:
-                    break
-            if new_blocks is None:
+            allocated, index, returned = self._allocate_or_preempt(
+                request, num_new_tokens, index, output, now
+            )
+            budget += returned
+            if allocated:
+                if request.is_prefill_chunk:
+                    output.carries_prefill = True
+                output.add(request, num_new_tokens)
+                budget -= num_new_tokens
+                index += 1
+            elif self.config.policy != "priority":
                 break
-            num_scheduled[request.request_id] = num_new_tokens
-            output.scheduled.append(request)
-            budget -= num_new_tokens
-            index += 1
+            # Under priority a request that preempted itself ends nothing: the pass goes on
+            # with the next running request, now at `index` (spec §12.6).
+        return budget
 
-        if not output.preempted:
-            self._schedule_waiting(output, budget, now)
+    def _output_limit_in_flight(self, request: Request) -> bool:
+        """Async: the steps in flight already sample the request's last token, so vLLM
+        schedules no further step for it (spec §7.4)."""
+        placeholders = request.num_output_placeholders
+        return (
+            placeholders > 0
+            and request.num_computed_tokens + 2 - placeholders
+            >= request.num_prompt_tokens + request.max_tokens
+        )
 
-        decode_context_lens = output.decode_context_lens
-        total = 0
-        for request in output.scheduled:
-            num_new_tokens = num_scheduled[request.request_id]
-            num_computed = request.num_computed_tokens
-            num_tokens = len(request.all_token_ids)
-            if (
-                num_new_tokens == 1
-                and num_computed == num_tokens - 1
-                and (num_tokens > request.num_prompt_tokens)
-            ):
-                decode_context_lens.append(num_computed)
-            else:
-                output.prefill_new_tokens.append(num_new_tokens)
-                output.prefill_context_tokens.append(num_computed)
-                request.num_computed_prefill_tokens += num_new_tokens
-            request.num_computed_tokens = num_computed + num_new_tokens
-            total += num_new_tokens
-        output.total_num_scheduled_tokens = total + output.num_lazy_decodes
-        return output
+    def _allocate_or_preempt(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        index: int,
+        output: SchedulerOutput,
+        now: float,
+    ) -> tuple[bool, int, int]:
+        """Allocate the request's blocks, preempting victims until they fit or the request
+        itself is the victim. Returns (allocated, its index in running now, tokens that
+        preempted requests gave back to the budget)."""
+        running = self.running
+        returned = 0
+        while self.kv_cache_manager.allocate_slots(request, num_new_tokens, now=now) is None:
+            victim = self._pick_victim()
+            position = running.index(victim)
+            del running[position]
+            if position < index:
+                index -= 1
+            returned += output.take_back(victim)
+            self._preempt(victim, now)
+            output.preempted.append(victim)
+            if victim is request:
+                return False, index, returned
+        return True, index, returned
 
-    def _lazy_step_is_safe(self, budget: int) -> bool:
+    def _lazy_step_is_safe(self, budget: int, threshold: int) -> bool:
         """True when this step cannot run out of budget or blocks before every running request
         is served: then lazy requests can skip it, as nothing they could be part of happens."""
-        config = self.config
+        lazy = self.lazy
+        assert lazy is not None
         manager = self.kv_cache_manager
-        threshold = config.long_prefill_token_threshold
-        max_model_len = config.max_model_len
-        block_size = config.block_size
-        demand = self.lazy.num_lazy
+        max_model_len = self.config.max_model_len
+        block_size = self.config.block_size
+        demand = lazy.num_lazy
         blocks_needed = 0
         for request in self.running:
             if request.lazy_sync_step >= 0:
@@ -259,19 +363,35 @@ class Scheduler:
                 blocks_needed += -(-num_slots // block_size) - num_held
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
-    def _schedule_waiting(self, output: SchedulerOutput, budget: int, now: float) -> None:
+    def _schedule_waiting(
+        self,
+        output: SchedulerOutput,
+        budget: int,
+        threshold: int,
+        hold_prefill: bool,
+        now: float,
+    ) -> None:
+        """The waiting pass: admit requests in policy order until one does not fit."""
         config = self.config
         manager = self.kv_cache_manager
         waiting = self.waiting
         running = self.running
-        threshold = config.long_prefill_token_threshold
-        while budget > 0 and len(waiting) > 0 and len(running) < config.max_num_seqs:
+        skipped: list[Request] = []
+        max_num_admitted = config.max_num_admitted_seqs
+        while budget > 0 and len(waiting) > 0 and len(running) < max_num_admitted:
             request = waiting.peek()
+            if request.num_stale_output_tokens:
+                # Async: its pre-preemption step is still in flight (spec §12.8).
+                skipped.append(waiting.pop())
+                self.deferred_ids.add(request.request_id)
+                continue
             if request.num_computed_tokens == 0:
                 hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
             else:
                 hit_blocks, num_hit_tokens = [], 0
             num_computed = request.num_computed_tokens + num_hit_tokens
+            if hold_prefill and num_computed < request.num_tokens - 1:
+                break
             num_new_tokens = request.num_tokens - num_computed
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
@@ -291,7 +411,10 @@ class Scheduler:
                 break  # head-of-line blocking on KV capacity
             manager.record_prefix_cache_stats(request, num_hit_tokens)
             waiting.pop()
+            self.deferred_ids.discard(request.request_id)
             running.append(request)
+            if num_computed < request.num_tokens - 1:
+                output.carries_prefill = True
             resumed = request.status is RequestStatus.PREEMPTED
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed
@@ -300,37 +423,94 @@ class Scheduler:
             if request.first_scheduled_at is None:
                 request.first_scheduled_at = now
             output.admitted.append(Admission(request, num_hit_tokens, resumed))
-            output.num_scheduled_tokens[request.request_id] = num_new_tokens
-            output.scheduled.append(request)
+            output.add(request, num_new_tokens)
             budget -= num_new_tokens
+        if skipped:
+            waiting.prepend_all(skipped)
+
+    def _update_after_schedule(self, output: SchedulerOutput) -> None:
+        """Advance each scheduled request's progress and record the batch shape."""
+        num_scheduled = output.num_scheduled_tokens
+        decode_context_lens = output.decode_context_lens
+        async_scheduling = self.async_scheduling
+        total = 0
+        for request in output.scheduled:
+            num_new_tokens = num_scheduled[request.request_id]
+            num_computed = request.num_computed_tokens
+            sequence_end = len(request.all_token_ids) + request.num_output_placeholders
+            if (
+                num_new_tokens == 1
+                and num_computed == sequence_end - 1
+                and sequence_end > request.num_prompt_tokens
+            ):
+                decode_context_lens.append(num_computed)
+            else:
+                output.prefill_new_tokens.append(num_new_tokens)
+                output.prefill_context_tokens.append(num_computed)
+                request.num_computed_prefill_tokens += num_new_tokens
+            num_computed += num_new_tokens
+            request.num_computed_tokens = num_computed
+            total += num_new_tokens
+            request.is_prefill_chunk = num_computed < sequence_end
+            if request.is_prefill_chunk:
+                output.partial_prefill_ids.add(request.request_id)
+            elif async_scheduling:
+                request.num_output_placeholders += 1
+            if async_scheduling:
+                request.num_in_flight_tokens += num_new_tokens
+        output.total_num_scheduled_tokens = total + output.num_lazy_decodes
+        if output.total_num_scheduled_tokens:
+            self.num_executed_steps += 1
+            if output.carries_prefill:
+                self.last_prefill_step = self.num_executed_steps
 
     def _pick_victim(self) -> Request:
-        # FCFS preempts the last running request; priority the largest (priority, arrival).
+        # FCFS preempts the last running request; priority the largest (priority, arrival),
+        # the earliest in running among equals (spec §12.5).
         if self.config.policy == "priority":
-            return max(self.running, key=Request.sort_key)
+            return max(self.running, key=Request.victim_key)
         return self.running[-1]
 
     def _preempt(self, request: Request, now: float) -> None:
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
         request.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.prepend(request)
 
     def update_from_output(self, output: SchedulerOutput, now: float = 0.0) -> StepResult:
-        """Sample one planned token for each request that reached its end; free finished ones."""
+        """Sample one planned token for each request that reached its end; free finished ones.
+
+        With async scheduling `output` is the oldest step in flight: requests aborted or
+        finished since are skipped, and a preempted request still receives its token.
+        """
         sampled: list[Request] = []
         finished: list[Request] = []
         max_model_len = self.config.max_model_len
+        async_scheduling = self.async_scheduling
+        partial_prefill_ids = output.partial_prefill_ids
+        num_scheduled = output.num_scheduled_tokens
+        manager = self.kv_cache_manager
         lazy = self.lazy
         if lazy is not None:
             lazy.record_step_end(now)
         for request in output.scheduled:
-            token_ids = request.all_token_ids
-            if request.num_computed_tokens < len(token_ids):
-                continue  # a prefill chunk that has not reached the end of the sequence
-            num_output_tokens = len(token_ids) - request.num_prompt_tokens
+            request_id = request.request_id
+            stale = False
+            if async_scheduling:
+                if request.status.is_finished:
+                    continue  # aborted while its step was in flight
+                num_new_tokens = num_scheduled[request_id]
+                request.num_in_flight_tokens -= num_new_tokens
+                if request.num_stale_output_tokens:
+                    request.num_stale_output_tokens -= num_new_tokens
+                    stale = True
+            if request_id in partial_prefill_ids:
+                continue
+            num_output_tokens = len(request.all_token_ids) - request.num_prompt_tokens
             request.append_output_token_ids((request.planned_output_token_ids[num_output_tokens],))
             last_token_at = request.last_token_at
             if last_token_at is None:
@@ -339,17 +519,41 @@ class Scheduler:
                 request.inter_token_latencies_s.append(now - last_token_at)
             request.last_token_at = now
             sampled.append(request)
-            if num_output_tokens + 1 >= request.max_tokens or len(token_ids) >= max_model_len:
+            if not stale and request.num_output_placeholders:
+                request.num_output_placeholders -= 1
+                if manager.enable_caching:
+                    # The block this token completes registers now, a step after sync would.
+                    manager.cache_blocks(
+                        request, request.num_computed_tokens - request.num_in_flight_tokens, now
+                    )
+            if (
+                num_output_tokens + 1 >= request.max_tokens
+                or len(request.all_token_ids) >= max_model_len
+            ):
+                self._finish(request, now)
                 finished.append(request)
-        for request in finished:
-            self.running.remove(request)
-            del self.requests[request.request_id]
-            self.kv_cache_manager.free(request)
-            request.status = RequestStatus.FINISHED_LENGTH_CAPPED
-            request.finished_at = now
+        if finished:
+            self._drop_finished(finished)
         if lazy is not None:
             step = lazy.num_completed_steps
             for request in sampled:
                 if request.status is RequestStatus.RUNNING:
                     lazy.try_make_lazy(request, step, max_model_len)
-        return StepResult(sampled, finished, self.kv_cache_manager.make_prefix_cache_stats())
+        return StepResult(sampled, finished, manager.make_prefix_cache_stats())
+
+    def _finish(self, request: Request, now: float) -> None:
+        """A request that produced its last token: blocks freed at once, in step order."""
+        del self.requests[request.request_id]
+        self.kv_cache_manager.free(request)
+        self.finished_req_ids.add(request.request_id)
+        self.deferred_ids.discard(request.request_id)
+        request.finished_at = now
+
+    def _drop_finished(self, finished: list[Request]) -> None:
+        """Take finished requests out of their queues (after the step's walk, as vLLM does)."""
+        for request in finished:
+            if request.status is RequestStatus.PREEMPTED:
+                self.waiting.remove(request)  # async: finished by a step scheduled before
+            else:
+                self.running.remove(request)
+            request.status = RequestStatus.FINISHED_LENGTH_CAPPED

@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sim.engine.requests import cache_request_from_spec, hash_keys_from_spec
+from sim.engine import cache_request_from_spec, hash_keys_from_spec
 from sim.errors import InputError
-from sim.kvcache import HASH_ALGOS, BlockHasher
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS, BlockHasher, pool_size_problem
 from sim.studies.eviction_exact import ExactPoolReplay
 from sim.studies.eviction_policies import POLICY_CLASSES
 from sim.studies.eviction_sim import PolicyOutcome, simulate_policy
 from sim.studies.eviction_trace import BlockKeyInterner, BlockTrace, num_kv_tokens
-from workloads.spec import RequestSpec
+from workloads.api import RequestSpec
 
 EXACT_POLICY = "lru-exact"
 POLICY_NAMES = (EXACT_POLICY, *POLICY_CLASSES)

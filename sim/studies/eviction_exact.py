@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.kvcache import CacheRequest, KVCacheManager
-from sim.kvcache.sequential import run_alone
+from sim.kvcache import CacheRequest, KVCacheManager, run_alone
 
 
 class ExactPoolReplay:

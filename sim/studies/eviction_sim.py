@@ -69,11 +69,11 @@ def simulate_policy(
             key = keys[position]
             copy_key.append(key)
             copy_position.append(position)
-            copies = copies_by_key.get(key)
-            if copies is None:
+            same_key = copies_by_key.get(key)
+            if same_key is None:
                 copies_by_key[key] = [copy]
             else:
-                copies.append(copy)
+                same_key.append(copy)
             held.append(copy)
         held.reverse()
         policy.release(request_index, held)

@@ -25,9 +25,7 @@ import numpy as np
 
 from sim.studies.layout_config import LayoutStudySettings, PromptSegmentSettings, TrafficSettings
 from sim.studies.study_runs import StudyEngine, ttft_percentiles_s
-from workloads.prompt import Piece
-from workloads.spec import RequestSpec, Segment
-from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
+from workloads.api import TEMPLATE_SEGMENT, Piece, RequestSpec, Segment, TextTokens
 
 TIME_ORIGIN = datetime(2025, 1, 1, 9, 0, 0)  # the {time} of a request arriving at t = 0
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

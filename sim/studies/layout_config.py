@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from sim.config.base import StrictModel
+from sim.config import StrictModel
 from sim.studies.study_runs import StudySettings
 
 Scope = Literal["static", "per_tenant", "per_user", "per_request"]

@@ -26,11 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.config import Scenario, validate_scenario_data
-from sim.config.workload import GammaSettings, PoissonSettings
-from sim.config.yaml_source import ScenarioSource
-from sim.costmodel import get_model
-from sim.costmodel.capacity import kv_bytes_per_token
+from sim.config import (
+    GammaSettings,
+    PoissonSettings,
+    Scenario,
+    ScenarioSource,
+    validate_scenario_data,
+)
+from sim.costmodel import get_model, kv_bytes_per_token
 from sim.errors import InputError
 from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
 from sim.studies.plan_search import (
@@ -240,6 +243,7 @@ def plan(
         raise InputError("give at least one --slo, e.g. --slo ttft_p99=2s")
     check_plan_inputs(scenario, settings)
     duration_s = scenario.duration_s
+    assert duration_s is not None  # check_plan_inputs requires it
     base = with_setting(scenario, "outputs", {"events": False, "scrape_interval_s": duration_s})
     if settings.rate_per_s is not None:
         base = with_setting(base, _SEARCHED_PATHS["rate"], settings.rate_per_s)
@@ -273,9 +277,9 @@ def _search(
     base: Scenario, settings: PlanSettings, is_feasible: Callable[[float], bool]
 ) -> Bracket:
     if settings.find == "rate":
-        return largest_feasible(
-            is_feasible, base.workload.arrivals.rate_per_s, rel_tol=settings.rel_tol
-        )
+        arrivals = base.workload.arrivals
+        assert isinstance(arrivals, PoissonSettings | GammaSettings)  # check_plan_inputs
+        return largest_feasible(is_feasible, arrivals.rate_per_s, rel_tol=settings.rel_tol)
     if settings.find == "replicas":
         return smallest_feasible_count(is_feasible, max_count=settings.max_replicas)
     low_gib, high_gib = kv_memory_range_gib(base)
@@ -291,7 +295,7 @@ def _probe(
 ) -> Probe:
     metrics_s = {slo.metric: summary.get(slo.summary_key) for slo in slos}
     meets_slos = all(
-        metrics_s[slo.metric] is not None and metrics_s[slo.metric] <= slo.limit_s for slo in slos
+        (measured := metrics_s[slo.metric]) is not None and measured <= slo.limit_s for slo in slos
     )
     drain_s = max(summary["end_at"] - duration_s, 0.0)
     return Probe(

@@ -29,9 +29,7 @@ from sim.metrics import RequestRecord
 from sim.studies.intervals import mean_confidence_interval
 from sim.studies.side_channel_config import SaltSetting, SideChannelSettings
 from sim.studies.study_runs import StudyEngine
-from workloads.prompt import Piece
-from workloads.spec import RequestSpec, Segment
-from workloads.text_tokens import TextTokens
+from workloads.api import Piece, RequestSpec, Segment, TextTokens
 
 VICTIM = "victim"
 ATTACKER = "attacker"

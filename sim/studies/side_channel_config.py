@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from sim.config.base import StrictModel
+from sim.config import StrictModel
 from sim.studies.study_runs import StudySettings
 
 SaltSetting = Literal["no_salt", "per_tenant_salt", "shared_salt"]

@@ -11,19 +11,22 @@ from typing import TypeVar
 import numpy as np
 from pydantic import Field, ValidationError
 
-from sim.config.base import StrictModel
-from sim.config.engine import DeploymentSettings, EngineSettings
-from sim.config.errors import validation_error_to_input_error
-from sim.config.scenario import NAME_PATTERN
-from sim.config.yaml_source import apply_overrides, load_source
+from sim.config import (
+    NAME_PATTERN,
+    DeploymentSettings,
+    EngineSettings,
+    StrictModel,
+    apply_overrides,
+    load_source,
+    validation_error_to_input_error,
+)
 from sim.costmodel import CostModel
 from sim.engine import simulate
 from sim.errors import InputError
 from sim.metrics import NullRecorder, RequestRecord
 from sim.runner import scenario_cost_model, scheduler_config
 from sim.sched import SchedulerConfig
-from workloads.api import WorkloadError
-from workloads.spec import RequestSpec
+from workloads.api import RequestSpec, WorkloadError
 
 
 class StudySettings(StrictModel):
@@ -89,9 +92,10 @@ class StudyEngine:
             )
         except WorkloadError as error:
             raise InputError(str(error)) from None
-        if result.num_rejected:
+        num_too_long = result.num_rejected - result.num_rejected_queue_full
+        if num_too_long:
             raise InputError(
-                f"{result.num_rejected} prompts are at least engine.max_model_len "
+                f"{num_too_long} prompts are at least engine.max_model_len "
                 f"({self.config.max_model_len}) tokens long and were rejected; raise max_model_len"
                 " or shorten the prompts"
             )

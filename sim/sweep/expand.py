@@ -11,8 +11,13 @@ from typing import Any
 
 import yaml
 
-from sim.config import Scenario, validate_scenario_data
-from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
+from sim.config import (
+    Scenario,
+    ScenarioSource,
+    apply_overrides,
+    load_source,
+    validate_scenario_data,
+)
 from sim.errors import InputError
 from sim.sweep.spec import SweepSpec, parse_sweep_spec
 

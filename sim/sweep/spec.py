@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.config.yaml_source import ScenarioSource
+from sim.config import ScenarioSource
 from sim.errors import InputError
 
 SECTIONS = ("grid", "zip", "seeds")

@@ -20,6 +20,9 @@ from sim.bench.replay_child import ReplayMeasurement, measure_replay
 from sim.bench.synthetic_trace import SyntheticTraceConfig, write_synthetic_trace
 from sim.config import Scenario
 
+# Benchmarks in child processes: make test-all.
+pytestmark = pytest.mark.slow
+
 SMALL = ReplayBenchConfig(
     trace=SyntheticTraceConfig(seed=5), engine_sizes=(100,), cache_only_sizes=(100, 300)
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from sim.bench.sweep_bench import SweepBenchConfig, run_sweep_benchmark, sweep_yaml
@@ -15,6 +16,7 @@ def test_default_sweep_is_eight_chat_runs():
     assert data["workload"]["arrivals"] == {"process": "poisson", "rate_per_s": 2.0}
 
 
+@pytest.mark.slow
 def test_two_runs_at_one_and_two_workers():
     figures = run_sweep_benchmark(
         SweepBenchConfig(block_sizes=(16,), seeds=(1, 2), duration_s=5.0, sessions_per_s=1.0)

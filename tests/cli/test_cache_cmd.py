@@ -1,4 +1,4 @@
-"""`prefixsim cache replay`, run as a user runs it: `python -m sim cache replay FILE [options]`.
+"""`prefixsim cache replay FILE [options]`, run in-process as a user runs it.
 
 Exit status 0 on success, 1 when --check finds a mismatch, 2 on bad input (one `error:` line on
 stderr naming the file and line, never a traceback).
@@ -7,22 +7,20 @@ stderr naming the file and line, never a traceback).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import CliResult, run_prefixsim
 
 TRACES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / "traces"
 
 
-def cache_replay(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a fresh interpreter and capture its output."""
-    command = [sys.executable, "-m", "sim", "cache", "replay", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+def cache_replay(*args: str | Path) -> CliResult:
+    """`prefixsim cache replay ARGS...`: its exit status and output."""
+    return run_prefixsim("cache", "replay", *args)
 
 
-def assert_one_line_input_error(result: subprocess.CompletedProcess[str], location: str) -> str:
+def assert_one_line_input_error(result: CliResult, location: str) -> str:
     """Exit 2, exactly one stderr line `error: <location> ...`, no traceback; returns the line."""
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

@@ -1,4 +1,4 @@
-"""`prefixsim engine replay` as a user runs it: `python -m sim engine replay FILE [--check]`.
+"""`prefixsim engine replay FILE [--check]`, run in-process as a user runs it.
 
 Good workloads pass their own `expect` checks (exit 0); bad input exits 2 with exactly one
 stderr line "error: FILE:LINE: ..." and no traceback.
@@ -7,11 +7,10 @@ stderr line "error: FILE:LINE: ..." and no traceback.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import CliResult, run_prefixsim
 
 from sim.replay.engine_replay import replay_engine
 
@@ -19,13 +18,8 @@ WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity" / 
 WORKLOADS = sorted(WORKLOADS_DIR.glob("w*.jsonl"))
 
 
-def run_engine_replay(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sim", "engine", "replay", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def run_engine_replay(*args: str | Path) -> CliResult:
+    return run_prefixsim("engine", "replay", *args)
 
 
 def write_script(directory: Path, lines: list[str]) -> Path:
@@ -91,18 +85,6 @@ BAD_INPUTS = [
         "unknown key 'blocks'",
     ),
     ("duplicate_add_id", [ADD_A, ADD_A], 2, "request 'A' is already queued or running"),
-    (
-        "abort_unknown_id",
-        [ADD_A, '{"op":"abort","id":"Z"}'],
-        2,
-        "unknown or finished request id 'Z'",
-    ),
-    (
-        "abort_finished_id",
-        [ADD_A, '{"op":"run_until_idle"}', '{"op":"abort","id":"A"}'],
-        3,
-        "unknown or finished request id 'A'",
-    ),
     (
         "prompt_at_max_model_len",
         ['{"op":"config","max_model_len":3}', ADD_A],

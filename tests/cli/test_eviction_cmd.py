@@ -7,7 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import load_commands
+
+app = load_commands()
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "study_eviction.yaml"
 

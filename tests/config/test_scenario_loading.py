@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import load_commands
 from sim.config import load_scenario, scenario_json_schema
 from sim.errors import InputError
+
+app = load_commands()
 
 BASE = """\
 name: base-chat

@@ -1,4 +1,4 @@
-"""KV capacity the vLLM v1 way (vllm_prefix_cache_spec.md §9), with the numbers written out."""
+"""KV capacity the vLLM v1 way (spec §9), with the numbers written out."""
 
 import pytest
 

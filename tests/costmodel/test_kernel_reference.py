@@ -32,7 +32,7 @@ def test_gemm_lookup_on_a_grid_point_is_the_measured_row() -> None:
 @pytest.mark.parametrize(
     ("gpu", "model", "tp", "reference_ms"),
     [
-        # shared/data/profiles/derived/step_time_coefficients.csv, ref_* columns (1k / 8k / 32k
+        # Kernel layer-sum reference values from prefixsim's calibration extract (1k / 8k / 32k
         # prefill, decode 1 x 1k, decode 64 x 2k): an independent implementation of the same sum.
         ("h100", "llama-3.1-8b", 1, (23.74, 211.87, 1094.41, 7.04, 13.56)),
         ("a100", "qwen3-32b", 2, (153.67, 1256.56, 7359.61, 27.36, 42.43)),

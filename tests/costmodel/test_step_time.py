@@ -129,23 +129,6 @@ def test_decode_linear_part_is_flat_until_t_star() -> None:
     assert growth == pytest.approx(expected, rel=1e-9)
 
 
-@pytest.mark.parametrize("spec", [H100_8B, "constant:0.01", "linear:0.002,1e-5"])
-@settings(max_examples=40, deadline=None)
-@given(decodes=st.lists(contexts, max_size=300), num_steps=st.integers(0, 50))
-def test_decode_run_equals_step_by_step_to_the_bit(
-    spec: str, decodes: list[int], num_steps: int
-) -> None:
-    model = cost_model(spec)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OutOfRangeWarning)
-        run = model.decode_step_times_s(decodes, num_steps)
-        stepwise = [
-            model.step_time_s(BatchShape([], [], [c + step for c in decodes]))
-            for step in range(num_steps)
-        ]
-    assert run == stepwise
-
-
 def narrow_model() -> StepTimeModel:
     coefficients = StepCoefficients(0.003, 2e-5, 128, 8e-10, 4e-8, 5e-6)
     covered = FeatureRanges(
@@ -170,14 +153,3 @@ def test_out_of_range_step_warns_once_per_model() -> None:
     assert issubclass(caught[0].category, OutOfRangeWarning)
     assert "narrow" in str(caught[0].message)
     assert "num_decodes=65 not in [0, 64]" in str(caught[0].message)
-
-
-def test_decode_run_warns_when_its_last_step_leaves_the_range() -> None:
-    model = narrow_model()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.decode_step_times_s([16_000], 384)  # longest reaches 16_001 at the first step
-        assert caught == []
-        model.decode_step_times_s([16_000], 385)  # ... and 16_385 > 16_384 at the last
-    assert len(caught) == 1
-    assert "longest_context=16385 not in [1, 16384]" in str(caught[0].message)

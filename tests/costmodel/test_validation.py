@@ -53,6 +53,7 @@ def test_unmodellable_rows_are_listed_with_a_reason(report: ValidationReport) ->
     assert sum("not a full prefill" in reason for reason in reasons) == 6
 
 
+@pytest.mark.slow
 def test_cli_writes_plot_and_records(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as done:
         main(["costmodel", "validate", "--out", str(tmp_path)])

@@ -21,9 +21,6 @@ class ConstantStepCost:
     def step_time_s(self, batch: BatchShape) -> float:
         return self.duration_s
 
-    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
-        return [self.duration_s] * num_steps
-
 
 class CollectingRecorder(NullRecorder):
     """Keeps every block event, step and finished request (requests keyed by id)."""
@@ -62,9 +59,3 @@ class TokenCountStepCost:
     def step_time_s(self, batch: BatchShape) -> float:
         num_tokens, _, kv_tokens, _ = step_features(batch)
         return 0.25 + num_tokens * 2.0**-12 + kv_tokens * 2.0**-16
-
-    def decode_step_times_s(self, decode_context_lens: list[int], num_steps: int) -> list[float]:
-        return [
-            self.step_time_s(BatchShape(decode_context_lens=[n + k for n in decode_context_lens]))
-            for k in range(num_steps)
-        ]

@@ -13,7 +13,7 @@ from engine_specs import engine_config, open_spec, session_turn, tokens
 
 from sim.engine import simulate
 from sim.engine.cluster import Cluster
-from sim.routing import SessionAffinityRouter, make_router
+from sim.routing import RouterTuning, SessionAffinityRouter, make_router
 from workloads.api import ChatConfig, PoissonArrivals, Workload
 from workloads.spec import Segment
 
@@ -28,7 +28,7 @@ def run_cluster(specs, num_replicas: int, policy: str, cost_model: ConstantStepC
         cost_model,
         recorder=shared,
         num_replicas=num_replicas,
-        router=make_router(policy, **router),
+        router=make_router(policy, RouterTuning(**router)),
         replica_recorders=per_replica,
     )
     replica_of = {

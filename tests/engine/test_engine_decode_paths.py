@@ -11,7 +11,7 @@ from engine_specs import busy_config, busy_workload
 
 from sim.engine import EngineCore, WorkloadDriver, request_from_spec
 from sim.engine.requests import SpecLike
-from sim.sched import SchedulerConfig
+from sim.sched import Request, SchedulerConfig
 
 
 def run_one_engine(
@@ -20,13 +20,18 @@ def run_one_engine(
     """One EngineCore fed by a WorkloadDriver, as simulate() wires a single replica."""
     env = simpy.Environment()
     recorder = CollectingRecorder()
+
+    def turn_done(request: Request) -> None:
+        if request.session_id is not None:
+            driver.on_session_turn_done(request.session_id)
+
     engine = EngineCore(
         env,
         config,
         TokenCountStepCost(),
         recorder=recorder,
         fast_decode_path=fast_decode_path,
-        on_request_finished=lambda request: driver.on_request_finished(request),
+        on_request_finished=turn_done,
     )
 
     def dispatch(spec: SpecLike) -> None:

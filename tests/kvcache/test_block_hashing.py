@@ -55,12 +55,12 @@ def golden_arrive_hashes(scenario: str, request_id: str) -> list[str]:
     ],
 )
 def test_none_hash_matches_the_verified_values(algo, seed, expected):
-    """Spec §3.2: NONE_HASH for sha256 unseeded, PYTHONHASHSEED=0, and sha256_cbor unseeded."""
+    """spec §3.2: NONE_HASH for sha256 unseeded, PYTHONHASHSEED=0, and sha256_cbor unseeded."""
     assert none_hash(algo, seed).hex() == expected
 
 
 def test_blocks_0_and_1_of_tokens_1000_to_1031_match_vllm():
-    """Spec §3.2: sha256, no extra keys, the two blocks of tokens 1000..1031."""
+    """spec §3.2: sha256, no extra keys, the two blocks of tokens 1000..1031."""
     assert block_hashes("sha256", PROMPT_1000_1031) == [
         "9d9c413731095d0ee811a14814414907cafccd751ce2052f659e8e1f547aeb68",
         "6eab5151ee783ec014728198ae09f5b0c20f18673ff098bcec4f29beb1e71e61",

@@ -1,4 +1,4 @@
-"""Spec §11 pitfalls, one test each (pitfall 10 is the scheduler's side of admission)."""
+"""spec §11 pitfalls, one test each (pitfall 10 is the scheduler's side of admission)."""
 
 from __future__ import annotations
 

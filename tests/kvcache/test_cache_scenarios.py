@@ -1,4 +1,4 @@
-"""Spec §10 scenarios s01-s25, driven on KVCacheManager directly, with vLLM 0.33.0's exact numbers.
+"""spec §10 scenarios s01-s25, driven on KVCacheManager directly, with vLLM 0.33.0's exact numbers.
 
 Block size 16 and a fresh pool (ids handed out from 1) unless a test says otherwise; `A#i` is
 block i of request A. Stats dicts are cumulative, in vLLM's field order.

@@ -1,4 +1,4 @@
-"""The seed walkthrough's two-turn chat (shared/seeds/vllm_prefix_caching_code_walkthrough.txt)."""
+"""The seed walkthrough's two-turn chat (spec §10, s01)."""
 
 from __future__ import annotations
 

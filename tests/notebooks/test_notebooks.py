@@ -14,6 +14,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# Each notebook runs its sweeps end to end (20-40 s): make test-all.
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT_S = 300
 # Per notebook: the files it leaves under its results directory.

@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from reliability_cases import GOOD_MOONCAKE
 
+# Whole runs in fresh interpreters under several hash seeds: make test-all.
+pytestmark = pytest.mark.slow
+
 SCENARIOS = {
     "chat_tenants": """\
 name: det-chat

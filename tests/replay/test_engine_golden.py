@@ -40,7 +40,7 @@ def test_replay_equals_golden_on_every_field(name: str, core: str) -> None:
     assert differences(load_golden(name), replayed(name, core)) == []
 
 
-# Spec §10 rows w01-w05, read off our summary line: (steps, cumulative counters,
+# spec §10 rows w01-w05, read off our summary line: (steps, cumulative counters,
 # total preemptions, evicted block labels in order).
 SUMMARIES = {
     "w01_seed_two_turn_chat": (50, (2, 225, 112, 0, 0, 0), 0, []),

@@ -1,4 +1,4 @@
-"""`prefixsim report DIR [--out OUT]`, run as a user runs it: `python -m sim report ...`.
+"""`prefixsim report DIR [--out OUT]`, run in-process as a user runs it.
 
 Exit status 0 with the written paths on stdout; 2 with one `error:` line on stderr for a folder
 that does not exist or holds neither a run nor a sweep.
@@ -6,18 +6,17 @@ that does not exist or holds neither a run nor a sweep.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-
-def report(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a fresh interpreter and capture its output."""
-    command = [sys.executable, "-m", "sim", "report", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+from cli_helpers import CliResult, run_prefixsim
 
 
-def assert_one_error_line(result: subprocess.CompletedProcess[str], start: str) -> None:
+def report(*args: str | Path) -> CliResult:
+    """`prefixsim report ARGS...`: its exit status and output."""
+    return run_prefixsim("report", *args)
+
+
+def assert_one_error_line(result: CliResult, start: str) -> None:
     """Exit 2, exactly one stderr line beginning with `start`, no traceback."""
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from report_runs import run_tiny
 
 from sim.report.report import write_report
@@ -47,6 +48,7 @@ def test_single_run_report_has_figures_and_sections(single_run_dir, tmp_path):
     assert not [line for line in text.splitlines() if line.startswith("|") and "±" in line]
 
 
+@pytest.mark.slow
 def test_report_is_deterministic_and_defaults_to_the_run_dir(single_run_dir, tmp_path):
     """Written elsewhere, then into a copy of the run itself: the same report.md bytes."""
     elsewhere = write_report(single_run_dir, tmp_path / "elsewhere").report_path.read_bytes()

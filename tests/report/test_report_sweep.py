@@ -24,6 +24,9 @@ from sim.errors import InputError
 from sim.report.report import ReportResult, block_size_lines, write_report
 from sim.report.runs import load_run_set
 
+# Each fixture runs a sweep end to end: make test-all.
+pytestmark = pytest.mark.slow
+
 KNOWN_NUMBERS = {
     "bs16-chat-s0": (0.50, 0.010, 0.100, 1.0, 10),
     "bs16-chat-s1": (0.60, 0.020, 0.100, 2.0, 20),

@@ -107,6 +107,7 @@ run_scenario(loaded.scenario, loaded.base_dir, run_dir=Path(sys.argv[2]))
 """
 
 
+@pytest.mark.slow
 def test_cluster_results_are_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
     # Separate processes with different str hash seeds: no result may depend on set order.
     scenario = write(tmp_path, CLUSTER_YAML)

@@ -15,6 +15,7 @@ from sim.routing import (
     LeastLoadedRouter,
     PrefixAwareRouter,
     RoundRobinRouter,
+    RouterTuning,
     SessionAffinityRouter,
     make_router,
 )
@@ -113,7 +114,7 @@ def test_prefix_aware_ignores_the_cache_when_imbalanced() -> None:
     cluster = replicas((40, 0, 96), (2, 0, 0))
     assert PrefixAwareRouter().choose(request(num_prompt_tokens=100), cluster) == 1
     # With a larger absolute threshold the cluster counts as balanced and the cache wins.
-    router = PrefixAwareRouter(balance_abs_threshold=64)
+    router = PrefixAwareRouter(RouterTuning(balance_abs_threshold=64))
     assert router.choose(request(num_prompt_tokens=100), cluster) == 0
 
 

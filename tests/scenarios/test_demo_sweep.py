@@ -15,6 +15,9 @@ from sim.cli import main
 from sim.demo import DEMO_SWEEP_YAML, run_demo, variant_lines
 from sim.sweep import load_sweep
 
+# The demo sweep and its report end to end: make test-all.
+pytestmark = pytest.mark.slow
+
 SHORT = ["duration_s=30", "warmup_s=5"]
 
 

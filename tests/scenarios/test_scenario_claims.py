@@ -13,6 +13,9 @@ import pytest
 
 from sim.sweep import load_sweep, run_sweep
 
+# The shipped sweeps run end to end: make test-all.
+pytestmark = pytest.mark.slow
+
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 LAYOUT_PATH = "workload.source.layout"
 BLOCK_SIZE_PATH = "engine.block_size"

@@ -19,8 +19,8 @@ def admission_order(driver: SchedDriver) -> list[str]:
 
 
 def add_five_prioritised(driver: SchedDriver) -> None:
-    # Lower priority value first, then earlier arrival_at, then the order they were added
-    # (vLLM's wall-clock arrival stamps never tie; simulated ones can).
+    # Lower priority value first, then earlier arrival_at, then the request id compared as a
+    # string (spec §12.4): the tied z-urgent and a-urgent go in id order, not add order.
     driver.add("late-urgent", tokens(100, 4), [1], priority=0, arrival_at=3.0)
     driver.add("background", tokens(200, 4), [1], priority=2, arrival_at=0.0)
     driver.add("z-urgent", tokens(300, 4), [1], priority=0, arrival_at=1.0)
@@ -28,10 +28,10 @@ def add_five_prioritised(driver: SchedDriver) -> None:
     driver.add("normal", tokens(500, 4), [1], priority=1, arrival_at=0.0)
 
 
-def test_priority_policy_admits_by_priority_then_arrival_then_add_order() -> None:
+def test_priority_policy_admits_by_priority_then_arrival_then_request_id() -> None:
     driver = SchedDriver(num_gpu_blocks=16, block_size=4, policy="priority", max_num_seqs=1)
     add_five_prioritised(driver)
-    expected = ["z-urgent", "a-urgent", "late-urgent", "normal", "background"]
+    expected = ["a-urgent", "z-urgent", "late-urgent", "normal", "background"]
     assert [request.request_id for request in driver.scheduler.waiting] == expected
     assert admission_order(driver) == expected
 
@@ -250,25 +250,30 @@ def test_abort_preempted_request_in_waiting() -> None:
     assert driver.num_free_blocks == 3
 
 
-def test_priority_victim_among_equal_keys_is_the_later_request() -> None:
-    # vLLM stamps arrival times from the wall clock, so equal priorities never tie and the later
-    # arrival is the victim. Here A and V tie on (priority 0, arrival_at 0.0); V was added
-    # after A, so when A needs the last free block V is preempted and A decodes: the step is
-    # not empty.
+def test_priority_victim_among_equal_keys_is_the_earliest_in_running() -> None:
+    # Spec §12.5, as real vLLM 0.33.0 printed it: A and V tie on (priority 0, arrival 0), so
+    # the victim is A, first in running, though V is the one needing a block. A preempts
+    # itself and the pass goes on (§12.6): V decodes in A's freed block and finishes; A
+    # comes back in step 3 and recomputes its 5 tokens.
     driver = SchedDriver(num_gpu_blocks=3, block_size=4, max_model_len=8, policy="priority")
     driver.add("A", tokens(100, 4), [1, 2], arrival_at=0.0)
     driver.add("V", tokens(200, 4), [1, 2], arrival_at=0.0)
     assert driver.step().scheduled == {"A": 4, "V": 4}
     step = driver.step()
-    assert step.preempted == ["V"]
-    assert step.scheduled == {"A": 1}
+    assert (step.scheduled, step.preempted, step.result.finished[0].request_id) == (
+        {"V": 1},
+        ["A"],
+        "V",
+    )
+    assert (step.running, step.waiting, step.num_free_blocks) == ([], ["A"], 2)
+    assert driver.step().scheduled == {"A": 5}
 
 
-def test_tied_priority_requests_drain_instead_of_preempting_each_other_forever() -> None:
-    # 7 usable blocks of 2 tokens; r0 and r1 tie on (priority 1, arrival_at 1.0), each a
-    # 1-token prompt with 10 outputs, recomputed in 3-token chunks without prefix caching.
-    # With r1 (queued second) as the victim at every shortage, r0 finishes at step 10 and
-    # r1, preempted twice, at step 15.
+def test_tied_priority_requests_drain() -> None:
+    # 7 usable blocks of 2 tokens; r0 and r1 tie on (priority 1, arrival_at 0), each a
+    # 1-token prompt with 10 outputs. What vLLM 0.33.0 printed: both decode until step 7,
+    # where r0 (first in running) is the victim; r1 finishes at step 10, and r0 resumes in
+    # step 11 with 6 of its 7 tokens hit and finishes at step 14.
     driver = SchedDriver(
         num_gpu_blocks=8,
         block_size=2,
@@ -278,30 +283,31 @@ def test_tied_priority_requests_drain_instead_of_preempting_each_other_forever()
         long_prefill_token_threshold=3,
         policy="priority",
         scheduler_reserve_full_isl=False,
-        enable_caching=False,
     )
-    driver.add("r0", [1000], tokens(1, 10), priority=1, arrival_at=1.0)
-    driver.add("r1", [1000], tokens(1, 10), priority=1, arrival_at=1.0)
+    driver.add("r0", [1000], tokens(1, 10), priority=1, arrival_at=0.0)
+    driver.add("r1", [1000], tokens(1, 10), priority=1, arrival_at=0.0)
     steps = driver.run_until_idle(max_steps=100)
     finished_at = {rid: index for index, step in steps.items() for rid in step.finished}
-    assert finished_at == {"r0": 10, "r1": 15}
-    assert [rid for step in steps.values() for rid in step.preempted] == ["r1", "r1"]
+    assert finished_at == {"r1": 10, "r0": 14}
+    assert {index: step.preempted for index, step in steps.items() if step.preempted} == {7: ["r0"]}
+    assert steps[11].admitted == [("r0", 6, True)]
+    assert steps[11].scheduled == {"r0": 1}
 
 
-def test_first_running_request_preempting_itself_leaves_an_empty_step() -> None:
+def test_last_running_request_preempting_itself_lets_the_others_run() -> None:
     # 2 usable blocks of 4. Y (priority 5) runs alone in step 1; X (priority 0) joins in step 2
     # and takes the last block. In step 3 Y, first in running, needs a block: as the largest
-    # priority value it is its own victim, which ends the running pass, and no admission follows
-    # a preemption: vLLM runs a step with nothing scheduled. X then decodes in step 4.
+    # priority value it is its own victim, and the running pass goes on (spec §12.6): X
+    # decodes and finishes. No admission follows a preemption, so Y resumes in step 4. This is
+    # what vLLM 0.33.0 printed.
     driver = SchedDriver(num_gpu_blocks=3, block_size=4, max_model_len=8, policy="priority")
     driver.add("Y", tokens(100, 3), tokens(1, 4), priority=5)
     assert driver.step().scheduled == {"Y": 3}
     driver.add("X", tokens(200, 4), tokens(1, 2), priority=0)
     assert driver.step().scheduled == {"Y": 1, "X": 4}
-    empty = driver.step()
-    assert (empty.scheduled, empty.preempted, empty.admitted) == ({}, ["Y"], [])
-    assert empty.output.total_num_scheduled_tokens == 0
+    step = driver.step()
+    assert (step.scheduled, step.preempted, step.admitted) == ({"X": 1}, ["Y"], [])
+    assert step.finished == ["X"]
     rest = driver.run_until_idle()
-    assert [step.scheduled for step in rest.values()] == [{"X": 1}, {"Y": 5}, {"Y": 1}]
-    assert rest[4].finished == ["X"]
-    assert rest[6].finished == ["Y"]
+    assert [step.scheduled for step in rest.values()] == [{"Y": 5}, {"Y": 1}]
+    assert rest[5].finished == ["Y"]

@@ -1,4 +1,4 @@
-"""Spec §10 rows w01-w05, driving the Scheduler directly with the exact numbers vLLM 0.33.0 gave.
+"""spec §10 rows w01-w05, driving the Scheduler directly with the exact numbers vLLM 0.33.0 gave.
 
 B = 16 tokens a block; `num_gpu_blocks` N includes the null block, so N - 1 are usable.
 """

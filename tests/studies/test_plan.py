@@ -172,11 +172,13 @@ def test_the_largest_rate_is_the_hand_computed_capacity(tmp_path: Path) -> None:
     assert not list((tmp_path / "scratch").iterdir())
 
 
+@pytest.mark.slow
 def test_two_replicas_sustain_twice_the_rate_of_one(tmp_path: Path) -> None:
     result = run_plan(tmp_path, PlanSettings(find="rate"), ("deployment.replicas=2",))
     assert (result.answer, result.infeasible_bound) == (25.0, 26.0)
 
 
+@pytest.mark.slow
 def test_the_fewest_replicas_for_a_rate(tmp_path: Path) -> None:
     # 30/s needs 30/12.5 = 2.4 replicas: doubling probes 1, 2, 4, then bisection tries 3.
     # Round robin alternates the near-regular arrivals, so each replica sees 10/s.
@@ -185,6 +187,7 @@ def test_the_fewest_replicas_for_a_rate(tmp_path: Path) -> None:
     assert (result.answer, result.infeasible_bound) == (3, 2)
 
 
+@pytest.mark.slow
 def test_the_least_kv_memory_for_a_rate(tmp_path: Path) -> None:
     # 880-token prompts; 15/s needs 2 requests in flight (1 serves 12.5/s). One holds 56 blocks
     # (887 computed tokens), so the pool needs 2 x 56 usable + the null block = 113 blocks.
@@ -232,6 +235,7 @@ def test_plan_input_errors(tmp_path: Path, text: str, settings: PlanSettings, me
         plan(loaded.scenario, loaded.base_dir, TTFT_SLO, settings, scratch_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_plan_command_writes_plan_json_and_png(tmp_path: Path, capsys) -> None:
     scenario = write_scenario(tmp_path)
     out = tmp_path / "plan"

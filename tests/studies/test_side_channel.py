@@ -5,6 +5,8 @@ Scenario of the accuracy test: default H100 / Llama-3.1-8B deployment, ChatML, s
 system prompt + a 768-token secret each) in 4 s; 2 s later the attacker calibrates with 4
 pairs and probes every candidate 0.25 s apart; 2 background tenants send 1024-token prompts
 at 3 requests/s throughout (their prefills sometimes delay a probe that hit past the threshold).
+The engine schedules sync: the exact figures were derived with it. Async scheduling (the
+default) adds up to a step of admission wait to each probe, which blurs the signal.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def study_document(**changes: object) -> dict:
             "window_s": 4.0,
         },
         "attack": {"delay_s": 2.0, "probe_interval_s": 0.25, "num_calibration_pairs": 4},
+        "engine": {"async_scheduling": False},
         "background": {
             "num_tenants": 2,
             "request_rate_per_s": 3.0,
@@ -67,12 +70,19 @@ def tiny_report() -> SideChannelReport:
     return run_side_channel(settings, Path("."))
 
 
+@pytest.mark.slow
 def test_accuracy_is_chance_with_per_tenant_salts_and_high_without() -> None:
     report = tiny_report()
     assert report.num_trials * report.num_probes_per_trial == 104
     assert 0.4 <= report.result("per_tenant_salt").accuracy <= 0.6
     assert report.result("no_salt").accuracy >= 0.9
     assert report.result("shared_salt").accuracy >= 0.9
+
+
+def test_async_scheduling_blurs_the_timing_signal() -> None:
+    settings = SideChannelSettings.model_validate(study_document(engine={}))
+    report = run_side_channel(settings, Path("."))
+    assert report.result("no_salt").accuracy == 81 / 104
 
 
 def test_exact_accuracies_of_the_seeded_scenario() -> None:

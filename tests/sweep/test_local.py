@@ -92,6 +92,7 @@ def test_rerun_skips_finished_runs(tmp_path, monkeypatch):
     assert after == before
 
 
+@pytest.mark.slow
 def test_parallel_manifest_is_byte_identical_and_input_errors_fail_alone(tmp_path):
     """TWO_TOO_SMALL at -j 1 and -j 2: the 32-block runs fail as 'input'; same manifest bytes."""
     plan = load_sweep(write_sweep(tmp_path, TWO_TOO_SMALL))
@@ -194,6 +195,7 @@ def test_failed_manifest_write_is_reported_and_the_sweep_goes_on(tmp_path, monke
     assert [row["status"] for row in manifest_rows(result.sweep_dir)] == ["ok"] * 4
 
 
+@pytest.mark.slow
 def test_killed_worker_fails_only_its_run(tmp_path, monkeypatch):
     """At -j 2, the worker running run 3 is SIGKILLed: 'killed', the others finish, pool renewed."""
     plan = load_sweep(write_sweep(tmp_path, FOUR_RUNS))
@@ -217,6 +219,7 @@ def test_killed_worker_fails_only_its_run(tmp_path, monkeypatch):
     assert set(rerun) == {run.run_id for run in plan.runs}
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_with_only_the_missing_runs(tmp_path, monkeypatch):
     """`prefixsim sweep -j 1` SIGKILLed at run 3 of 4 leaves 2 ok + 2 missing; rerun runs 2."""
     sweep_file = write_sweep(tmp_path, FOUR_RUNS)

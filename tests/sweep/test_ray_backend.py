@@ -14,6 +14,9 @@ from sweep_files import FOUR_RUNS, leftovers, manifest_rows, write_sweep
 from sim.sweep import load_sweep, run_sweep
 from sim.sweep.execute import KILL_RUN_ENV, KILLED_MESSAGE
 
+# Starts a local Ray cluster: make test-all.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray")
 
 # 2 block sizes x 2 arrival rates x 3 seeds = 12 runs.

@@ -110,7 +110,8 @@ def test_endless_arrivals_without_a_bound_are_rejected() -> None:
         ),
         (
             lambda: Workload("chat", PoissonArrivals(1.0), num_arrivals=1),
-            r"Workload.source: 'chat' is not allowed; use ChatConfig",
+            r"Workload.source: 'chat' is not allowed; use one of ChatConfig, AgentConfig, "
+            r"RagConfig, MixConfig",
         ),
         (
             lambda: Workload(ChatConfig(), 2.0, num_arrivals=1),

@@ -15,14 +15,15 @@ from datetime import datetime
 from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import trace_request_spec
+from workloads.traces.blocks import counted_trace_spec
 from workloads.traces.fields import (
     MAX_TRACE_TOKENS,
-    check_replay_options,
+    ReplayOptions,
     check_trace_path,
-    default_namespace,
     open_trace,
+    replay_options,
 )
+from workloads.traces.trace_format import TraceFormat, arrival_times_of
 
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _SECONDS_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -123,31 +124,23 @@ def read_azure(
     tokens: SyntheticTokens | None = None,
 ) -> Iterator[RequestSpec]:
     """Open-loop specs with unique prompt and output tokens of the trace's lengths, streamed."""
-    check_replay_options(speedup, max_requests)
-    records = iter_azure_records(path)
-    return _specs(
-        records,
-        namespace if namespace is not None else default_namespace(path),
-        speedup,
-        max_requests,
-        tokens if tokens is not None else SyntheticTokens(),
-    )
+    options = replay_options(path, namespace, speedup, max_requests, tokens)
+    return _specs(iter_azure_records(path), options)
 
 
-def _specs(
-    records: Iterator[AzureRecord],
-    namespace: str,
-    speedup: float,
-    max_requests: int | None,
-    tokens: SyntheticTokens,
-) -> Iterator[RequestSpec]:
-    for index, record in enumerate(itertools.islice(records, max_requests)):
-        prompt_id = f"{namespace}/prompt/{index}"
-        yield trace_request_spec(
-            namespace,
-            index,
-            record.arrival_s / speedup,
-            [Segment("prompt", prompt_id, tokens.tokens(prompt_id, record.context_tokens))],
-            tokens.tokens(f"{namespace}/output/{index}", record.generated_tokens),
-            {"trace_line": record.line},
+def _specs(records: Iterator[AzureRecord], options: ReplayOptions) -> Iterator[RequestSpec]:
+    for index, record in enumerate(itertools.islice(records, options.max_requests)):
+        prompt_id = f"{options.namespace}/prompt/{index}"
+        prompt_tokens = options.tokens.tokens(prompt_id, record.context_tokens)
+        prompt = [Segment("prompt", prompt_id, prompt_tokens)]
+        yield counted_trace_spec(
+            options, index, record.arrival_s, prompt, record.generated_tokens, record.line
         )
+
+
+TRACE_FORMAT = TraceFormat(
+    "azure",
+    "Azure LLM inference CSV: TIMESTAMP, ContextTokens, GeneratedTokens (no prefix reuse)",
+    read_azure,
+    arrival_times_of(iter_azure_records),
+)

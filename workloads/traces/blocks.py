@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
+from workloads.traces.fields import ReplayOptions
 
 TRACE_BLOCK_SEGMENT = "block"
 
@@ -66,4 +67,25 @@ def trace_request_spec(
         output_tokens,
         measured_cached_tokens=measured_cached_tokens,
         extras=extras,
+    )
+
+
+def counted_trace_spec(
+    options: ReplayOptions,
+    index: int,
+    arrival_s: float,
+    prompt: list[Segment],
+    num_output_tokens: int,
+    line: int,
+) -> RequestSpec:
+    """The spec of a trace record that gives its output as a count: unique output tokens,
+    the arrival scaled by the replay's speedup, and the record's line as an extra."""
+    namespace = options.namespace
+    return trace_request_spec(
+        namespace,
+        index,
+        arrival_s / options.speedup,
+        prompt,
+        options.tokens.tokens(f"{namespace}/output/{index}", num_output_tokens),
+        {"trace_line": line},
     )

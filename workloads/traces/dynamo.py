@@ -28,11 +28,11 @@ from workloads.traces.blocks import (
 )
 from workloads.traces.fields import (
     RecordReader,
-    check_replay_options,
     check_trace_path,
-    default_namespace,
     iter_json_objects,
+    replay_options,
 )
+from workloads.traces.trace_format import TraceFormat
 from workloads.validation import require_int
 
 DYNAMO_BLOCK_SIZE = 16
@@ -116,16 +116,12 @@ def read_dynamo(
     tokens: SyntheticTokens | None = None,
 ) -> Iterator[RequestSpec]:
     """Open-loop specs ordered by arrival (from 0 at the first request received)."""
-    check_replay_options(speedup, max_requests)
+    options = replay_options(path, namespace, speedup, max_requests, tokens)
     records = sorted(
         iter_dynamo_records(path, trace_block_size=trace_block_size),
         key=lambda record: (record.received_ms, record.line),
     )
-    builder = _SpecBuilder(
-        namespace if namespace is not None else default_namespace(path),
-        trace_block_size,
-        tokens if tokens is not None else SyntheticTokens(),
-    )
+    builder = _SpecBuilder(options.namespace, trace_block_size, options.tokens)
     following = _next_turns(records, trace_block_size) if outputs_from_next_turn else {}
     start_ms = records[0].received_ms
     return (
@@ -216,3 +212,16 @@ class _SpecBuilder:
         return trace_request_spec(
             self.namespace, index, arrival_at, segments, output, extras, record.cached_tokens
         )
+
+
+def _arrival_times_s(path: str | os.PathLike[str]) -> Iterator[float]:
+    received_ms = sorted(record.received_ms for record in iter_dynamo_records(path))
+    return ((value - received_ms[0]) / 1000.0 for value in received_ms)
+
+
+TRACE_FORMAT = TraceFormat(
+    "dynamo",
+    "Dynamo request trace JSONL (dynamo.request.trace.v1): agent sessions, block-16 hashes",
+    read_dynamo,
+    _arrival_times_s,
+)

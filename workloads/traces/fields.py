@@ -9,8 +9,10 @@ import os
 import sys
 import zlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from workloads.errors import WorkloadError
+from workloads.synthetic_tokens import SyntheticTokens
 
 # Larger token counts than any model context window are input errors, not workloads.
 MAX_TRACE_TOKENS = 1 << 24
@@ -50,6 +52,33 @@ def default_namespace(path: str | os.PathLike[str]) -> str:
     """The token namespace of a trace: its file name without the extension (and `.gz`)."""
     name = os.path.basename(os.fspath(path)).removesuffix(".gz")
     return os.path.splitext(name)[0]
+
+
+@dataclass(slots=True, frozen=True)
+class ReplayOptions:
+    """What every trace reader takes besides the file: validated, with defaults filled in."""
+
+    namespace: str  # keys the synthetic tokens of the trace's blocks
+    speedup: float
+    max_requests: int | None
+    tokens: SyntheticTokens
+
+
+def replay_options(
+    path: str | os.PathLike[str],
+    namespace: str | None,
+    speedup: float,
+    max_requests: int | None,
+    tokens: SyntheticTokens | None,
+) -> ReplayOptions:
+    """The reader options, checked; the namespace defaults to the file's stem."""
+    check_replay_options(speedup, max_requests)
+    return ReplayOptions(
+        namespace if namespace is not None else default_namespace(path),
+        speedup,
+        max_requests,
+        tokens if tokens is not None else SyntheticTokens(),
+    )
 
 
 def check_replay_options(speedup: float, max_requests: int | None) -> None:

@@ -15,14 +15,15 @@ from dataclasses import dataclass
 
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import block_segments, trace_request_spec
+from workloads.traces.blocks import block_segments, counted_trace_spec
 from workloads.traces.fields import (
     RecordReader,
-    check_replay_options,
+    ReplayOptions,
     check_trace_path,
-    default_namespace,
     iter_json_objects,
+    replay_options,
 )
+from workloads.traces.trace_format import TraceFormat, arrival_times_of
 from workloads.validation import require_int
 
 MOONCAKE_BLOCK_SIZE = 512
@@ -76,34 +77,30 @@ def read_mooncake(
     tokens: SyntheticTokens | None = None,
 ) -> Iterator[RequestSpec]:
     """Open-loop request specs, streamed; `namespace` (default: file stem) keys the block tokens."""
-    check_replay_options(speedup, max_requests)
+    options = replay_options(path, namespace, speedup, max_requests, tokens)
     records = iter_mooncake_records(path, trace_block_size=trace_block_size)
-    return _specs(
-        records,
-        trace_block_size,
-        namespace if namespace is not None else default_namespace(path),
-        speedup,
-        max_requests,
-        tokens if tokens is not None else SyntheticTokens(),
-    )
+    return _specs(records, trace_block_size, options)
 
 
 def _specs(
-    records: Iterator[MooncakeRecord],
-    trace_block_size: int,
-    namespace: str,
-    speedup: float,
-    max_requests: int | None,
-    tokens: SyntheticTokens,
+    records: Iterator[MooncakeRecord], trace_block_size: int, options: ReplayOptions
 ) -> Iterator[RequestSpec]:
-    for index, record in enumerate(itertools.islice(records, max_requests)):
-        yield trace_request_spec(
-            namespace,
-            index,
-            record.arrival_s / speedup,
-            block_segments(
-                namespace, record.hash_ids, record.input_length, trace_block_size, tokens
-            ),
-            tokens.tokens(f"{namespace}/output/{index}", record.output_length),
-            {"trace_line": record.line},
+    for index, record in enumerate(itertools.islice(records, options.max_requests)):
+        prompt = block_segments(
+            options.namespace,
+            record.hash_ids,
+            record.input_length,
+            trace_block_size,
+            options.tokens,
         )
+        yield counted_trace_spec(
+            options, index, record.arrival_s, prompt, record.output_length, record.line
+        )
+
+
+TRACE_FORMAT = TraceFormat(
+    "mooncake",
+    "Mooncake JSONL: timestamp (ms), input/output lengths, hash ids of 512-token prefix blocks",
+    read_mooncake,
+    arrival_times_of(iter_mooncake_records),
+)

@@ -1,4 +1,8 @@
-"""One entry point for trace replays: pick the adapter by format name."""
+"""The trace-format registry and one entry point for trace replays: pick the reader by name.
+
+Adding a format: a module with its reader and a `TraceFormat`, and one line in `_FORMATS`.
+Scenario validation, the CLI's `--format` choices and docs/trace_formats.md follow from here.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,20 @@ from collections.abc import Iterator
 
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.azure import read_azure
-from workloads.traces.dynamo import read_dynamo
-from workloads.traces.mooncake import read_mooncake
+from workloads.traces import azure, dynamo, mooncake
+from workloads.traces.trace_format import TraceFormat
 from workloads.validation import require_choice
 
-TRACE_FORMATS = ("mooncake", "dynamo", "azure")
+_FORMATS = (mooncake.TRACE_FORMAT, dynamo.TRACE_FORMAT, azure.TRACE_FORMAT)
+
+TRACE_FORMAT_REGISTRY: dict[str, TraceFormat] = {form.name: form for form in _FORMATS}
+TRACE_FORMATS = tuple(TRACE_FORMAT_REGISTRY)
+
+
+def get_trace_format(where: str, name: str) -> TraceFormat:
+    """The registered format called `name`; a WorkloadError naming `where` otherwise."""
+    require_choice(where, "trace_format", name, TRACE_FORMATS)
+    return TRACE_FORMAT_REGISTRY[name]
 
 
 def read_trace(
@@ -24,14 +36,14 @@ def read_trace(
     namespace: str | None = None,
     tokens: SyntheticTokens | None = None,
 ) -> Iterator[RequestSpec]:
-    """The specs of a trace in `trace_format`, with each adapter's defaults for the rest."""
-    require_choice("read_trace", "trace_format", trace_format, TRACE_FORMATS)
-    if trace_format == "mooncake":
-        reader = read_mooncake
-    elif trace_format == "dynamo":
-        reader = read_dynamo
-    else:
-        reader = read_azure
+    """The specs of a trace in `trace_format`, with its reader's defaults for the rest."""
+    reader = get_trace_format("read_trace", trace_format).read
     return reader(
         path, speedup=speedup, max_requests=max_requests, namespace=namespace, tokens=tokens
     )
+
+
+def trace_format_table() -> str:
+    """The Markdown table of registered formats that docs/trace_formats.md shows."""
+    rows = [f"| `{form.name}` | {form.summary} |" for form in _FORMATS]
+    return "\n".join(["| format | what it holds |", "|---|---|", *rows])

@@ -450,9 +450,12 @@ class CacheCore {
             if (num_free_ < 1) return false;
             get_new_blocks(1, now, state.blocks);
         }
-        if (enable_caching_ && num_slots % block_size_ == 0) {
-            int64_t num_tokens = length(attr(request, names.all_token_ids));
-            cache_request_blocks(request, state, std::min(num_slots, num_tokens), now);
+        if (!enable_caching_) return true;
+        // Async scheduling runs a token ahead of the known ones: cache what is known, checked
+        // every time then (the block filled may be the one before the slot's).
+        int64_t num_cacheable = std::min(num_slots, length(attr(request, names.all_token_ids)));
+        if (num_cacheable < num_slots || num_cacheable % block_size_ == 0) {
+            cache_request_blocks(request, state, num_cacheable, now);
         }
         return true;
     }

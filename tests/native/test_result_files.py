@@ -1,10 +1,11 @@
 """Both cache cores write byte-identical result files.
 
-The nine scenarios of the engine's fast-path equivalence test (preemption, priority, chunked
-prefill, a small running set, two prefix-aware replicas, mixed tenants with salts, LoRA and
-prompt logprobs, caching off) and the first run of every shipped sweep, cut to 30 simulated
-seconds (a trace to its first 60 requests), run with `engine.core: python` and `native`; every
-file of the run directory must be equal byte for byte.
+The scenarios of the engine's fast-path equivalence test, in the scheduling modes it runs them
+(preemption, priority, chunked prefill, a small running set, two prefix-aware replicas, mixed
+tenants with salts, LoRA and prompt logprobs, caching off; async and sync), and the first run of
+every shipped sweep, cut to 30 simulated seconds (a trace to its first 60 requests), run with
+`engine.core: python` and `native`; every file of the run directory must be equal byte for
+byte.
 """
 
 from __future__ import annotations
@@ -50,23 +51,36 @@ def assert_identical_runs(first: RunResult, second: RunResult) -> None:
         assert (first.run_dir / name).read_bytes() == (second.run_dir / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("name", list(fast_path_scenarios.SCENARIOS))
-def test_engine_scenarios_write_identical_files(name: str, tmp_path: Path) -> None:
+# The preempting chat stays in the fast lane in both scheduling modes; the rest run in
+# make test-all, as in the fast-path test.
+@pytest.mark.parametrize(
+    ("name", "async_scheduling"),
+    [
+        key if key[0] == "chat-preempting" else pytest.param(*key, marks=pytest.mark.slow)
+        for key in fast_path_scenarios.EXPECTED_COUNTS
+    ],
+)
+def test_engine_scenarios_write_identical_files(
+    name: str, async_scheduling: bool, tmp_path: Path
+) -> None:
+    scenario = fast_path_scenarios.SCENARIOS[name]
     data = {
         "name": name,
         "seed": 3,
         "duration_s": 30,
         "cost_model": fast_path_scenarios.PROFILE,
-        **fast_path_scenarios.SCENARIOS[name],
+        **scenario,
+        "engine": {**scenario.get("engine", {}), "async_scheduling": async_scheduling},
     }
     python = run_on_core(data, "python", tmp_path, tmp_path / "python")
     native = run_on_core(data, "native", tmp_path, tmp_path / "native")
     assert_identical_runs(python, native)
     summary = native.summary
-    expected = fast_path_scenarios.EXPECTED_COUNTS[name]
+    expected = fast_path_scenarios.EXPECTED_COUNTS[name, async_scheduling]
     assert (summary["num_requests"], summary["num_preemptions"]) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sweep", SWEEPS, ids=[path.stem for path in SWEEPS])
 def test_shipped_sweeps_write_identical_files(sweep: Path, tmp_path: Path) -> None:
     plan = load_sweep(sweep)

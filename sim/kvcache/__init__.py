@@ -11,6 +11,7 @@ from sim.kvcache.hashing import (
     MultiModalItem,
     none_hash,
 )
+from sim.kvcache.interface import CacheManager
 from sim.kvcache.manager import KVCacheManager
 from sim.kvcache.observer import (
     BLOCK_CLEARED,
@@ -34,6 +35,7 @@ __all__ = [
     "NO_HASH_KEYS",
     "BlockHasher",
     "BlockPool",
+    "CacheManager",
     "CacheObserver",
     "CacheRequest",
     "FreeBlockQueue",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sim.kvcache.block import KVBlock
 from sim.kvcache.block_pool import BlockPool
@@ -78,7 +79,7 @@ class KVCacheManager(PrefixLookupCounting):
         return len(self.req_to_blocks.get(request_id, ()))
 
     @staticmethod
-    def block_ids(blocks: Sequence[KVBlock]) -> list[int]:
+    def block_ids(blocks: Sequence[Any]) -> list[int]:
         """Ids of blocks this manager handed out."""
         return [block.block_id for block in blocks]
 
@@ -194,6 +195,9 @@ class KVCacheManager(PrefixLookupCounting):
         self.num_cached_block.pop(request.request_id, None)
         if blocks:
             self.block_pool.free_blocks(reversed(blocks))
+
+    def _caches(self) -> bool:
+        return self.enable_caching
 
     def _reset_pool(self, now: float) -> bool:
         return self.block_pool.reset_prefix_cache(now)

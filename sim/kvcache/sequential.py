@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.kvcache.manager import KVCacheManager
+from sim.kvcache.interface import CacheManager
 from sim.kvcache.request import CacheRequest, RequestStatus
 
 
@@ -23,7 +23,7 @@ class AloneRun:
 
 
 def run_alone(
-    manager: KVCacheManager,
+    manager: CacheManager,
     request: CacheRequest,
     output_token_ids: Sequence[int],
     *,

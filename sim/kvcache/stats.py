@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,15 +67,12 @@ class PrefixCacheStats:
 class PrefixLookupCounting:
     """The counting half of a KV cache manager, shared by the reference and the native core."""
 
-    __slots__ = ()
-    enable_caching: bool
     stats: PrefixCacheStats
     cumulative_stats: PrefixCacheStats
-    _reset_pool: Callable[[float], bool]  # drops every cached hash unless a block is held
 
     def record_prefix_cache_stats(self, request: _LookupRequest, num_hit_tokens: int) -> None:
         """Count an admitted request's lookup (skipped lookups are not counted)."""
-        if not self.enable_caching or request.skip_reading_prefix_cache:
+        if not self._caches() or request.skip_reading_prefix_cache:
             return
         preempted = request.num_preemptions > 0
         self.stats.record(request.num_tokens, num_hit_tokens, preempted)
@@ -93,3 +89,11 @@ class PrefixLookupCounting:
             return False
         self.stats.reset = True
         return True
+
+    def _caches(self) -> bool:
+        """Whether prefix caching is on (an attribute in one core, a property in the other)."""
+        raise NotImplementedError
+
+    def _reset_pool(self, now: float) -> bool:
+        """Drop every cached hash unless a block is held (the pool's part of the reset)."""
+        raise NotImplementedError

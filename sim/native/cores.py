@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from sim.kvcache import BlockHasher, CacheObserver, Hasher, KVCacheManager
+from typing import Final
+
+from sim.kvcache import BlockHasher, CacheManager, CacheObserver, Hasher, KVCacheManager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
-CORES = ("native", "python")
-DEFAULT_CORE = "native"
+CORES: Final = ("native", "python")
+DEFAULT_CORE: Final = "native"
 
 _HASHERS: dict[str, type[BlockHasher] | type[NativeBlockHasher]] = {
     "native": NativeBlockHasher,
@@ -45,7 +47,7 @@ def make_manager(
     enable_caching: bool = True,
     watermark: float = 0.0,
     observer: CacheObserver | None = None,
-) -> KVCacheManager | NativeKVCacheManager:
+) -> CacheManager:
     """The KV cache manager of `core`; both make the same decisions block for block."""
     _check(core)
     return _MANAGERS[core](

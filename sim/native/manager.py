@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import xxhash
 
 from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheObserver, PrefixCacheStats, RequestStatus
@@ -34,7 +37,7 @@ class NativeBlockHasher(HasherCore):
         self.memo_size = memo_size
 
 
-class NativeKVCacheManager(PrefixLookupCounting, CacheCore):
+class NativeKVCacheManager(CacheCore, PrefixLookupCounting):
     """KVCacheManager and its BlockPool in C++: blocks are ids, not KVBlock objects."""
 
     def __init__(
@@ -62,6 +65,9 @@ class NativeKVCacheManager(PrefixLookupCounting, CacheCore):
         self.stats = PrefixCacheStats()  # since the last make_prefix_cache_stats()
         self.cumulative_stats = PrefixCacheStats()
 
+    def _caches(self) -> bool:
+        return self.enable_caching
+
     @property
     def block_pool(self) -> NativeKVCacheManager:
         """The pool's counters and free queue live in the same object."""
@@ -73,6 +79,6 @@ class NativeKVCacheManager(PrefixLookupCounting, CacheCore):
         return self.num_gpu_blocks - 1
 
     @staticmethod
-    def block_ids(blocks: list[int]) -> list[int]:
+    def block_ids(blocks: Sequence[Any]) -> list[int]:
         """Ids of blocks this manager handed out (its blocks are ids already)."""
         return list(blocks)

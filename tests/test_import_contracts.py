@@ -27,7 +27,8 @@ CONTRACTS: dict[str, Contract] = {
     "sim.errors": Contract(()),
     "sim.fileio": Contract(()),
     "sim.kvcache": Contract((), ("xxhash", "cbor2")),
-    "sim.sched": Contract(("sim.kvcache",)),
+    "sim.native": Contract(("sim.kvcache",), ("xxhash",)),
+    "sim.sched": Contract(("sim.kvcache", "sim.native")),
     "sim.costmodel": Contract(("sim.errors", "sim.fileio"), ("numpy", "yaml")),
     "sim.metrics": Contract(("sim.errors",), ("numpy", "pyarrow")),
     "sim.routing": Contract(("sim.sched",)),
@@ -36,10 +37,18 @@ CONTRACTS: dict[str, Contract] = {
         ("simpy",),
     ),
     "sim.config": Contract(
-        ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.errors", "workloads"),
+        (
+            "sim.kvcache",
+            "sim.native",
+            "sim.sched",
+            "sim.routing",
+            "sim.costmodel",
+            "sim.errors",
+            "workloads",
+        ),
         ("pydantic", "pydantic_core", "yaml"),
     ),
-    "sim.replay": Contract(("sim.kvcache", "sim.sched", "sim.engine", "sim.errors")),
+    "sim.replay": Contract(("sim.kvcache", "sim.native", "sim.sched", "sim.engine", "sim.errors")),
     "sim.runner": Contract(
         (
             "sim.kvcache",
@@ -89,6 +98,7 @@ CONTRACTS: dict[str, Contract] = {
 # (fitting, deriving and validating profiles; the replay harnesses) are named here as public.
 API_PACKAGES = (
     "sim.kvcache",
+    "sim.native",
     "sim.sched",
     "sim.costmodel",
     "sim.metrics",

@@ -23,7 +23,7 @@ from sim.kvcache.observer import (
 from sim.kvcache.request import CacheRequest, RequestStatus
 from sim.kvcache.salt import cache_salt_problem
 from sim.kvcache.sequential import run_alone
-from sim.kvcache.stats import PrefixCacheStats
+from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
 
 __all__ = [
     "BLOCK_CLEARED",
@@ -45,6 +45,7 @@ __all__ = [
     "KVCacheManager",
     "MultiModalItem",
     "PrefixCacheStats",
+    "PrefixLookupCounting",
     "RequestStatus",
     "cache_salt_problem",
     "none_hash",

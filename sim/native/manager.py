@@ -7,9 +7,16 @@ from typing import Any
 
 import xxhash
 
-from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheObserver, PrefixCacheStats, RequestStatus
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.kvcache.stats import PrefixLookupCounting
+from sim.kvcache import (
+    MAX_NUM_GPU_BLOCKS,
+    NO_HASH_KEYS,
+    BlockHasher,
+    CacheObserver,
+    PrefixCacheStats,
+    PrefixLookupCounting,
+    RequestStatus,
+    pool_size_problem,
+)
 from sim.native._core import CacheCore, HasherCore
 
 

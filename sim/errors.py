@@ -14,6 +14,7 @@ class InputError(Exception):
         if source is not None:
             location = f"{source}:{line}: " if line is not None else f"{source}: "
         super().__init__(f"{location}{message}")
+        self.message = message
         self.source = source
         self.line = line
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,20 +16,37 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.config import DeploymentSettings, EngineSettings, Scenario
+from sim.config import (
+    DeploymentSettings,
+    EngineSettings,
+    Scenario,
+    TraceSource,
+    bounded_trace,
+    check_scenario_limits,
+    check_total_pool,
+    estimated_result_bytes,
+)
 from sim.costmodel import (
     CostModel,
+    CostModelChoice,
+    choose_cost_model,
     get_gpu,
-    get_model,
-    load_cost_model,
     num_gpu_blocks,
-    profile_name,
 )
 from sim.engine import SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import (
+    atomic_write_text,
+    check_output_dir,
+    make_dirs,
+    partial_dir,
+    publish,
+    remove_created,
+    remove_leftovers,
+    writing,
+)
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
-from sim.metrics import FLOAT_DECIMALS, SummaryRecorder, make_run_recorder
+from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
@@ -55,7 +70,7 @@ def deployment_num_gpu_blocks(
     `num_gpu_blocks` or `kv_cache_memory_gib` win, as in vLLM."""
     return num_gpu_blocks(
         get_gpu(deployment.gpu),
-        get_model(deployment.model),
+        deployment.model_spec,
         tp=deployment.tp,
         block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -121,23 +136,23 @@ def scenario_router(scenario: Scenario) -> Router:
     return make_router(settings.policy, tuning)
 
 
-def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
-    """The scenario's step-time model; 'auto' picks the shipped profile, else roofline."""
+def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> CostModelChoice:
+    """The scenario's step-time model and front end; 'auto' picks the shipped profile of a
+    registry model in its shipped dtypes, else the roofline prior (`auto_cost_model_spec`)."""
     deployment = scenario.deployment
+    gpu, model = get_gpu(deployment.gpu), deployment.model_spec
     spec = scenario.cost_model
-    if spec == "auto":
-        try:
-            return load_cost_model(
-                profile_name(deployment.gpu, deployment.model, deployment.tp),
-                gpu=deployment.gpu,
-                model=deployment.model,
-                tp=deployment.tp,
-            )
-        except InputError:
-            spec = "roofline"
     if spec.endswith((".yaml", ".yml")) and not Path(spec).is_absolute():
         spec = str(base_dir / spec)
-    return load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+    # Study settings share this helper but have no `frontend` field: they take the default.
+    return choose_cost_model(
+        spec, getattr(scenario, "frontend", "auto"), gpu=gpu, model=model, tp=deployment.tp
+    )
+
+
+def scenario_cost_model(scenario: DeploymentConfig, base_dir: Path) -> CostModel:
+    """The scenario's step-time model (see `scenario_cost_model_choice`)."""
+    return scenario_cost_model_choice(scenario, base_dir).model
 
 
 @contextlib.contextmanager
@@ -171,79 +186,100 @@ def run_scenario(
     results_root: Path = Path("results"),
     run_dir: Path | None = None,
     progress: bool = False,
+    require_measured: bool = True,
+    goodput: GoodputSlos | None = None,
 ) -> RunResult:
-    """Simulate `scenario` and write its result files; returns the run directory and summary."""
+    """Simulate `scenario` and write its result files; returns the run directory and summary.
+
+    With `require_measured`, a run that measured nothing or whose requests were mostly rejected
+    fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
     run_id = scenario.run_id()
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
+    check_scenario_limits(scenario)
     config = scheduler_config(scenario)
+    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
     check_max_model_len_fits(config)
-    cost_model = scenario_cost_model(scenario, base_dir)
-    created_dirs = _make_dirs(run_dir.parent)
-    partial_dir = run_dir.parent / f".{run_dir.name}.partial"
-    shutil.rmtree(partial_dir, ignore_errors=True)
-    partial_dir.mkdir()
+    cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
+    check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
+    created_dirs = make_dirs(run_dir.parent)
+    remove_leftovers(run_dir.parent)  # what a killed run left
     try:
-        recorder = make_run_recorder(
-            partial_dir,
-            scrape_interval_s=scenario.outputs.scrape_interval_s,
-            warmup_s=scenario.warmup_s,
-            events=scenario.outputs.events,
-        )
-        specs = scenario.workload.build(
-            seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
-        )
-        num_replicas = scenario.deployment.replicas
-        # Never closed: only their summary() is read, into one replicas.json.
-        replica_summaries = (
-            [
-                SummaryRecorder(partial_dir / REPLICAS_FILE, warmup_s=scenario.warmup_s)
-                for _ in range(num_replicas)
-            ]
-            if num_replicas > 1
-            else None
-        )
-        with _progress_reporter(scenario, progress) as on_progress:
-            try:
-                result = simulate(
-                    specs,
-                    config,
-                    cost_model,
-                    recorder=recorder,
-                    duration_s=scenario.duration_s,
-                    record_block_events=scenario.outputs.events,
-                    on_progress=on_progress,
-                    num_replicas=num_replicas,
-                    router=scenario_router(scenario),
-                    replica_recorders=replica_summaries,
-                )
-            except WorkloadError as error:
-                raise InputError.from_workload_error(error) from None
-        summary = _finish_summary(partial_dir, scenario, run_id, config, result)
-        if replica_summaries is not None:
-            _write_replica_summaries(partial_dir / REPLICAS_FILE, replica_summaries, result)
-        atomic_write_text(partial_dir / "config.resolved.yaml", scenario.resolved_yaml())
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        partial_dir.rename(run_dir)
+        with partial_dir(run_dir) as partial, writing(run_dir):
+            summary = _simulate_into(
+                partial, scenario, run_id, base_dir, config, cost_model_choice, progress, goodput
+            )
+            if require_measured:
+                check_measured(summary, config)
+            publish(partial, run_dir)
     except BaseException:
-        shutil.rmtree(partial_dir, ignore_errors=True)
-        for directory in reversed(created_dirs):
-            with contextlib.suppress(OSError):
-                directory.rmdir()  # only if still empty
+        remove_created(created_dirs)
         raise
     return RunResult(run_dir, summary)
 
 
-def _make_dirs(directory: Path) -> list[Path]:
-    """Create `directory` and missing parents; returns those created, outermost first."""
-    missing = [path for path in (directory, *directory.parents) if not path.exists()]
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(
-            f"cannot create the results directory {directory}: {error.strerror}"
-        ) from None
-    return list(reversed(missing))
+def _simulate_into(
+    directory: Path,
+    scenario: Scenario,
+    run_id: str,
+    base_dir: Path,
+    config: SchedulerConfig,
+    cost_model_choice: CostModelChoice,
+    progress: bool,
+    goodput: GoodputSlos | None,
+) -> dict[str, Any]:
+    """Simulate `scenario` writing every result file into `directory`; returns the summary."""
+    recorder = make_run_recorder(
+        directory,
+        max_model_len=config.max_model_len,
+        num_replicas=scenario.deployment.replicas,
+        scrape_interval_s=scenario.outputs.scrape_interval_s,
+        warmup_s=scenario.warmup_s,
+        duration_s=scenario.duration_s,
+        events=scenario.outputs.events,
+        goodput=goodput,
+    )
+    specs = scenario.workload.build(
+        seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
+    )
+    source = scenario.workload.source
+    if isinstance(source, TraceSource):
+        specs = bounded_trace(specs, source, scenario.outputs.scrape_interval_s)
+    num_replicas = scenario.deployment.replicas
+    # Never closed: only their summary() is read, into one replicas.json.
+    replica_summaries = (
+        [
+            SummaryRecorder(
+                directory / REPLICAS_FILE,
+                warmup_s=scenario.warmup_s,
+                duration_s=scenario.duration_s,
+            )
+            for _ in range(num_replicas)
+        ]
+        if num_replicas > 1
+        else None
+    )
+    with _progress_reporter(scenario, progress) as on_progress:
+        try:
+            result = simulate(
+                specs,
+                config,
+                cost_model_choice.model,
+                recorder=recorder,
+                duration_s=scenario.duration_s,
+                record_block_events=scenario.outputs.events,
+                on_progress=on_progress,
+                num_replicas=num_replicas,
+                router=scenario_router(scenario),
+                replica_recorders=replica_summaries,
+                frontend=cost_model_choice.frontend,
+            )
+        except WorkloadError as error:
+            raise InputError.from_workload_error(error) from None
+    summary = _finish_summary(directory, scenario, run_id, config, result, cost_model_choice)
+    if replica_summaries is not None:
+        _write_replica_summaries(directory / REPLICAS_FILE, replica_summaries, result)
+    atomic_write_text(directory / "config.resolved.yaml", scenario.resolved_yaml())
+    return summary
 
 
 def _finish_summary(
@@ -252,6 +288,7 @@ def _finish_summary(
     run_id: str,
     config: SchedulerConfig,
     result: SimulationResult,
+    cost_model_choice: CostModelChoice,
 ) -> dict[str, Any]:
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text())
@@ -268,16 +305,33 @@ def _finish_summary(
             "num_engine_steps": result.num_steps,
             "num_replicas": scenario.deployment.replicas,
             "router_policy": scenario.deployment.router.policy,
+            "cost_model": cost_model_choice.summary(),
         }
     )
     atomic_write_text(path, json.dumps(summary, sort_keys=True, indent=2) + "\n")
     return summary
 
 
-def _json_number(value: float | int | None) -> float | int | None:
-    if isinstance(value, float):
-        return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
-    return value
+MAX_REJECTED_FRACTION = 0.5
+
+
+def check_measured(summary: dict[str, Any], config: SchedulerConfig) -> None:
+    """A run that measured nothing, or whose requests were mostly rejected, is a failed run:
+    raises an InputError saying why (the caller then keeps no result)."""
+    num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
+    rejected = (
+        f"{num_rejected:,} of {num_submitted:,} requests were rejected: their prompts are "
+        f"at least engine.max_model_len ({config.max_model_len:,}) tokens long"
+    )
+    if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
+        raise InputError(f"run failed: {rejected}; raise engine.max_model_len or shorten them")
+    if summary["num_requests"] == 0:
+        why = (
+            "no request arrived after warm-up"
+            if num_submitted
+            else "the workload submitted no request"
+        )
+        raise InputError(f"run failed: nothing was measured ({why}); lengthen duration_s")
 
 
 def _write_replica_summaries(
@@ -286,9 +340,7 @@ def _write_replica_summaries(
     """replicas.json: each replica's summary numbers (as in summary.json) and routed count."""
     replicas = []
     for index, recorder in enumerate(recorders):
-        numbers = {
-            key: _json_number(value) for key, value in recorder.summary(result.end_at).items()
-        }
+        numbers = {key: json_value(value) for key, value in recorder.summary(result.end_at).items()}
         replicas.append({"replica": index, "num_routed": result.num_routed[index], **numbers})
     document = {"replicas": replicas}
     atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")

@@ -25,12 +25,13 @@ class Contract:
 # The README's code-layout table is rendered from this (test_readme_table_states_the_contracts).
 CONTRACTS: dict[str, Contract] = {
     "sim.errors": Contract(()),
-    "sim.fileio": Contract(()),
+    "sim.fileio": Contract(("sim.errors",)),
+    "sim.interrupts": Contract(()),
     "sim.kvcache": Contract((), ("xxhash", "cbor2")),
     "sim.native": Contract(("sim.kvcache",), ("xxhash",)),
     "sim.sched": Contract(("sim.kvcache", "sim.native")),
     "sim.costmodel": Contract(("sim.errors", "sim.fileio"), ("numpy", "yaml")),
-    "sim.metrics": Contract(("sim.errors",), ("numpy", "pyarrow")),
+    "sim.metrics": Contract(("sim.errors", "sim.fileio"), ("numpy", "pyarrow")),
     "sim.routing": Contract(("sim.sched",)),
     "sim.engine": Contract(
         ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.metrics", "sim.errors"),
@@ -48,7 +49,9 @@ CONTRACTS: dict[str, Contract] = {
         ),
         ("pydantic", "pydantic_core", "yaml"),
     ),
-    "sim.replay": Contract(("sim.kvcache", "sim.native", "sim.sched", "sim.engine", "sim.errors")),
+    "sim.replay": Contract(
+        ("sim.kvcache", "sim.native", "sim.sched", "sim.engine", "sim.errors", "workloads")
+    ),
     "sim.runner": Contract(
         (
             "sim.kvcache",
@@ -69,7 +72,8 @@ CONTRACTS: dict[str, Contract] = {
         ("numpy", "pyarrow", "matplotlib"),
     ),
     "sim.sweep": Contract(
-        ("sim.runner", "sim.config", "sim.errors", "sim.fileio"), ("pyarrow", "yaml", "rich", "ray")
+        ("sim.runner", "sim.config", "sim.errors", "sim.fileio", "sim.interrupts"),
+        ("pyarrow", "yaml", "rich", "ray"),
     ),
     "sim.studies": Contract(
         (
@@ -80,11 +84,24 @@ CONTRACTS: dict[str, Contract] = {
             "sim.engine",
             "sim.config",
             "sim.runner",
+            "sim.sweep",
             "sim.report",
             "sim.errors",
             "workloads",
         ),
         ("numpy", "pydantic", "matplotlib"),
+    ),
+    "sim.calibration": Contract(
+        (
+            "sim.costmodel",
+            "sim.metrics",
+            "sim.engine",
+            "sim.config",
+            "sim.runner",
+            "sim.errors",
+            "workloads",
+        ),
+        ("numpy",),
     ),
     # Commands, benchmarks and the demo sit on top of everything.
     "sim.cli": Contract(ANYTHING),
@@ -110,6 +127,7 @@ API_PACKAGES = (
 PUBLIC_MODULES = {
     "workloads.api",
     "workloads.errors",
+    "sim.costmodel.bench_results",
     "sim.costmodel.calibrate",
     "sim.costmodel.derive",
     "sim.costmodel.fit",

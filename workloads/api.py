@@ -20,6 +20,7 @@ from workloads.prompt import Piece
 from workloads.spec import LoraSpec, RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens
 from workloads.tags import TenantSpec
+from workloads.text_lines import MAX_LINE_BYTES, bounded_lines
 from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
@@ -29,6 +30,7 @@ from workloads.workload import TokenConfig, Workload, generate
 
 __all__ = [
     "BUILTIN_LAYOUTS",
+    "MAX_LINE_BYTES",
     "MOONCAKE_BLOCK_SIZE",
     "SLOT_NAMES",
     "TEMPLATE_SEGMENT",
@@ -61,6 +63,7 @@ __all__ = [
     "Uniform",
     "Workload",
     "WorkloadError",
+    "bounded_lines",
     "builtin_layout",
     "generate",
     "read_azure",

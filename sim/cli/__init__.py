@@ -4,15 +4,12 @@ that is imported only when one of its commands runs (or help lists them all)."""
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 
 import typer
 
 from sim.cli.app import app
-from sim.errors import InputError
-from workloads.errors import WorkloadError
 
 __all__ = ["COMMAND_MODULES", "app", "load_commands", "main"]
 
@@ -33,6 +30,7 @@ COMMAND_MODULES: dict[str, str] = {
     "layout": "study_cmd",
     "side-channel": "study_cmd",
     "eviction": "eviction_cmd",
+    "export-metrics": "export_cmd",
 }
 
 
@@ -52,16 +50,8 @@ def load_commands(argv: Sequence[str] = ()) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; bad input prints one line on stderr and exits with status 2."""
+    """Run the CLI; bad input prints one line on stderr and exits with status 2
+    (sim.cli.errors)."""
     args = sys.argv[1:] if argv is None else argv
-    try:
-        load_commands(args)
-        app(args=args, prog_name="prefixsim", standalone_mode=True)
-    except (InputError, WorkloadError) as error:
-        # One line, always: a message must never spill into a second line.
-        print("error: " + " ".join(str(error).split()), file=sys.stderr)
-        raise SystemExit(2) from None
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away: stop quietly, as Unix tools do on SIGPIPE.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(141) from None
+    load_commands(args)
+    app(args=args, prog_name="prefixsim")

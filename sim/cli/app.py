@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sim import __version__
+from sim.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
     name="prefixsim",
@@ -12,6 +13,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineErrorsGroup,
 )
 
 

@@ -19,10 +19,11 @@ from sim.costmodel.derive import write_derived_profiles
 from sim.costmodel.fit import COLUMNS
 from sim.costmodel.validation import (
     KERNEL_SOURCE,
+    ErrorSummary,
     ValidationReport,
     validate_shipped_profiles,
 )
-from sim.fileio import atomic_write_bytes
+from sim.fileio import atomic_write_bytes, check_output_dir, check_output_file, make_dirs
 
 costmodel_app = typer.Typer(
     help="Step-time profiles: validate the shipped ones, regenerate them from kernel data.",
@@ -35,19 +36,47 @@ DEFAULT_VALIDATION_DIR = Path("results/costmodel-validation")
 
 @app.command("calibrate")
 def calibrate_command(
-    measurements: Path = typer.Argument(..., help="CSV of measured steps, TTFTs or ITLs."),
+    measurements: Path = typer.Argument(
+        ..., help="CSV of measured steps, TTFTs or ITLs, or a vLLM benchmark result (--from)."
+    ),
     out: Path = typer.Option(..., "--out", help="Profile YAML to write."),
+    result_format: str | None = typer.Option(
+        None,
+        "--from",
+        help="vllm-bench-serve (a `vllm bench serve --save-result` JSON) or vllm-bench-latency "
+        "(`vllm bench latency --output-json`): simulate the benchmark and fit to it.",
+    ),
+    batch_size: int | None = typer.Option(None, help="vllm-bench-latency: its --batch-size."),
+    input_len: int | None = typer.Option(None, help="vllm-bench-latency: its --input-len."),
+    output_len: int | None = typer.Option(None, help="vllm-bench-latency: its --output-len."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Predicted-vs-measured PNG (default: next to --out)."
     ),
     gpu: str | None = typer.Option(None, help="GPU measured on (enables a prior profile)."),
     model: str | None = typer.Option(None, help="Model measured (enables a prior profile)."),
-    tp: int = typer.Option(1, help="Tensor-parallel degree of the measurements."),
+    tp: int = typer.Option(1, min=1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
+    plot_path = plot if plot is not None else out.with_suffix(".png")
+    check_output_file(out)
+    check_output_file(plot_path)
+    if result_format is not None:
+        from sim.cli.bench_calibrate import calibrate_from_bench
+
+        calibrate_from_bench(
+            result_format,
+            measurements,
+            out,
+            gpu=gpu,
+            model=model,
+            tp=tp,
+            batch_size=batch_size,
+            input_len=input_len,
+            output_len=output_len,
+        )
+        return
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
-    plot_path = plot if plot is not None else out.with_suffix(".png")
     from sim.report.costmodel_figures import calibration_figure
     from sim.report.plotting import save_figure
 
@@ -59,9 +88,13 @@ def calibrate_command(
 def validate_command(
     out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
 ) -> None:
-    """Shipped profiles vs held-out kernel shapes, Splitwise and published TTFTs (MAPE)."""
-    report = validate_shipped_profiles()
-    out.mkdir(parents=True, exist_ok=True)
+    """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs),
+    leave-one-source-out, and the kernel-table comparison labelled as what it is."""
+    from sim.calibration.serving_validation import serving_validation_records
+
+    check_output_dir(out)
+    report = validate_shipped_profiles(*serving_validation_records())
+    make_dirs(out)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
 
@@ -75,6 +108,7 @@ def derive_command(
     out_dir: Path = typer.Option(SHIPPED_PROFILE_DIR, "--out-dir", help="Profiles folder."),
 ) -> None:
     """Refit every shipped profile to the vendored kernel tables."""
+    check_output_dir(out_dir)
     paths = write_derived_profiles(out_dir)
     Console().print(f"wrote {len(paths)} kernel-derived profiles under {out_dir}")
 
@@ -148,9 +182,40 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
             f"{summary.max_abs_error:.1%}",
         )
     console.print(per_profile)
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and cost model (GPU, model, TP)",
+            "cost model",
+            report.setup_summaries(),
+        )
+    )
+    console.print(
+        _breakdown_table(
+            "real sources: MAPE per source and batch size (sequences together)",
+            "batch",
+            report.batch_summaries(),
+        )
+    )
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
+
+
+def _breakdown_table(title: str, key: str, summaries: list[ErrorSummary]) -> Table:
+    """One row per "source | key value" summary."""
+    table = Table(title=title)
+    for column in ("source", key, "rows", "MAPE", "median error"):
+        table.add_column(column, justify="left" if column in ("source", key) else "right")
+    for summary in summaries:
+        source, value = summary.name.split(" | ")
+        table.add_row(
+            source,
+            value,
+            str(summary.num_rows),
+            f"{summary.mape:.1%}",
+            f"{summary.median_signed_error:+.1%}",
+        )
+    return table
 
 
 def _percent(value: float | None) -> str:
@@ -170,6 +235,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
             "table_predicted_s",
             "roofline_predicted_s",
             "in_fitted_range",
+            "batch_size",
         ]
     )
     for r in report.records:
@@ -183,6 +249,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
                 "" if r.table_predicted_s is None else repr(r.table_predicted_s),
                 "" if r.roofline_predicted_s is None else repr(r.roofline_predicted_s),
                 r.in_fitted_range,
+                "" if r.batch_size is None else r.batch_size,
             ]
         )
     atomic_write_bytes(path, text.getvalue().encode())

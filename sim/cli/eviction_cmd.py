@@ -9,8 +9,9 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
-from sim.config import load_scenario
+from sim.config import check_pool_size, check_scenario_limits, load_scenario
 from sim.errors import InputError
+from sim.fileio import check_output_dir
 from sim.runner import scheduler_config
 from workloads.api import WorkloadError
 
@@ -31,12 +32,18 @@ def eviction_command(
 
     loaded = load_scenario(scenario_file, set_values)
     scenario = loaded.scenario
+    try:
+        check_scenario_limits(scenario)
+    except InputError as error:
+        raise error.at(scenario_file) from None
     block_size = scenario.engine.block_size
-    num_gpu_blocks = (
-        kv_tokens // block_size + 1
-        if kv_tokens is not None
-        else scheduler_config(scenario).num_gpu_blocks
-    )
+    if kv_tokens is not None:
+        num_gpu_blocks = kv_tokens // block_size + 1
+        check_pool_size(num_gpu_blocks, f"--kv-tokens {kv_tokens} ({num_gpu_blocks} blocks)")
+    else:
+        num_gpu_blocks = scheduler_config(scenario).num_gpu_blocks
+    out = out if out is not None else Path("results") / scenario.name / "eviction"
+    check_output_dir(out)
     specs = scenario.workload.build(
         seed=scenario.seed, until_s=scenario.duration_s, base_dir=loaded.base_dir
     )
@@ -49,7 +56,6 @@ def eviction_command(
         )
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None
-    out = out if out is not None else Path("results") / scenario.name / "eviction"
     markdown = report.to_markdown()
     write_study_files(out, "eviction", markdown, asdict(report), eviction_figure(report))
     Console(stderr=True).print(markdown)

@@ -12,16 +12,21 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cli.app import app
-from sim.config import load_scenario
-from sim.fileio import atomic_write_text
+from sim.config import check_scenario_limits
+from sim.errors import InputError
+from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.studies.plan import (
     FIND_MODES,
     PlanResult,
     PlanSettings,
     Probe,
     check_plan_inputs,
+    format_quantity,
+    format_value,
     parse_slo,
     plan,
+    plan_base,
+    slo_slug,
 )
 
 console = Console(stderr=True)
@@ -33,29 +38,32 @@ def _verdict(probe: Probe) -> str:
     return "over SLO" if probe.stable else "unstable"
 
 
-def _probe_line(probe: Probe, index: int) -> str:
+def _probe_line(probe: Probe, index: int, find: str) -> str:
     metrics = ", ".join(
         f"{metric} {'n/a' if value is None else f'{value:.3g} s'}"
         for metric, value in probe.metrics_s.items()
     )
+    why = "" if probe.stable else f"; {probe.unstable_reason}"
     return (
-        f"probe {index}: {probe.value:g} -> {_verdict(probe)} "
-        f"({metrics}, drain {probe.drain_s:.3g} s)"
+        f"probe {index} (seed {probe.seed}): {format_value(probe.value, find)} -> "
+        f"{_verdict(probe)} ({metrics}, drain {probe.drain_s:.3g} s{why})"
     )
 
 
 def _table(result: PlanResult) -> Table:
     table = Table(title=f"{result.scenario}: probes by {result.settings.find} ({result.unit})")
     table.add_column(result.settings.find, justify="right")
+    table.add_column("seed", justify="right")
     for slo in result.slos:
         table.add_column(f"{slo.metric} (s) <= {slo.limit_s:g}", justify="right")
     table.add_column("drain (s)", justify="right")
     table.add_column("requests", justify="right")
     table.add_column("verdict")
-    for probe in sorted(result.probes, key=lambda probe: probe.value):
+    for probe in sorted(result.probes, key=lambda probe: (probe.value, probe.seed)):
         values = [probe.metrics_s[slo.metric] for slo in result.slos]
         table.add_row(
-            f"{probe.value:g}",
+            format_value(probe.value, result.settings.find),
+            str(probe.seed),
             *("n/a" if value is None else f"{value:.4g}" for value in values),
             f"{probe.drain_s:.3g}",
             f"{probe.num_requests:,}",
@@ -64,22 +72,53 @@ def _table(result: PlanResult) -> Table:
     return table
 
 
-def _answer_line(result: PlanResult) -> str:
-    find, unit = result.settings.find, result.unit
+def answer_line(result: PlanResult) -> str:
+    """The answer with sensible precision, its infeasible neighbour and the CI over seeds."""
+    find = result.settings.find
     if result.answer is None:
-        return f"no {find} probed meets the SLOs (tried up to {result.infeasible_bound:g} {unit})"
+        tried = (
+            ""
+            if result.infeasible_bound is None
+            else format_quantity(result.infeasible_bound, find)
+        )
+        return f"no {find} probed meets the SLOs (tried up to {tried})"
     goal = "largest" if find == "rate" else "smallest"
-    text = f"{goal} {find} meeting the SLOs: {result.answer:g} {unit}"
+    text = f"{goal} {find} meeting the SLOs: {format_quantity(result.answer, find)}"
     if result.infeasible_bound is None:
         if find == "rate":
-            return f"{text} (the largest probed; the boundary lies higher)"
-        return f"{text} (the smallest possible)"
-    return f"{text} (infeasible at {result.infeasible_bound:g})"
+            text += " (the largest probed; the boundary lies higher)"
+        else:
+            text += " (the smallest possible)"
+    else:
+        text += f" (infeasible at {format_value(result.infeasible_bound, find)})"
+    interval = result.answer_interval
+    if interval is not None:
+        mean, low, high = interval
+        text += (
+            f"; over {len(result.brackets)} seeds mean {format_value(mean, find)}, 95 % CI "
+            f"[{format_value(low, find)}, {format_value(high, find)}]"
+        )
+    return text
+
+
+def parse_seeds(text: str | None) -> tuple[int, ...]:
+    """`1,2,3` as (1, 2, 3); None as ()."""
+    if text is None:
+        return ()
+    try:
+        seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise InputError(f"--seeds {text!r}: expected integers separated by commas") from None
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds {text!r}: each seed once")
+    return seeds
 
 
 @app.command("plan")
 def plan_command(
-    scenario_file: Path = typer.Argument(..., help="Scenario YAML (with duration_s)."),
+    scenario_file: Path = typer.Argument(
+        ..., help="Scenario YAML (with duration_s), or a sweep file: its base scenario and seeds."
+    ),
     slo: list[str] = typer.Option(
         ..., "--slo", help="Latency limit metric=value with s or ms, e.g. ttft_p99=2s (repeat)."
     ),
@@ -90,42 +129,56 @@ def plan_command(
     tolerance: float = typer.Option(
         0.05, "--tolerance", help="Stop bisecting when the bracket is within this fraction."
     ),
-    max_drain_fraction: float = typer.Option(
-        0.1,
-        "--max-drain-fraction",
-        help="Unstable if draining after duration_s takes longer than this x the window.",
+    seeds: str | None = typer.Option(
+        None,
+        "--seeds",
+        help="Comma-separated seeds: one search each, answer sustained by all, 95 % CI "
+        "(default: the scenario's seed).",
     ),
     max_replicas: int = typer.Option(64, "--max-replicas", help="Upper end for --find replicas."),
     set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
     out: Path | None = typer.Option(
-        None, "--out", help="Where plan.json and plan.png go (default results/<name>/plan-<find>)."
+        None,
+        "--out",
+        help="Where plan.json and plan.png go (default results/<name>/plan-<find>-<SLOs>).",
     ),
 ) -> None:
     """Find the capacity that meets the SLOs by simulating probes (bracket, then bisect)."""
     slos = [parse_slo(text) for text in slo]
-    loaded = load_scenario(scenario_file, set_values)
-    scenario = loaded.scenario
+    scenario, base_dir, sweep_seeds = plan_base(scenario_file, set_values)
     settings = PlanSettings(
         find=find,
         rate_per_s=rate,
         rel_tol=tolerance,
-        max_drain_fraction=max_drain_fraction,
         max_replicas=max_replicas,
+        seeds=parse_seeds(seeds) or sweep_seeds,
     )
     check_plan_inputs(scenario, settings)
-    out_dir = out if out is not None else Path("results") / scenario.name / f"plan-{find}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        check_scenario_limits(scenario)
+    except InputError as error:
+        raise error.at(scenario_file) from None
+    default_dir = Path("results") / scenario.name / f"plan-{find}-{slo_slug(slos)}"
+    out_dir = out if out is not None else default_dir
+    created_dirs = make_dirs(out_dir)
+    remove_leftovers(out_dir)  # probe directories a killed plan left
     num_probes = 0
 
     def report(probe: Probe) -> None:
         nonlocal num_probes
         num_probes += 1
-        console.print(_probe_line(probe, num_probes))
+        console.print(_probe_line(probe, num_probes, find), soft_wrap=True, markup=False)
 
-    with tempfile.TemporaryDirectory(prefix=".plan-probes-", dir=out_dir) as scratch:
-        result = plan(
-            scenario, loaded.base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
-        )
+    try:
+        with tempfile.TemporaryDirectory(
+            prefix=".plan-probes-", suffix=".partial", dir=out_dir
+        ) as scratch:
+            result = plan(
+                scenario, base_dir, slos, settings, scratch_dir=Path(scratch), on_probe=report
+            )
+    except BaseException:
+        remove_created(created_dirs)  # a failed or interrupted plan leaves no empty directories
+        raise
     atomic_write_text(
         out_dir / "plan.json", json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
     )
@@ -134,5 +187,5 @@ def plan_command(
 
     save_figure(plan_figure(result), out_dir / "plan.png")
     Console().print(_table(result))
-    print(_answer_line(result))
+    print(answer_line(result))
     console.print(f"plan.json and plan.png in {out_dir}")

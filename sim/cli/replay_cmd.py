@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from sim.cli.app import app
-from sim.fileio import atomic_writer
+from sim.fileio import atomic_writer, check_output_file
 from sim.replay import ReplayLine, compare_expectations
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
@@ -25,6 +25,8 @@ app.add_typer(engine_app, name="engine")
 def write_replay(lines: Iterable[ReplayLine], out: Path | None, check: bool) -> None:
     """Print or save replay output lines; with `check`, exit 1 at the first failed expectation."""
     mismatches: list[str] = []
+    if out is not None:
+        check_output_file(out)
     sink = atomic_writer(out) if out is not None else contextlib.nullcontext(sys.stdout)
     with sink as handle:
         for replay_line in lines:

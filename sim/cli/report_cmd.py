@@ -20,8 +20,10 @@ def report_command(
 ) -> None:
     """Draw the figures and write report.md: TTFT, hit rate, evictions, KV usage, CIs over seeds."""
     # Imported here: matplotlib would otherwise slow every prefixsim start-up.
+    from sim.fileio import check_output_dir
     from sim.report.report import write_report
 
+    check_output_dir(out if out is not None else directory)
     result = write_report(directory, out)
     for figure_path in result.figure_paths:
         print(figure_path)

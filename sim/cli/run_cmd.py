@@ -9,11 +9,19 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
-from sim.config import load_scenario, load_source, scenario_json_schema
+from sim.cli.sweep_cmd import MAX_RUNS_HELP
+from sim.config import (
+    DEFAULT_MAX_RUNS,
+    check_scenario_limits,
+    load_scenario,
+    load_source,
+)
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import atomic_write_text, check_output_file
+from sim.metrics import parse_goodput
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
+from sim.sweep.driver import check_runs_within_limits
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -21,20 +29,36 @@ SUMMARY_FIELDS = (
     ("hit_rate", "prefix-cache hit rate (tokens)", "{:.1%}"),
     ("ttft_p50_s", "TTFT p50", "{:.3f} s"),
     ("ttft_p99_s", "TTFT p99", "{:.3f} s"),
+    ("tpot_p99_s", "TPOT p99", "{:.4f} s"),
     ("e2e_p50_s", "E2E p50", "{:.3f} s"),
     ("output_tokens_per_s", "output tokens/s", "{:,.0f}"),
+    ("goodput_per_s", "goodput (requests/s within SLOs)", "{:,.2f}"),
     ("num_preemptions", "preemptions", "{:,}"),
     ("num_evictions", "evictions", "{:,}"),
     ("kv_usage_mean", "KV usage mean", "{:.1%}"),
 )
 
 
+def stability_line(summary: dict) -> str:
+    """'steady state reached', or a loud warning with the reason the run is unstable."""
+    if summary.get("stable"):
+        return "steady state reached: queue and TTFT flat over the window, drained promptly"
+    return (
+        "WARNING: UNSTABLE - no steady state, so these numbers describe this run's length, "
+        f"not the deployment: {summary.get('unstable_reason')}"
+    )
+
+
 def print_summary(summary: dict, run_dir: Path) -> None:
-    """A few headline numbers, then the path of the full results."""
+    """A few headline numbers, the stability verdict, then the path of the full results."""
     for key, label, template in SUMMARY_FIELDS:
-        value = summary.get(key)
+        if key not in summary:
+            continue  # goodput without --goodput limits
+        value = summary[key]
         shown = "n/a" if value is None else template.format(value)
         console.print(f"  {label:<32} {shown}")
+    style = "green" if summary.get("stable") else "bold red"
+    console.print(stability_line(summary), style=style, soft_wrap=True, markup=False)
     console.print(f"results in {run_dir}")
 
 
@@ -49,12 +73,24 @@ def run_command(
         None, "--out", help="Exact run directory (default: RESULTS/<name>/<run_id>)."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    goodput: list[str] = typer.Option(
+        [],
+        "--goodput",
+        help="A goodput limit as vLLM's benchmark takes it, NAME:MS with NAME ttft, tpot or "
+        "e2el (repeatable); adds goodput_per_s to summary.json.",
+    ),
 ) -> None:
     """Simulate one scenario and write requests/steps/events/metrics parquet and summary.json."""
+    goodput_slos = parse_goodput(goodput)
     loaded = load_scenario(scenario_file, set_values)
     try:
         result = run_scenario(
-            loaded.scenario, loaded.base_dir, results_root=results, run_dir=out, progress=progress
+            loaded.scenario,
+            loaded.base_dir,
+            results_root=results,
+            run_dir=out,
+            progress=progress,
+            goodput=goodput_slos,
         )
     except InputError as error:
         raise error.at(scenario_file) from None
@@ -66,11 +102,13 @@ def run_command(
 def validate_command(
     scenario_file: Path = typer.Argument(..., help="Scenario or sweep YAML."),
     set_values: list[str] = typer.Option([], "--set", help="Override: dotted.path=value."),
+    max_runs: int = typer.Option(DEFAULT_MAX_RUNS, "--max-runs", min=1, help=MAX_RUNS_HELP),
 ) -> None:
     """Check a scenario, sweep or study file: prints 'ok', or one line on the problem."""
     keys = load_source(scenario_file).data
     if "sweep" in keys:
-        plan = load_sweep(scenario_file, set_values)
+        plan = load_sweep(scenario_file, set_values, max_runs)
+        check_runs_within_limits(plan)
         print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
     elif "segments" in keys or "secrets" in keys:
         from sim.studies.layout_config import LayoutStudySettings
@@ -82,6 +120,10 @@ def validate_command(
         print(f"ok: study {settings.name}")
     else:
         loaded = load_scenario(scenario_file, set_values)
+        try:
+            check_scenario_limits(loaded.scenario)
+        except InputError as error:
+            raise error.at(scenario_file) from None
         print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")
 
 
@@ -89,8 +131,12 @@ def validate_command(
 def schema_command(
     out: Path | None = typer.Option(None, "--out", help="Write the JSON Schema here."),
 ) -> None:
-    """Print (or save) the JSON Schema of scenario files, for editors."""
-    text = json.dumps(scenario_json_schema(), indent=2, sort_keys=True) + "\n"
+    """Print (or save) the JSON Schema of scenario, sweep and study files, for editors."""
+    from sim.cli.file_schema import file_json_schema  # imports the study models: only when used
+
+    if out is not None:
+        check_output_file(out)
+    text = json.dumps(file_json_schema(), indent=2, sort_keys=True) + "\n"
     if out is None:
         print(text, end="")
     else:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sim.cli.app import app
+from sim.fileio import check_output_dir
 from sim.studies.layout import LayoutReport, advise_layout
 from sim.studies.layout_config import LayoutStudySettings
 from sim.studies.layout_report import verdict_lines, write_layout_files
@@ -82,12 +83,14 @@ def layout_command(
 ) -> None:
     """Rank the orderings of a prompt template's segments by prefix-cache hit rate and TTFT."""
     settings, base_dir = load_study(prompt_file, LayoutStudySettings, set_values)
+    out_dir = out or Path("results") / settings.name
+    check_output_dir(out_dir)
     with _progress("orderings", progress) as on_done:
         report = advise_layout(settings, base_dir, on_ordering_done=on_done)
     console.print(layout_table(report, top))
     for line in verdict_lines(report):
         console.print(line)
-    _print_written(write_layout_files(report, out or Path("results") / settings.name))
+    _print_written(write_layout_files(report, out_dir))
 
 
 def side_channel_table(report: SideChannelReport) -> Table:
@@ -118,7 +121,9 @@ def side_channel_command(
 ) -> None:
     """How accurately an attacker tenant tells from TTFT which prompts a victim sent, per salt."""
     settings, base_dir = load_study(scenario_file, SideChannelSettings, set_values)
+    out_dir = out or Path("results") / settings.name
+    check_output_dir(out_dir)
     with _progress("trials", progress) as on_done:
         report = run_side_channel(settings, base_dir, on_trial_done=on_done)
     console.print(side_channel_table(report))
-    _print_written(write_side_channel_files(report, out or Path("results") / settings.name))
+    _print_written(write_side_channel_files(report, out_dir))

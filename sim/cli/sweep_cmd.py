@@ -9,7 +9,10 @@ from pathlib import Path
 import typer
 
 from sim.cli.app import app
+from sim.config import DEFAULT_MAX_RUNS
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
+
+MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."
 
 
 class Backend(StrEnum):
@@ -38,6 +41,19 @@ def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
         run = runs[run_id]
         label = f"{run.variant}, seed {run.seed}" if run.variant else f"seed {run.seed}"
         print(f"failed {run_id} [{label}]: {result.records[run_id].error}", file=sys.stderr)
+    unstable = [
+        run
+        for run in plan.runs
+        if (result.records[run.run_id].summary or {}).get("stable") is False
+    ]
+    if unstable:
+        shown = "; ".join(f"{run.variant or 'base'} seed {run.seed}" for run in unstable[:5])
+        more = f" and {len(unstable) - 5} more" if len(unstable) > 5 else ""
+        print(
+            f"WARNING: {len(unstable)} runs reached no steady state (their latencies describe "
+            f"the run's length, not the deployment): {shown}{more}",
+            file=sys.stderr,
+        )
     num_ok = sum(record.status == "ok" for record in result.records.values())
     print(
         f"sweep {plan.name}: {len(plan.runs)} runs, {num_ok} ok "
@@ -64,9 +80,10 @@ def sweep_command(
     results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    max_runs: int = typer.Option(DEFAULT_MAX_RUNS, "--max-runs", min=1, help=MAX_RUNS_HELP),
 ) -> None:
     """Run a sweep into RESULTS/<name>/ (runs/, manifest.parquet); exit 1 if a run failed."""
-    plan = load_sweep(sweep_file, set_values)
+    plan = load_sweep(sweep_file, set_values, max_runs)
     if dry_run:
         print_dry_run(plan, results)
         return

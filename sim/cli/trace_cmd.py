@@ -2,25 +2,88 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
-from sim.config import EngineSettings, Scenario, ScenarioSource, validate_scenario_data
+from sim.config import (
+    EngineSettings,
+    Scenario,
+    ScenarioSource,
+    check_pool_size,
+    validate_scenario_data,
+)
 from sim.errors import InputError
+from sim.fileio import check_output_dir
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
 from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
 
 DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
+T = TypeVar("T")
 
 
 def _trace_specs(trace: Path, trace_format: str, max_requests: int | None):
     return read_trace(trace_format, trace, max_requests=max_requests, tokens=SyntheticTokens())
+
+
+class _RateColumn(ProgressColumn):
+    """Requests per second, blank until rich has measured a speed."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed:,.0f}/s" if task.speed is not None else "")
+
+
+@contextlib.contextmanager
+def _counted(specs: Iterable[T], total: int | None, enabled: bool) -> Iterator[Iterable[T]]:
+    """The specs, with a progress line on stderr (requests replayed, rate, elapsed time) when
+    stderr is a terminal: a log file gets no redraws."""
+    console = Console(stderr=True)
+    if not (enabled and console.is_terminal):
+        yield specs
+        return
+    columns = [
+        TextColumn("[bold]cache-only replay"),
+        BarColumn(),
+        MofNCompleteColumn() if total else TextColumn("{task.completed:,} requests"),
+        _RateColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("replay", total=total)
+
+        def counting() -> Iterator[T]:
+            next_update_at = time.monotonic()
+            count = 0
+            for spec in specs:
+                yield spec
+                count += 1
+                now = time.monotonic()
+                if now >= next_update_at:  # redraw at most 10 times a second
+                    next_update_at = now + 0.1
+                    progress.update(task, completed=count)
+            progress.update(task, completed=count)
+
+        yield counting()
 
 
 def _length_bounds(trace: Path, trace_format: str, max_requests: int | None) -> tuple[int, int]:
@@ -63,16 +126,23 @@ def replay_command(
         raise InputError("give at most one of --num-gpu-blocks, --kv-tokens and --infinite")
     if kv_tokens is not None:
         num_gpu_blocks = kv_tokens // block_size + 1
+        check_pool_size(num_gpu_blocks, f"--kv-tokens {kv_tokens} ({num_gpu_blocks} blocks)")
+    elif num_gpu_blocks is not None:
+        check_pool_size(num_gpu_blocks, f"--num-gpu-blocks {num_gpu_blocks}")
+    if out is not None and not cache_only:
+        check_output_dir(out)
     try:
         if cache_only:
             if num_gpu_blocks is None and not infinite:
                 scenario = _scenario(trace, trace_format, block_size, None, None, max_requests)
                 num_gpu_blocks = scheduler_config(scenario).num_gpu_blocks
-            result = replay_cache_only(
-                _trace_specs(trace, trace_format, max_requests),
-                block_size=block_size,
-                num_gpu_blocks=None if infinite else num_gpu_blocks,
-            )
+            specs = _trace_specs(trace, trace_format, max_requests)
+            with _counted(specs, max_requests, progress) as counted_specs:
+                result = replay_cache_only(
+                    counted_specs,
+                    block_size=block_size,
+                    num_gpu_blocks=None if infinite else num_gpu_blocks,
+                )
             summary = result.summary()
         else:
             max_model_len = None
@@ -95,6 +165,8 @@ def replay_command(
             }
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None
+    except InputError as error:
+        raise error.at(trace) from None
     print(json.dumps(summary, sort_keys=True))
 
 

@@ -3,6 +3,17 @@
 from sim.config.base import StrictModel
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.config.errors import validation_error_to_input_error
+from sim.config.limits import (
+    DEFAULT_MAX_RUNS,
+    MAX_ARRIVALS,
+    MAX_SCRAPES,
+    bounded_trace,
+    check_pool_size,
+    check_scenario_limits,
+    check_sweep_size,
+    check_total_pool,
+    estimated_result_bytes,
+)
 from sim.config.scenario import (
     NAME_PATTERN,
     LoadedScenario,
@@ -11,10 +22,13 @@ from sim.config.scenario import (
     scenario_json_schema,
     validate_scenario_data,
 )
-from sim.config.workload import GammaSettings, PoissonSettings
+from sim.config.workload import GammaSettings, PoissonSettings, TraceSource
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
 
 __all__ = [
+    "DEFAULT_MAX_RUNS",
+    "MAX_ARRIVALS",
+    "MAX_SCRAPES",
     "NAME_PATTERN",
     "DeploymentSettings",
     "EngineSettings",
@@ -24,7 +38,14 @@ __all__ = [
     "Scenario",
     "ScenarioSource",
     "StrictModel",
+    "TraceSource",
     "apply_overrides",
+    "bounded_trace",
+    "check_pool_size",
+    "check_scenario_limits",
+    "check_sweep_size",
+    "check_total_pool",
+    "estimated_result_bytes",
     "load_scenario",
     "load_source",
     "scenario_json_schema",

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from sim.config.base import StrictModel, field_problem
-from sim.costmodel import get_gpu, get_model
+from sim.costmodel import (
+    ModelSpec,
+    deployment_model,
+    get_gpu,
+    gpu_names,
+    is_config_path,
+    model_names,
+    resolve_model,
+)
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
 from sim.native import DEFAULT_CORE
@@ -23,6 +41,43 @@ else:
     HashAlgo = Literal[HASH_ALGOS]
     RouterPolicy = Literal[ROUTER_POLICIES]
     SchedulingPolicy = Literal[POLICIES]
+
+
+class RegistrySchema:
+    """A field's JSON Schema, built from the GPU/model registries each time a schema is made (so
+    a new registry entry shows up without touching this module)."""
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build = build
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return self._build()
+
+
+def gpu_schema() -> dict[str, Any]:
+    return {"type": "string", "enum": gpu_names(), "description": "a GPU of data/gpus.csv"}
+
+
+def model_schema() -> dict[str, Any]:
+    return {
+        "anyOf": [
+            {"type": "string", "enum": model_names()},
+            {"type": "string", "pattern": r"\.json$"},
+            {"type": "object"},
+        ],
+        "description": "a model of data/models/, a path to a Hugging Face config.json, or its "
+        "fields inline (num_hidden_layers, hidden_size, num_attention_heads, "
+        "num_key_value_heads, intermediate_size, vocab_size, ...)",
+    }
+
+
+GpuName = Annotated[str, RegistrySchema(gpu_schema)]
+ModelReference = Annotated[str | dict[str, Any], RegistrySchema(model_schema)]
+# = specs.QUANTIZATIONS and specs.KV_CACHE_DTYPES (tests/costmodel/test_registries.py).
+Quantization = Literal["fp8", "mxfp4"]
+KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 class EngineSettings(StrictModel):
@@ -88,14 +143,6 @@ class EngineSettings(StrictModel):
         return self
 
 
-def _known(lookup, name: str) -> str:
-    try:
-        lookup(name)
-    except InputError as error:
-        raise ValueError(str(error)) from None
-    return name
-
-
 class RouterSettings(StrictModel):
     """How requests are spread over replicas; the thresholds apply to `prefix_aware` only.
 
@@ -119,21 +166,48 @@ class DeploymentSettings(StrictModel):
     for a single replica; a router spreads the requests over the replicas.
     """
 
-    model: str = "llama-3.1-8b"
-    gpu: str = "h100"
+    model: ModelReference = "llama-3.1-8b"
+    gpu: GpuName = "h100"
     tp: int = Field(1, ge=1, le=64)
+    quantization: Quantization | None = Field(
+        None, description="vLLM's --quantization; null: the weights as the checkpoint ships them"
+    )
+    kv_cache_dtype: KvCacheDtype = Field("auto", description="vLLM's --kv-cache-dtype")
     replicas: int = Field(1, ge=1, le=1024)
     router: RouterSettings = Field(default_factory=RouterSettings)
-
-    @field_validator("model")
-    @classmethod
-    def _model_known(cls, name: str) -> str:
-        return _known(get_model, name)
+    _model_spec: ModelSpec | None = PrivateAttr(None)
 
     @field_validator("gpu")
     @classmethod
     def _gpu_known(cls, name: str) -> str:
-        return _known(get_gpu, name)
+        try:
+            get_gpu(name)
+        except InputError as error:
+            raise ValueError(str(error)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _model_resolves(self, info: ValidationInfo) -> DeploymentSettings:
+        base_dir = (info.context or {}).get("base_dir")
+        try:
+            model = resolve_model(self.model, base_dir)
+        except InputError as error:
+            named = isinstance(self.model, str) and not is_config_path(self.model)
+            message = f"{self.model!r} is not allowed: {error}" if named else str(error)
+            raise field_problem("model", message) from None
+        try:
+            self._model_spec = deployment_model(
+                model, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype
+            )
+        except InputError as error:
+            raise field_problem("quantization", str(error)) from None
+        return self
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The served model in its deployed dtypes (a config path is read at validation)."""
+        assert self._model_spec is not None  # set by the validator
+        return self._model_spec
 
 
 class OutputSettings(StrictModel):

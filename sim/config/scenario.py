@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
@@ -40,6 +40,12 @@ class Scenario(StrictModel):
         "name like 'h100/llama-3.1-8b/tp1', a profile YAML path, 'roofline', "
         "'constant:<s>' or 'linear:<b0_s>,<per_token_s>'",
     )
+    frontend: Literal["auto", "none"] = Field(
+        "auto",
+        description="the API server's time around the engine (tokenization, hand-off, first "
+        "token streaming): 'auto' (a calibrated profile's, none for constant:/linear: models, else "
+        "the shipped one) or 'none'",
+    )
     workload: WorkloadSettings = Field(description="the traffic: a generator or a trace")
     outputs: OutputSettings = Field(default_factory=OutputSettings)
 
@@ -70,7 +76,7 @@ class Scenario(StrictModel):
             spec = str(base_dir / spec)
         deployment = self.deployment
         try:
-            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model, tp=deployment.tp)
+            load_cost_model(spec, gpu=deployment.gpu, model=deployment.model_spec, tp=deployment.tp)
         except InputError as error:
             raise field_problem("cost_model", str(error)) from None
         return self

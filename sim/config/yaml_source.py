@@ -16,6 +16,7 @@ MAX_EXTENDS_DEPTH = 16
 # recursive anchors, alias "bombs") with a clear error instead of a crash or a hang.
 MAX_NESTING_DEPTH = 64
 MAX_NUM_NODES = 100_000
+MAX_YAML_BYTES = 16 * 2**20
 # Python refuses to convert longer decimal integers from text (sys.get_int_max_str_digits()).
 MAX_INT_CHARS = 4000
 _CONVERTED_SCALARS = frozenset({"bool", "int", "float", "timestamp"})
@@ -173,6 +174,12 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, tuple[str, int | None]]]:
     if path.exists() and not path.is_file():
         # A device or a pipe could be read forever.
         raise InputError("is not a regular file; expected a YAML file", source=source)
+    if path.is_file() and path.stat().st_size > MAX_YAML_BYTES:
+        raise InputError(
+            f"{path.stat().st_size:,} bytes is more than the {MAX_YAML_BYTES // 2**20} MiB a "
+            "scenario file may have; is this the right file?",
+            source=source,
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -10,7 +10,8 @@ from sim.costmodel.capacity import (
     kv_bytes_per_token,
     num_gpu_blocks,
 )
-from sim.costmodel.loader import load_cost_model
+from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, load_shipped_frontend
+from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import (
     CostModel,
     FeatureRanges,
@@ -18,10 +19,29 @@ from sim.costmodel.model import (
     StepCoefficients,
     StepTimeModel,
 )
-from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, profile_name, save_profile
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.profiles import SHIPPED_PROFILE_DIR, Profile, profile_name, save_profile
+from sim.costmodel.selection import CostModelChoice, choose_cost_model
+from sim.costmodel.specs import (
+    GpuSpec,
+    ModelSpec,
+    deployment_model,
+    get_gpu,
+    get_model,
+    gpu_names,
+    is_config_path,
+    known_gpus,
+    known_models,
+    model_names,
+    resolve_model,
+)
 
 __all__ = [
+    "NO_FRONTEND",
+    "CostModelChoice",
+    "FrontEnd",
+    "Profile",
+    "choose_cost_model",
+    "load_shipped_frontend",
     "DEFAULT_ACTIVATION_RESERVE_BYTES",
     "SHIPPED_PROFILE_DIR",
     "BatchShape",
@@ -32,8 +52,16 @@ __all__ = [
     "OutOfRangeWarning",
     "StepCoefficients",
     "StepTimeModel",
+    "auto_cost_model_spec",
+    "deployment_model",
     "get_gpu",
     "get_model",
+    "gpu_names",
+    "is_config_path",
+    "known_gpus",
+    "known_models",
+    "model_names",
+    "resolve_model",
     "kv_bytes_per_token",
     "load_cost_model",
     "num_gpu_blocks",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.costmodel.derive import t_star_candidates
-from sim.costmodel.fit import FitResult, Measurement, fit_step_form
+from sim.costmodel.fit import COLUMNS, FitResult, Measurement, fit_step_form
 from sim.costmodel.measurements import read_measurements
 from sim.costmodel.profiles import (
     FitQuality,
@@ -19,6 +19,7 @@ from sim.costmodel.profiles import (
 )
 from sim.costmodel.roofline import roofline_profile
 from sim.costmodel.specs import get_gpu, get_model
+from sim.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,20 @@ def prior_profile(gpu: str | None, model: str | None, tp: int) -> Profile | None
     return roofline_profile(gpu_spec, model_spec, tp)
 
 
+def check_identifiable(fit: FitResult, num_rows: int, source: str) -> None:
+    """Without a prior every coefficient must come from the data: its rank must reach them all."""
+    if not fit.unidentified_columns:
+        return
+    rank = len(COLUMNS) - len(fit.unidentified_columns)
+    raise InputError(
+        f"{num_rows} measurement row{'s' if num_rows != 1 else ''} (rank {rank}) cannot identify "
+        f"the {len(COLUMNS)} coefficients: {', '.join(fit.unidentified_columns)} stay unknown; "
+        "add rows of other shapes (prefill lengths, cached prefixes, decode batches) or give "
+        "--gpu and --model so a prior profile supplies them",
+        source=source,
+    )
+
+
 def calibrate(
     csv_path: Path, *, gpu: str | None = None, model: str | None = None, tp: int = 1
 ) -> Calibration:
@@ -53,6 +68,8 @@ def calibrate(
         t_star_candidates(gpu_spec),
         prior.coefficients if prior is not None else None,
     )
+    if prior is None:
+        check_identifiable(fit, len(measurements), str(csv_path))
     gpu_key = gpu_spec.key if gpu_spec is not None else "unknown-gpu"
     model_key = model_spec.key if model_spec is not None else "unknown-model"
     provenance = (

@@ -17,10 +17,17 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = 2 * GIB
 
 
 def kv_bytes_per_token(model: ModelSpec, tp: int) -> int:
-    """K and V bytes one token occupies on each of the `tp` GPUs."""
+    """K and V bytes one token occupies on each of the `tp` GPUs (in the layers whose KV grows
+    with the context; see `ModelSpec.num_kv_cache_layers`)."""
     _check_tp(tp)
     kv_heads_per_rank = max(1, model.num_kv_heads // tp)
-    return 2 * model.num_layers * kv_heads_per_rank * model.head_dim * model.dtype_bytes
+    return (
+        2
+        * model.num_kv_cache_layers
+        * kv_heads_per_rank
+        * model.head_dim
+        * model.kv_bytes_per_value
+    )
 
 
 def num_gpu_blocks(
@@ -87,8 +94,9 @@ def _available_kv_bytes(
         raise InputError(
             f"{model.name} does not fit on {gpu.name} with tp={tp}: "
             f"{gpu_memory_utilization} x {gpu.memory_bytes} bytes = {requested_bytes} requested, "
-            f"weights {weight_bytes_per_gpu} bytes per GPU + activation reserve {reserve_bytes} "
-            f"bytes leave {available_bytes} bytes for the KV cache"
+            f"weights {weight_bytes_per_gpu} bytes per GPU ({model.dtype}) + activation reserve "
+            f"{reserve_bytes} bytes leave {available_bytes} bytes for the KV cache; "
+            "raise tp, pick a GPU with more memory or quantize the weights"
         )
     return available_bytes
 

@@ -17,16 +17,10 @@ from sim.costmodel.profiles import (
     save_profile,
 )
 from sim.costmodel.shapes import training_shapes
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model, known_gpus
+from sim.errors import InputError
 
 KERNEL_DATA_DIR = Path(__file__).parent / "data" / "aiconfigurator"
-KERNEL_DIR_BY_GPU = {
-    "a100": "a100_sxm",
-    "h100": "h100_sxm",
-    "h200": "h200_sxm",
-    "b200": "b200_sxm",
-    "l40s": "l40s",
-}
 # cost_model.md §5.3's 37 (gpu, model, tp) profiles plus the Splitwise validation setups.
 SHIPPED_COMBINATIONS = (
     *[
@@ -54,15 +48,36 @@ def t_star_candidates(gpu: GpuSpec | None) -> list[int]:
     return sorted({round(fraction * ridge) for fraction in RIDGE_FRACTIONS})
 
 
+def kernel_dir(gpu: GpuSpec) -> str:
+    """The folder of `gpu`'s kernel tables (the `kernel_tables` column of data/gpus.csv)."""
+    if gpu.kernel_tables is None:
+        raise InputError(
+            f"no kernel tables for {gpu.name}; kernel-derived profiles exist only for "
+            f"{', '.join(gpus_with_kernel_tables())}"
+        )
+    return gpu.kernel_tables
+
+
+def gpus_with_kernel_tables() -> list[str]:
+    return [key for key in known_gpus() if get_gpu(key).kernel_tables is not None]
+
+
 @functools.cache
 def kernel_tables(gpu_key: str, data_dir: Path = KERNEL_DATA_DIR) -> KernelTables:
     """The (cached) kernel tables of a GPU with kernel data."""
-    return load_kernel_tables(data_dir / KERNEL_DIR_BY_GPU[gpu_key])
+    return load_kernel_tables(data_dir / kernel_dir(get_gpu(gpu_key)))
 
 
 def kernel_reference(
     gpu: GpuSpec, model: ModelSpec, tp: int, data_dir: Path = KERNEL_DATA_DIR
 ) -> KernelReference:
+    """The kernel layer-sum of (gpu, model, tp); it models dense full-attention bf16 layers."""
+    if model.is_moe or model.num_sliding_layers or model.dtype != "bf16":
+        raise InputError(
+            f"the kernel layer-sum covers dense, full-attention bf16 models; {model.name} "
+            f"({model.dtype}, {model.num_experts} experts, {model.num_sliding_layers} sliding "
+            "layers) has only the roofline prior"
+        )
     return KernelReference(kernel_tables(gpu.key, data_dir), gpu, model, tp)
 
 
@@ -83,8 +98,8 @@ def derive_profile(
         for index, shape in enumerate(training_shapes())
     ]
     fit = fit_step_form(measurements, t_star_candidates(gpu))
-    kernel_dir = KERNEL_DIR_BY_GPU[gpu.key]
-    version = kernel_engine_versions(data_dir)[kernel_dir]
+    tables_dir = kernel_dir(gpu)
+    version = kernel_engine_versions(data_dir)[tables_dir]
     return Profile(
         name=profile_name(gpu.key, model.key, tp),
         gpu=gpu.key,
@@ -97,7 +112,7 @@ def derive_profile(
             f"least-squares fit (relative error, non-negative) of the form to the kernel "
             f"layer-sum (sim.costmodel.kernel_reference) at {len(measurements)} training shapes "
             f"(sim.costmodel.shapes.training_shapes); kernel latencies: AIConfigurator vLLM "
-            f"{version} bf16 tables, sim/costmodel/data/aiconfigurator/{kernel_dir} "
+            f"{version} bf16 tables, sim/costmodel/data/aiconfigurator/{tables_dir} "
             "(Apache-2.0, NVIDIA); regenerate with `prefixsim costmodel derive`"
         ),
         coefficients=fit.coefficients,

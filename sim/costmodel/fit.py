@@ -57,6 +57,7 @@ class FitResult:
     rms_rel_err: float
     max_rel_err: float
     covered: FeatureRanges
+    unidentified_columns: tuple[str, ...] = ()  # beyond the data's rank (prior or 0 instead)
 
 
 def feature_ranges(measurements: list[Measurement]) -> FeatureRanges:
@@ -159,6 +160,7 @@ def _fit_with_t_star(
         rms_rel_err=float(math.sqrt(np.mean(relative_errors**2))),
         max_rel_err=float(np.max(np.abs(relative_errors))),
         covered=feature_ranges(measurements),
+        unidentified_columns=tuple(COLUMNS[j] for j in unidentified),
     )
 
 
@@ -172,6 +174,8 @@ def _identifiable_columns(weighted: np.ndarray) -> list[int]:
         candidate = kept + [column]
         unit_columns = weighted[:, candidate] / norms[candidate]
         singular_values = np.linalg.svd(unit_columns, compute_uv=False)
-        if singular_values[-1] > _RANK_TOLERANCE * singular_values[0]:
+        # Fewer rows than columns give fewer singular values: the extra column is not pinned.
+        full_rank = len(singular_values) == len(candidate)
+        if full_rank and singular_values[-1] > _RANK_TOLERANCE * singular_values[0]:
             kept.append(column)
     return kept

@@ -73,7 +73,7 @@ class KernelReference:
         elements_per_token = (
             8 * hidden + 2 * (q_width + kv_width) + up_width + mlp_width + 4 * kv_width
         )
-        elementwise_s = (num_tokens * elements_per_token * model.dtype_bytes) / (
+        elementwise_s = (num_tokens * elements_per_token * model.activation_bytes) / (
             ELEMENTWISE_BANDWIDTH_EFFICIENCY * self.gpu.memory_bandwidth_bytes_per_s
         )
         allreduce_s = 2 * self.tables.allreduce_s(tp, num_tokens * hidden) if tp > 1 else 0.0

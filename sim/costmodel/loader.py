@@ -7,9 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
-from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
+from sim.costmodel.profiles import (
+    Profile,
+    is_profile_name,
+    load_profile,
+    profile_name,
+    shipped_profile_names,
+    shipped_profile_path,
+)
 from sim.costmodel.roofline import roofline_profile
-from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model, is_registry_model
 from sim.errors import InputError
 
 ACCEPTED_SPECS = (
@@ -19,9 +26,14 @@ ACCEPTED_SPECS = (
 
 
 def load_cost_model(
-    spec: str, *, gpu: str | None = None, model: str | None = None, tp: int = 1
+    spec: str,
+    *,
+    gpu: str | GpuSpec | None = None,
+    model: str | ModelSpec | None = None,
+    tp: int = 1,
 ) -> CostModel:
-    """The cost model `spec` names; `gpu`/`model`/`tp`, when given, must match a profile's."""
+    """The cost model `spec` names; `gpu`/`model`/`tp` (names or specs), when given, must match
+    a profile's."""
     text = spec.strip()
     if text.startswith("constant:"):
         (step_s,) = _parse_seconds(text, "constant:", 1)
@@ -45,6 +57,14 @@ def load_cost_model(
         raise InputError(f"unknown cost model {spec!r}; expected {ACCEPTED_SPECS}")
     _check_matches(profile, gpu, model, tp)
     return cost_model_from_profile(profile)
+
+
+def auto_cost_model_spec(gpu: GpuSpec, model: ModelSpec, tp: int) -> str:
+    """What `cost_model: auto` means for a deployment: the shipped profile of a registry model
+    in its shipped dtypes (the only case a profile of that name describes), else 'roofline', the
+    prior derived from the model's config and the GPU's specs."""
+    name = profile_name(gpu.key, model.key, tp)
+    return name if is_registry_model(model) and name in shipped_profile_names() else "roofline"
 
 
 def cost_model_from_profile(profile: Profile) -> StepTimeModel:
@@ -82,7 +102,9 @@ def _parse_seconds(text: str, prefix: str, count: int) -> list[float]:
     return values
 
 
-def _check_matches(profile: Profile, gpu: str | None, model: str | None, tp: int) -> None:
+def _check_matches(
+    profile: Profile, gpu: str | GpuSpec | None, model: str | ModelSpec | None, tp: int
+) -> None:
     """A profile fitted on other hardware silently mis-times a run: refuse a known mismatch.
 
     Profiles calibrated without naming their GPU or model match any.
@@ -90,10 +112,10 @@ def _check_matches(profile: Profile, gpu: str | None, model: str | None, tp: int
     mismatches = []
     profile_gpu = _known_key(profile.gpu, get_gpu)
     if gpu is not None and profile_gpu is not None and get_gpu(gpu).key != profile_gpu:
-        mismatches.append(f"gpu {gpu!r} vs profile gpu {profile.gpu!r}")
+        mismatches.append(f"gpu {get_gpu(gpu).key!r} vs profile gpu {profile.gpu!r}")
     profile_model = _known_key(profile.model, get_model)
     if model is not None and profile_model is not None and get_model(model).key != profile_model:
-        mismatches.append(f"model {model!r} vs profile model {profile.model!r}")
+        mismatches.append(f"model {get_model(model).key!r} vs profile model {profile.model!r}")
     if (gpu is not None or model is not None) and tp != profile.tp:
         mismatches.append(f"tp {tp} vs profile tp {profile.tp}")
     if mismatches:

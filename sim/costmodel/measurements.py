@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from sim.costmodel.batch import BatchShape
 from sim.costmodel.fit import Measurement, StepFeatures
@@ -27,32 +27,96 @@ Number = TypeVar("Number", int, float)
 TIME_COLUMNS = ("step_ms", "ttft_ms", "itl_ms")
 STEP_LIST_COLUMNS = ("num_prefill_tokens_per_seq", "cached_tokens_per_seq", "decode_context_lens")
 STEP_TOTAL_COLUMNS = ("T", "S", "K", "B_dec")
+MAX_CSV_BYTES = 64 * 2**20
 
 
 def read_measurements(path: Path) -> list[Measurement]:
     """Every row of the CSV at `path` as a measurement; bad input raises InputError (file, line)."""
     source = str(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise InputError("is a directory; expected a measurement CSV file", source=source)
+    if not path.exists():
         raise InputError("measurement file not found", source=source)
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames
-        if not header:
-            raise InputError("empty file: expected a header row and measurements", source=source)
-        if not any(column in header for column in TIME_COLUMNS):
-            raise InputError(
-                f"no time column: the header needs at least one of {', '.join(TIME_COLUMNS)}",
-                source=source,
-                line=1,
-            )
-        measurements = [_RowParser(row, source, reader.line_num).measurement() for row in reader]
+    if not path.is_file():
+        raise InputError("is not a regular file; expected a measurement CSV file", source=source)
+    # Bounds every line too: a few hundred rows of numbers are kilobytes.
+    if path.stat().st_size > MAX_CSV_BYTES:
+        raise InputError(
+            f"{path.stat().st_size:,} bytes is more than the {MAX_CSV_BYTES // 2**20} MiB a "
+            "measurement file may have; is this the right file?",
+            source=source,
+        )
+    with path.open("rb") as handle:
+        rows = csv.reader(_text_lines(handle, source))
+        try:
+            header = next(rows, None)
+            if not header:
+                raise InputError(
+                    "empty file: expected a header row and measurements", source=source
+                )
+            _check_header(header, source)
+            measurements = [
+                _RowParser(
+                    _cells(header, row, source, rows.line_num), source, rows.line_num
+                ).measurement()
+                for row in rows
+                if row
+            ]
+        except csv.Error as error:
+            raise InputError(_csv_problem(error), source=source, line=rows.line_num) from None
     if not measurements:
         raise InputError("no measurement rows after the header", source=source)
     return measurements
 
 
+def _text_lines(handle: BinaryIO, source: str) -> Iterator[str]:
+    """The file's lines as text: UTF-8, no NUL bytes (binary input)."""
+    for line_number, raw in enumerate(handle, start=1):
+        if b"\0" in raw:
+            raise InputError(
+                "binary data (NUL bytes); expected CSV text", source=source, line=line_number
+            )
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(
+                "not UTF-8 text; expected CSV", source=source, line=line_number
+            ) from None
+
+
+def _check_header(header: list[str], source: str) -> None:
+    names = [name.strip() for name in header]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputError(
+            f"the header repeats column {repeated[0]!r}; each column once", source=source, line=1
+        )
+    if not any(column in names for column in TIME_COLUMNS):
+        raise InputError(
+            f"no time column: the header needs at least one of {', '.join(TIME_COLUMNS)}",
+            source=source,
+            line=1,
+        )
+
+
+def _cells(header: list[str], row: list[str], source: str, line: int) -> dict[str, str]:
+    """The row by column name; a row with more or fewer cells than the header is an error."""
+    if len(row) != len(header):
+        raise InputError(
+            f"{len(row)} cells; the header has {len(header)} columns", source=source, line=line
+        )
+    return {name.strip(): value for name, value in zip(header, row, strict=True)}
+
+
+def _csv_problem(error: csv.Error) -> str:
+    text = str(error)
+    if "field larger than field limit" in text:
+        return f"a field is longer than {csv.field_size_limit():,} characters; malformed CSV"
+    return f"malformed CSV: {text}"
+
+
 class _RowParser:
-    def __init__(self, row: dict[str, str | None], source: str, line: int) -> None:
+    def __init__(self, row: dict[str, str], source: str, line: int) -> None:
         self._row = row
         self._source = source
         self._line = line
@@ -178,10 +242,15 @@ class _RowParser:
         try:
             value = kind(text)
         except ValueError:
-            raise self._error(f"column {column!r}: {text!r} is not {allowed}") from None
+            raise self._error(f"column {column!r}: {_shown(text)} is not {allowed}") from None
         if not math.isfinite(value):
-            raise self._error(f"column {column!r}: {text!r} is not {allowed}")
+            raise self._error(f"column {column!r}: {_shown(text)} is not {allowed}")
         return value
 
     def _error(self, message: str) -> InputError:
         return InputError(message, source=self._source, line=self._line)
+
+
+def _shown(text: str) -> str:
+    """A cell as quoted in an error: long ones cut, so the line stays readable."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from sim.costmodel.frontend import FrontEnd, frontend_from_mapping, frontend_to_mapping
 from sim.costmodel.model import FeatureRanges, StepCoefficients
 from sim.costmodel.specs import get_gpu, get_model
 from sim.errors import InputError
@@ -47,6 +48,7 @@ class Profile:
     coefficients: StepCoefficients
     fit: FitQuality | None = None
     covered: FeatureRanges | None = None
+    frontend: FrontEnd | None = None  # calibrated from serving runs; None: the shipped one
 
 
 def profile_name(gpu: str, model: str, tp: int) -> str:
@@ -110,6 +112,9 @@ def load_profile(path: Path) -> Profile:
         coefficients=coefficients,
         fit=_read_fit(fit_fields) if fit_fields is not None else None,
         covered=_read_covered(covered_fields) if covered_fields is not None else None,
+        frontend=(
+            frontend_from_mapping(document["frontend"], source) if "frontend" in document else None
+        ),
     )
 
 
@@ -135,6 +140,8 @@ def save_profile(profile: Profile, path: Path) -> None:
         document["covered"] = {
             f.name: tuple(getattr(profile.covered, f.name)) for f in fields(FeatureRanges)
         }
+    if profile.frontend is not None:
+        document["frontend"] = frontend_to_mapping(profile.frontend)
     text = yaml.dump(document, Dumper=_ProfileDumper, sort_keys=False, width=100)
     atomic_write_bytes(path, text.encode())
 

@@ -1,287 +1,57 @@
-"""GPU and model specifications (cost_model.md §2) with case-insensitive lookup by name or alias."""
+"""The GPU and model registries (cost_model.md §2): one data file each, case-insensitive lookup by
+name or alias, and models given as a Hugging Face config.json (a path or inline fields).
+
+Adding a GPU is one row of `data/gpus.csv`; adding a model is one `data/models/<key>.json`
+(its HF config plus name, aliases, source and license). Everything else (config validation,
+the JSON Schema, `known_*` lists) reads these registries.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import csv
+import dataclasses
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
+from sim.costmodel.hf_config import load_hf_config, model_from_hf_config
+from sim.costmodel.spec_types import GpuSpec, ModelSpec
 from sim.errors import InputError
 
+__all__ = [
+    "GPU_TABLE",
+    "KV_CACHE_DTYPES",
+    "MODEL_DIR",
+    "QUANTIZATIONS",
+    "GpuSpec",
+    "ModelSpec",
+    "deployment_model",
+    "get_gpu",
+    "get_model",
+    "gpu_names",
+    "is_config_path",
+    "is_registry_model",
+    "known_gpus",
+    "known_models",
+    "model_names",
+    "normalize_name",
+    "resolve_model",
+]
+
+DATA_DIR = Path(__file__).parent / "data"
+GPU_TABLE = DATA_DIR / "gpus.csv"
+MODEL_DIR = DATA_DIR / "models"
 MIB = 1024**2
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSpec:
-    """One accelerator: capacity, dense bf16 peak, HBM and link bandwidth, roofline efficiencies."""
-
-    name: str
-    key: str  # short canonical name used in profile names ("h100")
-    memory_bytes: int  # total device memory as the driver reports it
-    bf16_dense_flops_per_s: float
-    memory_bandwidth_bytes_per_s: float
-    link_bandwidth_bytes_per_s: float  # per GPU, one direction (NVLink or PCIe)
-    gemm_efficiency: float  # fraction of the flop peak reached by large bf16 GEMMs
-    attention_efficiency: float  # fraction of the flop peak reached by prefill attention
-    bandwidth_efficiency: float  # fraction of HBM peak reached when streaming weights / KV
-    link_efficiency: float = 0.7
-
-    @property
-    def ridge_point_flops_per_byte(self) -> float:
-        """Arithmetic intensity where the roofline turns from memory- to compute-bound."""
-        return self.bf16_dense_flops_per_s / self.memory_bandwidth_bytes_per_s
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """A dense decoder-only transformer as its HF config describes it (`dtype_bytes` per value)."""
-
-    name: str
-    key: str  # short canonical name used in profile names ("llama-3.1-8b")
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    num_params: int
-    dtype_bytes: int = 2
-    tied_embeddings: bool = False
-    gated_mlp: bool = True  # SwiGLU (gate + up) vs a single up projection (BLOOM)
-
-    @property
-    def linear_params_per_layer(self) -> int:
-        """Weights of one layer's projections (QKV, O, MLP), the ones every token multiplies."""
-        q_width = self.num_attention_heads * self.head_dim
-        kv_width = self.num_kv_heads * self.head_dim
-        attention = self.hidden_size * (q_width + 2 * kv_width) + q_width * self.hidden_size
-        mlp_matrices = 3 if self.gated_mlp else 2
-        return attention + mlp_matrices * self.hidden_size * self.intermediate_size
-
-    @property
-    def num_linear_params(self) -> int:
-        """Projection weights of all layers (non-embedding parameters minus norms and biases)."""
-        return self.num_layers * self.linear_params_per_layer
-
-    @property
-    def lm_head_params(self) -> int:
-        return self.vocab_size * self.hidden_size
-
-    @property
-    def dtype(self) -> str:
-        return {1: "fp8", 2: "bf16", 4: "fp32"}.get(self.dtype_bytes, f"{self.dtype_bytes}-byte")
-
-    @property
-    def weight_bytes(self) -> int:
-        return self.num_params * self.dtype_bytes
-
-
-_GPUS = (
-    GpuSpec(
-        name="A100-80GB-SXM",
-        key="a100",
-        memory_bytes=81920 * MIB,
-        bf16_dense_flops_per_s=312e12,
-        memory_bandwidth_bytes_per_s=2.039e12,
-        link_bandwidth_bytes_per_s=300e9,
-        gemm_efficiency=0.80,
-        attention_efficiency=0.50,
-        bandwidth_efficiency=0.75,
-    ),
-    GpuSpec(
-        name="H100-80GB-SXM",
-        key="h100",
-        memory_bytes=81559 * MIB,
-        bf16_dense_flops_per_s=989e12,
-        memory_bandwidth_bytes_per_s=3.35e12,
-        link_bandwidth_bytes_per_s=450e9,
-        gemm_efficiency=0.80,
-        attention_efficiency=0.55,
-        bandwidth_efficiency=0.80,
-    ),
-    GpuSpec(
-        name="H200-141GB-SXM",
-        key="h200",
-        memory_bytes=143771 * MIB,
-        bf16_dense_flops_per_s=989e12,
-        memory_bandwidth_bytes_per_s=4.8e12,
-        link_bandwidth_bytes_per_s=450e9,
-        gemm_efficiency=0.80,
-        attention_efficiency=0.55,
-        bandwidth_efficiency=0.75,
-    ),
-    GpuSpec(
-        name="B200-180GB",
-        key="b200",
-        memory_bytes=183359 * MIB,
-        bf16_dense_flops_per_s=2250e12,
-        memory_bandwidth_bytes_per_s=7.7e12,
-        link_bandwidth_bytes_per_s=900e9,
-        gemm_efficiency=0.70,
-        attention_efficiency=0.45,
-        bandwidth_efficiency=0.75,
-    ),
-    GpuSpec(
-        name="L40S-48GB",
-        key="l40s",
-        memory_bytes=46068 * MIB,
-        bf16_dense_flops_per_s=362e12,
-        memory_bandwidth_bytes_per_s=0.864e12,
-        link_bandwidth_bytes_per_s=32e9,
-        gemm_efficiency=0.65,
-        attention_efficiency=0.45,
-        bandwidth_efficiency=0.80,
-    ),
-)
-
-_GPU_ALIASES = {
-    "a100": (
-        "a100-80gb",
-        "a100-sxm",
-        "a100-sxm4",
-        "a100-sxm4-80gb",
-        "nvidia-a100-sxm4-80gb",
-        "a100-80gb-sxm",
-    ),
-    "h100": (
-        "h100-80gb",
-        "h100-sxm",
-        "h100-sxm5",
-        "h100-sxm5-80gb",
-        "h100-80gb-hbm3",
-        "nvidia-h100-80gb-hbm3",
-        "h100-80gb-sxm",
-    ),
-    "h200": ("h200-sxm", "h200-141gb", "nvidia-h200", "h200-141gb-sxm"),
-    "b200": ("b200-sxm", "b200-180gb", "nvidia-b200"),
-    "l40s": ("l40s-48gb", "nvidia-l40s"),
-}
-
-_MODELS = (
-    ModelSpec(
-        name="Llama-3.1-8B",
-        key="llama-3.1-8b",
-        num_layers=32,
-        hidden_size=4096,
-        num_attention_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=14336,
-        vocab_size=128256,
-        num_params=8_030_261_248,
-    ),
-    ModelSpec(
-        name="Llama-3.1-70B",
-        key="llama-3.1-70b",
-        num_layers=80,
-        hidden_size=8192,
-        num_attention_heads=64,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=28672,
-        vocab_size=128256,
-        num_params=70_553_706_496,
-    ),
-    ModelSpec(
-        name="Qwen3-0.6B",
-        key="qwen3-0.6b",
-        num_layers=28,
-        hidden_size=1024,
-        num_attention_heads=16,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=3072,
-        vocab_size=151936,
-        num_params=596_049_920,
-        tied_embeddings=True,
-    ),
-    ModelSpec(
-        name="Qwen3-8B",
-        key="qwen3-8b",
-        num_layers=36,
-        hidden_size=4096,
-        num_attention_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=12288,
-        vocab_size=151936,
-        num_params=8_190_735_360,
-    ),
-    ModelSpec(
-        name="Qwen3-32B",
-        key="qwen3-32b",
-        num_layers=64,
-        hidden_size=5120,
-        num_attention_heads=64,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=25600,
-        vocab_size=151936,
-        num_params=32_762_123_264,
-    ),
-    ModelSpec(
-        name="Mistral-7B-v0.1",
-        key="mistral-7b",
-        num_layers=32,
-        hidden_size=4096,
-        num_attention_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=14336,
-        vocab_size=32000,
-        num_params=7_241_732_096,
-    ),
-    # The two models of the Splitwise measurements (validation only; no kernel-derived profile).
-    ModelSpec(
-        name="Llama-2-70B",
-        key="llama-2-70b",
-        num_layers=80,
-        hidden_size=8192,
-        num_attention_heads=64,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=28672,
-        vocab_size=32000,
-        num_params=68_976_648_192,
-    ),
-    ModelSpec(
-        name="BLOOM-176B",
-        key="bloom-176b",
-        num_layers=70,
-        hidden_size=14336,
-        num_attention_heads=112,
-        num_kv_heads=112,
-        head_dim=128,
-        intermediate_size=57344,
-        vocab_size=250880,
-        num_params=176_247_271_424,
-        tied_embeddings=True,
-        gated_mlp=False,
-    ),
-)
-
-_MODEL_ALIASES = {
-    "llama-3.1-8b": (
-        "meta-llama-3.1-8b",
-        "llama-3.1-8b-instruct",
-        "meta-llama-3.1-8b-instruct",
-        "llama3.1-8b",
-        "llama-3-8b",
-        "meta-llama-3-8b",
-    ),
-    "llama-3.1-70b": (
-        "meta-llama-3.1-70b",
-        "llama-3.1-70b-instruct",
-        "meta-llama-3.1-70b-instruct",
-        "llama3.1-70b",
-        "llama-3.3-70b",
-        "llama-3.3-70b-instruct",
-    ),
-    "qwen3-0.6b": (),
-    "qwen3-8b": (),
-    "qwen3-32b": (),
-    "mistral-7b": ("mistral-7b-v0.1", "mistral-7b-instruct-v0.1"),
-    "llama-2-70b": ("llama2-70b", "llama-2-70b-hf"),
-    "bloom-176b": ("bloom", "bloom176b"),
+# vLLM's --quantization methods prefixsim can size and time (None: as the checkpoint ships).
+QUANTIZATIONS = ("fp8", "mxfp4")
+# vLLM's --kv-cache-dtype names -> the dtype stored ("auto": the model's compute dtype).
+KV_CACHE_DTYPES = {
+    "auto": "bf16",
+    "bfloat16": "bf16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
 }
 
 
@@ -291,44 +61,201 @@ def normalize_name(name: str) -> str:
     return "-".join(base.replace("_", " ").replace("-", " ").split())
 
 
-def _alias_index(
-    specs: tuple[GpuSpec, ...] | tuple[ModelSpec, ...], aliases: dict[str, tuple[str, ...]]
-) -> dict[str, str]:
-    """Normalized key, display name and every alias -> canonical key."""
-    index = {normalize_name(spec.name): spec.key for spec in specs}
-    index.update({spec.key: spec.key for spec in specs})
-    for key, names in aliases.items():
-        index.update({normalize_name(alias): key for alias in names})
-    return index
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Registry:
+    """Specs by canonical key and every accepted (normalized) name -> key."""
+
+    by_key: dict[str, Any]
+    index: dict[str, str]
+
+    @classmethod
+    def of(cls, entries: list[tuple[GpuSpec | ModelSpec, list[str]]]) -> _Registry:
+        by_key = {spec.key: spec for spec, _ in entries}
+        index: dict[str, str] = {}
+        for spec, aliases in entries:
+            for alias in (spec.key, spec.name, *aliases):
+                index[normalize_name(alias)] = spec.key
+        return cls(by_key, index)
 
 
-_GPU_BY_KEY = {gpu.key: gpu for gpu in _GPUS}
-_MODEL_BY_KEY = {model.key: model for model in _MODELS}
-_GPU_INDEX = _alias_index(_GPUS, _GPU_ALIASES)
-_MODEL_INDEX = _alias_index(_MODELS, _MODEL_ALIASES)
+@functools.cache
+def _gpu_registry() -> _Registry:
+    entries: list[tuple[GpuSpec | ModelSpec, list[str]]] = []
+    with GPU_TABLE.open(newline="") as handle:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            try:
+                entries.append((_gpu_from_row(row), _split_aliases(row["aliases"])))
+            except (KeyError, TypeError, ValueError) as error:
+                raise InputError(
+                    f"bad GPU row: {error!r}", source=str(GPU_TABLE), line=line
+                ) from None
+    return _Registry.of(entries)
+
+
+def _gpu_from_row(row: dict[str, str]) -> GpuSpec:
+    return GpuSpec(
+        name=row["name"],
+        key=row["key"],
+        memory_bytes=int(row["memory_mib"]) * MIB,
+        bf16_dense_flops_per_s=_scaled(row["bf16_dense_tflops"], 12),
+        fp8_dense_flops_per_s=_scaled(row["fp8_dense_tflops"], 12)
+        if row["fp8_dense_tflops"]
+        else None,
+        memory_bandwidth_bytes_per_s=_scaled(row["memory_tb_per_s"], 12),
+        link_bandwidth_bytes_per_s=_scaled(row["link_gb_per_s"], 9),
+        interconnect=row["interconnect"],
+        gemm_efficiency=float(row["gemm_efficiency"]),
+        attention_efficiency=float(row["attention_efficiency"]),
+        bandwidth_efficiency=float(row["bandwidth_efficiency"]),
+        kernel_tables=row["kernel_tables"] or None,
+        source=row["source"],
+    )
+
+
+def _scaled(text: str, exponent: int) -> float:
+    """`text` x 10^exponent, parsed as one literal ("2.039", 12 -> exactly 2.039e12)."""
+    return float(f"{text}e{exponent}")
+
+
+def _split_aliases(text: str) -> list[str]:
+    return [alias for alias in text.split(";") if alias]
+
+
+@functools.cache
+def _model_registry() -> _Registry:
+    entries: list[tuple[GpuSpec | ModelSpec, list[str]]] = []
+    for path in sorted(MODEL_DIR.glob("*.json")):
+        document = load_hf_config(path)
+        try:
+            model = model_from_hf_config(
+                document["config"],
+                key=path.stem,
+                name=document["name"],
+                recorded_num_params=document.get("num_params"),
+                field_prefix="config.",
+            )
+            entries.append((model, document["aliases"]))
+        except KeyError as error:
+            raise InputError(f"missing field {error}", source=str(path)) from None
+        except InputError as error:
+            raise error.at(path) from None
+    return _Registry.of(entries)
 
 
 def known_gpus() -> list[str]:
     """Canonical keys of the GPUs with specs."""
-    return sorted(_GPU_BY_KEY)
+    return sorted(_gpu_registry().by_key)
 
 
 def known_models() -> list[str]:
     """Canonical keys of the models with specs."""
-    return sorted(_MODEL_BY_KEY)
+    return sorted(_model_registry().by_key)
 
 
-def get_gpu(name: str) -> GpuSpec:
+def gpu_names() -> list[str]:
+    """Every accepted GPU name in normalized form (keys and aliases)."""
+    return sorted(_gpu_registry().index)
+
+
+def model_names() -> list[str]:
+    """Every accepted model name in normalized form (keys and aliases)."""
+    return sorted(_model_registry().index)
+
+
+def get_gpu(name: str | GpuSpec) -> GpuSpec:
     """The GPU called `name` (case-insensitive; aliases like "H100-80GB" accepted)."""
-    key = _GPU_INDEX.get(normalize_name(name))
+    if isinstance(name, GpuSpec):
+        return name
+    registry = _gpu_registry()
+    key = registry.index.get(normalize_name(name))
     if key is None:
         raise InputError(f"unknown GPU {name!r}; known GPUs: {', '.join(known_gpus())}")
-    return _GPU_BY_KEY[key]
+    gpu: GpuSpec = registry.by_key[key]
+    return gpu
 
 
-def get_model(name: str) -> ModelSpec:
+def get_model(name: str | ModelSpec) -> ModelSpec:
     """The model called `name` (case-insensitive; aliases like "meta-llama/Llama-3.1-8B" work)."""
-    key = _MODEL_INDEX.get(normalize_name(name))
+    if isinstance(name, ModelSpec):
+        return name
+    registry = _model_registry()
+    key = registry.index.get(normalize_name(name))
     if key is None:
-        raise InputError(f"unknown model {name!r}; known models: {', '.join(known_models())}")
-    return _MODEL_BY_KEY[key]
+        raise InputError(
+            f"unknown model {name!r}; known models: {', '.join(known_models())} "
+            "(or give a path to a Hugging Face config.json, or its fields inline)"
+        )
+    model: ModelSpec = registry.by_key[key]
+    return model
+
+
+def is_registry_model(model: ModelSpec) -> bool:
+    """Whether `model` is a registry model exactly as shipped (shape and dtypes), the only case
+    a shipped profile of its key describes."""
+    shipped = _model_registry().by_key.get(model.key)
+    return shipped == model
+
+
+def is_config_path(reference: str) -> bool:
+    """Whether a model reference names a config file rather than a registry model."""
+    return reference.endswith(".json")
+
+
+def resolve_model(reference: str | Mapping[str, Any], base_dir: Path | None = None) -> ModelSpec:
+    """A registry name, a path to a config.json (relative to `base_dir`), or inline HF fields."""
+    if isinstance(reference, Mapping):
+        return model_from_hf_config(reference, key="inline")
+    if not is_config_path(reference):
+        return get_model(reference)
+    path = Path(reference)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        return model_from_hf_config(load_hf_config(path), key=path.parent.name or path.stem)
+    except InputError as error:
+        raise error.at(path) from None
+
+
+def deployment_model(
+    reference: str | Mapping[str, Any] | ModelSpec,
+    *,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    base_dir: Path | None = None,
+) -> ModelSpec:
+    """The model a deployment serves, in the dtypes vLLM's --quantization (None: as the
+    checkpoint ships) and --kv-cache-dtype would give it."""
+    model = reference if isinstance(reference, ModelSpec) else resolve_model(reference, base_dir)
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise InputError(
+            f"kv_cache_dtype {kv_cache_dtype!r} is not supported; "
+            f"allowed: {', '.join(KV_CACHE_DTYPES)}"
+        )
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise InputError(
+            f"quantization {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}"
+        )
+    weight_dtype, expert_weight_dtype = model.weight_dtype, model.expert_weight_dtype
+    shipped_quantization = next(
+        (d for d in (expert_weight_dtype, weight_dtype) if d != "bf16"), None
+    )
+    if quantization not in (None, shipped_quantization) and shipped_quantization is not None:
+        # vLLM refuses a --quantization that contradicts the checkpoint's quantization_config.
+        raise InputError(
+            f"quantization {quantization!r} does not match {model.name}'s checkpoint, which is "
+            f"quantized with {shipped_quantization!r}; leave quantization null"
+        )
+    if quantization == "fp8":
+        weight_dtype = expert_weight_dtype = "fp8"
+    elif quantization == "mxfp4":
+        if not model.is_moe:
+            raise InputError(
+                f"quantization 'mxfp4' applies to mixture-of-experts models; {model.name} is dense"
+            )
+        expert_weight_dtype = "mxfp4"
+    return dataclasses.replace(
+        model,
+        weight_dtype=weight_dtype,
+        expert_weight_dtype=expert_weight_dtype,
+        kv_cache_dtype=KV_CACHE_DTYPES[kv_cache_dtype],
+    )

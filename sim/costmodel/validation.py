@@ -7,7 +7,7 @@ import csv
 import functools
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.costmodel.batch import BatchShape, longest_context, step_features
@@ -23,7 +23,9 @@ DATA_DIR = Path(__file__).parent / "data"
 SPLITWISE_CSV = DATA_DIR / "splitwise" / "perf_model.csv"
 PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
 
-KERNEL_SOURCE = "kernel held-out"
+KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
+LOSO_SUFFIX = " (leave-one-source-out)"
+FACTOR_SUFFIX = " (one engine factor, leave-one-source-out)"
 SPLITWISE_PREFILL_SOURCE = "Splitwise prefill"
 SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
@@ -73,6 +75,7 @@ class ValidationRecord:
     table_predicted_s: float | None  # the kernel layer-sum itself, where it is not the reference
     roofline_predicted_s: float | None  # the specs-only profile of the same (gpu, model, tp)
     in_fitted_range: bool
+    batch_size: int | None = None  # sequences measured together, where the source says
 
     @property
     def relative_error(self) -> float:
@@ -114,22 +117,112 @@ class ValidationReport:
                 groups[record.profile].append(record)
         return [_summarize(name, rows) for name, rows in groups.items()]
 
+    def setup_summaries(self) -> list[ErrorSummary]:
+        """Errors per real source and cost model ("source | profile"), as shipped (no
+        leave-one-source-out rows, no kernel tables, no refit)."""
+        groups: dict[str, list[ValidationRecord]] = defaultdict(list)
+        for record in self.records:
+            if not is_as_shipped(record.source):
+                continue
+            groups[f"{record.source} | {record.profile}"].append(record)
+        return [_summarize(name, rows) for name, rows in sorted(groups.items())]
 
-def validate_shipped_profiles() -> ValidationReport:
-    """Every comparison `prefixsim costmodel validate` reports."""
+    def batch_summaries(self) -> list[ErrorSummary]:
+        """Errors per real source and batch size ("source | B"), as shipped."""
+        groups: dict[tuple[str, int], list[ValidationRecord]] = defaultdict(list)
+        for record in self.records:
+            if record.batch_size is None or not is_as_shipped(record.source):
+                continue
+            groups[(record.source, record.batch_size)].append(record)
+        return [
+            _summarize(f"{source} | {batch}", rows)
+            for (source, batch), rows in sorted(groups.items())
+        ]
+
+
+def validate_shipped_profiles(
+    simulated_records: list[ValidationRecord] | None = None,
+    simulated_engine_only: list[ValidationRecord] | None = None,
+) -> ValidationReport:
+    """Every comparison `prefixsim costmodel validate` reports.
+
+    `simulated_records` are real runs replayed through the simulator by a layer above this one
+    (as shipped, front end included); `simulated_engine_only` the same rows without the front
+    end, which the leave-one-source-out factor scales exactly (every request arrives at once, so
+    scaling every step scales every engine-side time).
+    """
     profiles = {
         (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
         for gpu, model, tp in SHIPPED_COMBINATIONS
     }
     splitwise_cases, splitwise_exclusions = _splitwise_cases()
     published_records, published_exclusions = _published_records(profiles)
+    real_records = _splitwise_records(splitwise_cases, profiles) + published_records
     return ValidationReport(
         _kernel_held_out_records(profiles)
-        + _splitwise_records(splitwise_cases, profiles)
-        + _splitwise_refit_records(splitwise_cases, profiles)
-        + published_records,
+        + real_records
+        + (simulated_records or [])
+        + _relabelled(real_records + (simulated_engine_only or []), LOSO_SUFFIX)
+        + engine_factor_records(real_records + (simulated_engine_only or []))
+        + _splitwise_refit_records(splitwise_cases, profiles),
         splitwise_exclusions + published_exclusions,
     )
+
+
+def is_as_shipped(source: str) -> bool:
+    """A real source compared with the shipped model itself (not a refit or a variant)."""
+    return source not in (KERNEL_SOURCE, SPLITWISE_REFIT_SOURCE) and not source.endswith(
+        (LOSO_SUFFIX, FACTOR_SUFFIX)
+    )
+
+
+def _relabelled(records: list[ValidationRecord], suffix: str) -> list[ValidationRecord]:
+    """The shipped model's leave-one-source-out rows. Its step model is fitted to kernel tables
+    only, so it predicts every real source without having seen it; the one number read from a
+    real source, the front end's request_s, is left out for the serving runs (their records come
+    in engine-only)."""
+    return [replace(record, source=record.source + suffix) for record in records]
+
+
+def engine_factor_records(records: list[ValidationRecord]) -> list[ValidationRecord]:
+    """Each real source predicted with the one engine factor fitted on the other sources.
+
+    The factor s scales the shipped (kernel-derived) step time to a real engine's: it minimises
+    the relative error sum((s * predicted / measured - 1)^2) over the training rows, so
+    s = sum(r) / sum(r^2) with r = predicted / measured.
+    """
+    sources = sorted({record.source for record in records})
+    held_out = []
+    for source in sources:
+        # Sources quoting the same measurements (Splitwise's medians appear in the published
+        # TTFTs too) leave together, so no held-out row is in the training set.
+        ratios = [
+            r.predicted_s / r.measured_s for r in records if _origin(r.source) != _origin(source)
+        ]
+        factor = sum(ratios) / sum(ratio * ratio for ratio in ratios)
+        held_out += [
+            ValidationRecord(
+                source=source + FACTOR_SUFFIX,
+                profile=f"{r.profile} x {factor:.3f}",
+                case=r.case,
+                measured_s=r.measured_s,
+                predicted_s=r.predicted_s * factor,
+                table_predicted_s=None,
+                roofline_predicted_s=None,
+                in_fitted_range=r.in_fitted_range,
+                batch_size=r.batch_size,
+            )
+            for r in records
+            if r.source == source
+        ]
+    return held_out
+
+
+def _origin(source: str) -> str:
+    """Sources measured on the same runs: Splitwise's medians, a serving run's three metrics."""
+    if "Splitwise" in source:
+        return "Splitwise"
+    return source.split(":")[0]
 
 
 def _kernel_held_out_records(
@@ -158,6 +251,7 @@ class _SplitwiseCase:
     case: str
     shape: BatchShape
     measured_s: float
+    batch_size: int
 
 
 def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
@@ -207,6 +301,7 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
                     case,
                     shape,
                     statistics.median(times_ms) * 1e-3,
+                    batch_size,
                 )
             )
     return cases, exclusions
@@ -218,16 +313,15 @@ def _splitwise_records(
     records = []
     for case in cases:
         reference = kernel_reference(get_gpu(case.gpu_key), get_model(case.model_key), case.tp)
-        records.append(
-            _record(
-                case.source,
-                profiles[(case.gpu_key, case.model_key, case.tp)],
-                case.case,
-                case.shape,
-                case.measured_s,
-                reference.step_time_s(case.shape),
-            )
+        record = _record(
+            case.source,
+            profiles[(case.gpu_key, case.model_key, case.tp)],
+            case.case,
+            case.shape,
+            case.measured_s,
+            reference.step_time_s(case.shape),
         )
+        records.append(replace(record, batch_size=case.batch_size))
     return records
 
 
@@ -305,16 +399,15 @@ def _published_records(
             # "unknown" cached tokens are taken as none cached.
             num_cached = int(row["cached_tokens"]) if row["cached_tokens"].isdigit() else 0
             prefill = BatchShape([int(row["input_tokens"]) - num_cached], [num_cached], [])
-            records.append(
-                _record(
-                    source,
-                    profile,
-                    case,
-                    prefill,
-                    float(row["value_ms"]) * 1e-3,
-                    reference.step_time_s(prefill),
-                )
+            record = _record(
+                source,
+                profile,
+                case,
+                prefill,
+                float(row["value_ms"]) * 1e-3,
+                reference.step_time_s(prefill),
             )
+            records.append(replace(record, batch_size=int(row["batch_size"] or 1)))
     return records, exclusions
 
 

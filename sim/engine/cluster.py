@@ -63,6 +63,7 @@ class Cluster:
                     on_request_finished=on_request_finished,
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
+                    replica=index,
                 )
             )
         self.views = [

@@ -18,19 +18,22 @@ from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
 class _BlockEventForwarder:
     """Passes the cache's block events to the recorder as BlockEvent records."""
 
-    __slots__ = ("recorder",)
+    __slots__ = ("recorder", "replica")
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, replica: int) -> None:
         self.recorder = recorder
+        self.replica = replica
 
     def on_block_event(
         self, kind: str, block_hash: bytes, block_id: int, num_tokens: int, now: float
     ) -> None:
-        self.recorder.on_block_event(BlockEvent(kind, now, block_hash, block_id, num_tokens))
+        self.recorder.on_block_event(
+            BlockEvent(kind, now, block_hash, block_id, num_tokens, self.replica)
+        )
 
 
-def request_record(request: Request) -> RequestRecord:
-    """The finished request's row for requests.parquet."""
+def request_record(request: Request, replica: int = 0) -> RequestRecord:
+    """The finished request's row for requests.parquet, served by `replica`."""
     scheduled_at, first_token_at, finished_at = (
         request.first_scheduled_at,
         request.first_token_at,
@@ -52,6 +55,7 @@ def request_record(request: Request) -> RequestRecord:
         num_output_tokens=request.num_output_tokens,
         num_preemptions=request.num_preemptions,
         inter_token_latencies_s=request.inter_token_latencies_s,
+        replica=replica,
     )
 
 
@@ -111,11 +115,13 @@ class EngineCore:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        replica: int = 0,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
+        self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
-        observer = _BlockEventForwarder(self.recorder) if record_block_events else None
+        observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.scheduler = Scheduler(config, observer=observer, fast_decode_path=fast_decode_path)
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
@@ -254,10 +260,12 @@ class EngineCore:
                 num_queries=stats.queries,
                 num_hits=stats.hits,
                 num_evictions=batch.num_evictions,
+                replica=self.replica,
+                cached_free_usage=kv_cache_manager.block_pool.cached_free_usage,
             )
         )
         for request in result.finished:
-            self.recorder.on_request_finished(request_record(request))
+            self.recorder.on_request_finished(request_record(request, self.replica))
             if self.on_request_finished is not None:
                 self.on_request_finished(request)
         if self.on_step is not None:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import simpy
 
-from sim.costmodel import CostModel
+from sim.costmodel import NO_FRONTEND, CostModel, FrontEnd
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
+from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
 from sim.engine.requests import SpecLike
 from sim.engine.sessions import SessionBookkeeping
 from sim.metrics import NullRecorder, Recorder
@@ -44,15 +45,22 @@ def simulate(
     router: Router | None = None,
     replica_recorders: Sequence[Recorder] | None = None,
     fast_decode_path: bool = True,
+    frontend: FrontEnd = NO_FRONTEND,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
-    until every submitted request has finished.
+    until every submitted request has finished; `frontend` is the API server before them.
 
     Requests arriving after `duration_s` are not submitted; those already in flight drain.
     """
     recorder = recorder if recorder is not None else NullRecorder()
     router = router if router is not None else RoundRobinRouter()
     env = simpy.Environment()
+    stage = FrontEndStage(env, frontend)
+    engine_recorder: Recorder = recorder
+    if not frontend.is_zero:
+        engine_recorder = ClientViewRecorder(recorder, stage)
+        if replica_recorders is not None:
+            replica_recorders = [ClientViewRecorder(r, stage) for r in replica_recorders]
     sessions = SessionBookkeeping(router)
     cluster = Cluster(
         env,
@@ -60,7 +68,7 @@ def simulate(
         cost_model,
         router,
         num_replicas=num_replicas,
-        recorder=recorder,
+        recorder=engine_recorder,
         replica_recorders=replica_recorders,
         record_block_events=record_block_events,
         on_request_finished=sessions.turn_finished,
@@ -70,7 +78,11 @@ def simulate(
     driver = WorkloadDriver(
         env,
         specs,
-        lambda spec: sessions.dispatch(spec, float(env.now)),
+        lambda spec: stage.hand_off(
+            spec.request_id,
+            spec.num_prompt_tokens,
+            lambda: sessions.dispatch(spec, float(env.now)),
+        ),
         duration_s=duration_s,
         on_session_end=sessions.session_ended,
     )

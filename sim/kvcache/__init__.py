@@ -1,7 +1,12 @@
 """A faithful model of vLLM v1's KV block pool and prefix cache (stdlib + xxhash + cbor2 only)."""
 
 from sim.kvcache.block import FreeBlockQueue, KVBlock
-from sim.kvcache.block_pool import MAX_NUM_GPU_BLOCKS, BlockPool, pool_size_problem
+from sim.kvcache.block_pool import (
+    BYTES_PER_BLOCK,
+    MAX_NUM_GPU_BLOCKS,
+    BlockPool,
+    pool_size_problem,
+)
 from sim.kvcache.hashing import (
     HASH_ALGOS,
     NO_HASH_KEYS,
@@ -26,6 +31,7 @@ from sim.kvcache.sequential import run_alone
 from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
 
 __all__ = [
+    "BYTES_PER_BLOCK",
     "BLOCK_CLEARED",
     "BLOCK_EVICTED",
     "BLOCK_HIT",

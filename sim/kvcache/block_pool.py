@@ -36,6 +36,7 @@ class BlockPool:
         "cached_blocks",
         "num_evictions",
         "num_stored",
+        "num_cached_free",
     )
 
     def __init__(
@@ -59,6 +60,7 @@ class BlockPool:
         self.cached_blocks: dict[bytes, KVBlock | dict[int, KVBlock]] = {}
         self.num_evictions = 0
         self.num_stored = 0
+        self.num_cached_free = 0  # free-queue blocks that still carry a hash (evictable)
 
     @property
     def num_usable_blocks(self) -> int:
@@ -87,6 +89,11 @@ class BlockPool:
     def free_queue_entries(self) -> list[tuple[int, bytes | None]]:
         """(block id, cache hash or None) of each free block, front (next evicted) first."""
         return [(block.block_id, block.block_hash) for block in self.free_block_queue]
+
+    @property
+    def cached_free_usage(self) -> float:
+        """Free blocks that still hold a cached prefix, as a fraction of the usable blocks."""
+        return self.num_cached_free / (self.num_gpu_blocks - 1)
 
     def get_cached_block(self, block_hash: bytes) -> KVBlock | None:
         """The oldest cached block carrying `block_hash`, whether held or free."""
@@ -156,6 +163,7 @@ class BlockPool:
                 del self.cached_blocks[block_hash]
         block.block_hash = None
         self.num_evictions += 1
+        self.num_cached_free -= 1  # only free blocks are evicted
         if self.observer is not None:
             self.observer.on_block_event(
                 BLOCK_EVICTED, block_hash, block.block_id, block.num_tokens, now
@@ -165,10 +173,13 @@ class BlockPool:
         """Take hit blocks: a free one leaves the free queue (cannot be evicted); ref_cnt += 1."""
         remove = self.free_block_queue.remove
         null_block = self.null_block
+        num_taken = 0
         for block in blocks:
             if block.ref_cnt == 0 and block is not null_block:
                 remove(block)
+                num_taken += 1  # a hit block carries a hash
             block.ref_cnt += 1
+        self.num_cached_free -= num_taken
 
     def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
         """Release blocks in order: unhashed ones to the queue front, cached ones to the back."""
@@ -187,6 +198,7 @@ class BlockPool:
                     unhashed.append(block)
         self.free_block_queue.prepend_n(unhashed)
         self.free_block_queue.append_n(hashed)
+        self.num_cached_free += len(hashed)
 
     def reset_prefix_cache(self, now: float = 0.0) -> bool:
         """Drop every cached hash; refused (False) while any request holds a block."""
@@ -201,6 +213,7 @@ class BlockPool:
                     )
                 block.block_hash = None
         self.cached_blocks.clear()
+        self.num_cached_free = 0
         return True
 
 

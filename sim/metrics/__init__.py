@@ -1,28 +1,33 @@
 """Recorders the engine calls with simulated time, and the writers of a run's result files."""
 
 from sim.metrics.events import EventsWriter
+from sim.metrics.exposition import prometheus_text
+from sim.metrics.goodput import GoodputSlos, parse_goodput
 from sim.metrics.recorder import FanOutRecorder, NullRecorder, Recorder
 from sim.metrics.records import BlockEvent, RequestRecord, StepRecord
 from sim.metrics.run_recorder import (
     EVENTS_FILE,
+    METRICS_FILE,
     REQUESTS_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
     make_run_recorder,
 )
 from sim.metrics.scraper import MetricsScraper
-from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder
+from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder, json_value
 from sim.metrics.traces import RequestsWriter, StepsWriter
 
 __all__ = [
     "EVENTS_FILE",
     "FLOAT_DECIMALS",
+    "METRICS_FILE",
     "REQUESTS_FILE",
     "STEPS_FILE",
     "SUMMARY_FILE",
     "BlockEvent",
     "EventsWriter",
     "FanOutRecorder",
+    "GoodputSlos",
     "MetricsScraper",
     "NullRecorder",
     "Recorder",
@@ -31,5 +36,8 @@ __all__ = [
     "StepRecord",
     "StepsWriter",
     "SummaryRecorder",
+    "json_value",
     "make_run_recorder",
+    "parse_goodput",
+    "prometheus_text",
 ]

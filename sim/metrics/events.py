@@ -27,6 +27,7 @@ EVENTS_SCHEMA = pa.schema(
         ("num_tokens", pa.int64()),
         ("age_since_stored_s", pa.float64()),
         ("idle_s", pa.float64()),
+        ("replica", pa.int64()),
     ]
 )
 
@@ -38,16 +39,17 @@ class _Residency:
 
 
 class EventsWriter(NullRecorder):
-    """Writes events.parquet; keeps one residency entry per cached block id."""
+    """Writes events.parquet; keeps one residency entry per cached block of each replica."""
 
     def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.sink = ParquetSink(path, EVENTS_SCHEMA, batch_rows=batch_rows)
-        self._residency_by_block_id: dict[int, _Residency] = {}
+        # Keyed by (replica, block id): every replica numbers its own pool's blocks from 0.
+        self._residency_by_block: dict[tuple[int, int], _Residency] = {}
 
     @property
     def num_tracked_blocks(self) -> int:
         """Cached blocks whose residency is tracked (at most the pool size)."""
-        return len(self._residency_by_block_id)
+        return len(self._residency_by_block)
 
     def on_block_event(self, event: BlockEvent) -> None:
         """Append the event with its age and idle time, and update the block's residency."""
@@ -55,13 +57,14 @@ class EventsWriter(NullRecorder):
             raise ValueError(f"block event kind {event.kind!r} is not one of {BLOCK_EVENT_KINDS}")
         age_since_stored_s: float | None = None
         idle_s: float | None = None
+        key = (event.replica, event.block_id)
         if event.kind == "stored":
-            self._residency_by_block_id[event.block_id] = _Residency(event.at, event.at)
+            self._residency_by_block[key] = _Residency(event.at, event.at)
         else:
             residency = (
-                self._residency_by_block_id.pop(event.block_id, None)
+                self._residency_by_block.pop(key, None)
                 if event.kind in ("evicted", "cleared")
-                else self._residency_by_block_id.get(event.block_id)
+                else self._residency_by_block.get(key)
             )
             if residency is not None:
                 age_since_stored_s = event.at - residency.stored_at
@@ -76,6 +79,7 @@ class EventsWriter(NullRecorder):
                 event.num_tokens,
                 age_since_stored_s,
                 idle_s,
+                event.replica,
             )
         )
 

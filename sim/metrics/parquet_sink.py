@@ -9,6 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.fileio import writing
+
 DEFAULT_BATCH_ROWS = 50_000
 
 
@@ -30,7 +32,8 @@ class ParquetSink:
         self.num_rows_written = 0
         self._partial_path = self.path.with_name(f".{self.path.name}.partial")
         self._rows: list[tuple[Any, ...]] = []
-        self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
+        with writing(self.path):
+            self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
 
     @property
     def num_buffered_rows(self) -> int:
@@ -64,12 +67,14 @@ class ParquetSink:
             pa.array(column, type=field.type)
             for column, field in zip(columns, self.schema, strict=True)
         ]
-        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        with writing(self.path):  # a full disk shows here first
+            self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
         self.num_rows_written += num_rows
         self._rows.clear()
 
     def close(self) -> None:
         """Write what is left, finish the file and move it into place."""
         self.flush()
-        self._writer.close()
-        os.replace(self._partial_path, self.path)
+        with writing(self.path):
+            self._writer.close()
+            os.replace(self._partial_path, self.path)

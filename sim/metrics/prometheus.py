@@ -1,9 +1,12 @@
-"""vLLM's Prometheus metric names and latency histogram bucket edges, plus cumulative state.
+"""vLLM 0.33's Prometheus metric families (names, types, help, bucket edges) and their state.
 
-Bucket edges are data taken from vLLM's `vllm/v1/metrics/loggers.py` (PrometheusStatLogger) as
-of the 0.12 development line, where the TTFT, e2e and queue-time edges are unchanged since v0.8 and
-the inter-token-latency edges equal the older time-per-output-token ones. Re-check them when the
-targeted vLLM release moves.
+The families, their help texts, label names and bucket edges are data read from vLLM 0.33.0's
+`PrometheusStatLogger` (`vllm/v1/metrics/loggers.py` and `buckets.py`); the test
+`tests/metrics/test_prometheus_export.py` compares them with a /metrics page that real vLLM
+0.33.0 served (`tests/fixtures/metrics/`). Each engine replica is one vLLM engine: every series
+carries `engine="<replica>"` (and `model_name` when exported). One family is prefixsim's own,
+`prefixsim:kv_cache_cached_free_perc`: vLLM counts cached blocks nobody holds as free, so its
+usage gauge cannot show a cache full of reusable prefixes.
 """
 
 from __future__ import annotations
@@ -11,53 +14,214 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
 
 from sim.metrics.records import RequestRecord, StepRecord
 
-PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries"
-PREFIX_CACHE_HITS = "vllm:prefix_cache_hits"
-NUM_PREEMPTIONS = "vllm:num_preemptions"
-PROMPT_TOKENS = "vllm:prompt_tokens"
-GENERATION_TOKENS = "vllm:generation_tokens"
-KV_CACHE_USAGE_PERC = "vllm:kv_cache_usage_perc"
-NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
-NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"
-TIME_TO_FIRST_TOKEN_SECONDS = "vllm:time_to_first_token_seconds"
-INTER_TOKEN_LATENCY_SECONDS = "vllm:inter_token_latency_seconds"
-E2E_REQUEST_LATENCY_SECONDS = "vllm:e2e_request_latency_seconds"
-REQUEST_QUEUE_TIME_SECONDS = "vllm:request_queue_time_seconds"
+COUNTER = "counter"
+GAUGE = "gauge"
+HISTOGRAM = "histogram"
 
-COUNTER_NAMES = (
+# vLLM's FinishReason values in its order; every one is exported, most stay 0. A simulated
+# request ends when it has produced its output tokens, as a request with max_tokens (and
+# ignore_eos) ends in vLLM: "length".
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+SIMULATED_FINISHED_REASON = "length"
+
+TTFT_BUCKET_EDGES = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+INTER_TOKEN_LATENCY_BUCKET_EDGES = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+REQUEST_LATENCY_BUCKET_EDGES = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+ITERATION_TOKENS_BUCKET_EDGES = (
+    1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
+)  # fmt: skip
+REQUEST_NUM_PREEMPTIONS_BUCKET_EDGES = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)
+
+
+def request_tokens_bucket_edges(max_model_len: int) -> tuple[float, ...]:
+    """vLLM's token-count edges: 1, 2, 5, 10, 20, 50, ... up to max_model_len."""
+    edges: list[float] = []
+    scale = 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_model_len:
+                return tuple(edges)
+            edges.append(float(mantissa * scale))
+        scale *= 10
+
+
+@dataclass(slots=True, frozen=True)
+class Family:
+    """One exported metric family: its base name (as vLLM declares it), type and help text."""
+
+    name: str
+    kind: str  # COUNTER, GAUGE or HISTOGRAM
+    help: str
+
+    @property
+    def sample_name(self) -> str:
+        """The name samples carry: counters gain `_total`, as prometheus_client writes them."""
+        return f"{self.name}_total" if self.kind == COUNTER else self.name
+
+
+PREFIX_CACHE_QUERIES = Family(
+    "vllm:prefix_cache_queries",
+    COUNTER,
+    "Prefix cache queries, in terms of number of queried tokens.",
+)
+PREFIX_CACHE_HITS = Family(
+    "vllm:prefix_cache_hits", COUNTER, "Prefix cache hits, in terms of number of cached tokens."
+)
+NUM_PREEMPTIONS = Family(
+    "vllm:num_preemptions", COUNTER, "Cumulative number of preemption from the engine."
+)
+PROMPT_TOKENS = Family("vllm:prompt_tokens", COUNTER, "Number of prefill tokens processed.")
+PROMPT_TOKENS_CACHED = Family(
+    "vllm:prompt_tokens_cached",
+    COUNTER,
+    "Number of cached prompt tokens (local + external).",
+)
+GENERATION_TOKENS = Family(
+    "vllm:generation_tokens", COUNTER, "Number of generation tokens processed."
+)
+REQUEST_SUCCESS = Family(
+    "vllm:request_success", COUNTER, "Count of successfully processed requests."
+)
+NUM_REQUESTS_RUNNING = Family(
+    "vllm:num_requests_running", GAUGE, "Number of requests in model execution batches."
+)
+NUM_REQUESTS_WAITING = Family(
+    "vllm:num_requests_waiting", GAUGE, "Number of requests waiting to be processed."
+)
+KV_CACHE_USAGE_PERC = Family(
+    "vllm:kv_cache_usage_perc", GAUGE, "KV-cache usage. 1 means 100 percent usage."
+)
+KV_CACHE_CACHED_FREE_PERC = Family(
+    "prefixsim:kv_cache_cached_free_perc",
+    GAUGE,
+    "KV blocks that are free but still hold a cached prefix (evictable); 1 means 100 percent. "
+    "vllm:kv_cache_usage_perc counts them as free.",
+)
+TIME_TO_FIRST_TOKEN_SECONDS = Family(
+    "vllm:time_to_first_token_seconds",
+    HISTOGRAM,
+    "Histogram of time to first token in seconds.",
+)
+INTER_TOKEN_LATENCY_SECONDS = Family(
+    "vllm:inter_token_latency_seconds",
+    HISTOGRAM,
+    "Histogram of inter-token latency in seconds.",
+)
+REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS = Family(
+    "vllm:request_time_per_output_token_seconds",
+    HISTOGRAM,
+    "Histogram of time_per_output_token_seconds per request.",
+)
+E2E_REQUEST_LATENCY_SECONDS = Family(
+    "vllm:e2e_request_latency_seconds",
+    HISTOGRAM,
+    "Histogram of e2e request latency in seconds.",
+)
+REQUEST_QUEUE_TIME_SECONDS = Family(
+    "vllm:request_queue_time_seconds",
+    HISTOGRAM,
+    "Histogram of time spent in WAITING phase for request.",
+)
+REQUEST_INFERENCE_TIME_SECONDS = Family(
+    "vllm:request_inference_time_seconds",
+    HISTOGRAM,
+    "Histogram of time spent in RUNNING phase for request.",
+)
+REQUEST_PREFILL_TIME_SECONDS = Family(
+    "vllm:request_prefill_time_seconds",
+    HISTOGRAM,
+    "Histogram of time spent in PREFILL phase for request.",
+)
+REQUEST_DECODE_TIME_SECONDS = Family(
+    "vllm:request_decode_time_seconds",
+    HISTOGRAM,
+    "Histogram of time spent in DECODE phase for request.",
+)
+REQUEST_PROMPT_TOKENS = Family(
+    "vllm:request_prompt_tokens", HISTOGRAM, "Number of prefill tokens processed."
+)
+REQUEST_GENERATION_TOKENS = Family(
+    "vllm:request_generation_tokens", HISTOGRAM, "Number of generation tokens processed."
+)
+REQUEST_PREFILL_KV_COMPUTED_TOKENS = Family(
+    "vllm:request_prefill_kv_computed_tokens",
+    HISTOGRAM,
+    "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+)
+REQUEST_NUM_PREEMPTIONS = Family(
+    "vllm:request_num_preemptions",
+    HISTOGRAM,
+    "Histogram of the number of times a request was preempted.",
+)
+ITERATION_TOKENS_TOTAL = Family(
+    "vllm:iteration_tokens_total",
+    HISTOGRAM,
+    "Histogram of number of tokens per engine_step.",
+)
+
+COUNTERS = (
     PREFIX_CACHE_QUERIES,
     PREFIX_CACHE_HITS,
     NUM_PREEMPTIONS,
     PROMPT_TOKENS,
+    PROMPT_TOKENS_CACHED,
     GENERATION_TOKENS,
 )
-GAUGE_NAMES = (KV_CACHE_USAGE_PERC, NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING)
-
-TTFT_BUCKET_EDGES_S = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-INTER_TOKEN_LATENCY_BUCKET_EDGES_S = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)  # fmt: skip
-# vLLM shares one edge list between e2e latency and queue time.
-REQUEST_LATENCY_BUCKET_EDGES_S = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
-    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
-
-HISTOGRAM_BUCKET_EDGES_S = {
-    TIME_TO_FIRST_TOKEN_SECONDS: TTFT_BUCKET_EDGES_S,
-    INTER_TOKEN_LATENCY_SECONDS: INTER_TOKEN_LATENCY_BUCKET_EDGES_S,
-    E2E_REQUEST_LATENCY_SECONDS: REQUEST_LATENCY_BUCKET_EDGES_S,
-    REQUEST_QUEUE_TIME_SECONDS: REQUEST_LATENCY_BUCKET_EDGES_S,
+GAUGES = (
+    NUM_REQUESTS_RUNNING,
+    NUM_REQUESTS_WAITING,
+    KV_CACHE_USAGE_PERC,
+    KV_CACHE_CACHED_FREE_PERC,
+)
+# Histograms with fixed edges; the token-count ones depend on max_model_len (see below).
+FIXED_HISTOGRAM_EDGES = {
+    TIME_TO_FIRST_TOKEN_SECONDS: TTFT_BUCKET_EDGES,
+    INTER_TOKEN_LATENCY_SECONDS: INTER_TOKEN_LATENCY_BUCKET_EDGES,
+    REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS: INTER_TOKEN_LATENCY_BUCKET_EDGES,
+    E2E_REQUEST_LATENCY_SECONDS: REQUEST_LATENCY_BUCKET_EDGES,
+    REQUEST_QUEUE_TIME_SECONDS: REQUEST_LATENCY_BUCKET_EDGES,
+    REQUEST_INFERENCE_TIME_SECONDS: REQUEST_LATENCY_BUCKET_EDGES,
+    REQUEST_PREFILL_TIME_SECONDS: REQUEST_LATENCY_BUCKET_EDGES,
+    REQUEST_DECODE_TIME_SECONDS: REQUEST_LATENCY_BUCKET_EDGES,
+    REQUEST_NUM_PREEMPTIONS: REQUEST_NUM_PREEMPTIONS_BUCKET_EDGES,
+    ITERATION_TOKENS_TOTAL: ITERATION_TOKENS_BUCKET_EDGES,
+}
+TOKEN_COUNT_HISTOGRAMS = (
+    REQUEST_PROMPT_TOKENS,
+    REQUEST_GENERATION_TOKENS,
+    REQUEST_PREFILL_KV_COMPUTED_TOKENS,
+)
+FAMILIES = (
+    *COUNTERS,
+    REQUEST_SUCCESS,
+    *GAUGES,
+    *FIXED_HISTOGRAM_EDGES,
+    *TOKEN_COUNT_HISTOGRAMS,
+)
+FAMILY_BY_SAMPLE_NAME = {
+    **{family.sample_name: family for family in FAMILIES if family.kind != HISTOGRAM},
+    **{
+        f"{family.name}{suffix}": family
+        for family in FAMILIES
+        if family.kind == HISTOGRAM
+        for suffix in ("_bucket", "_sum", "_count")
+    },
 }
 
 INF_LABEL = "+Inf"
@@ -66,6 +230,10 @@ INF_LABEL = "+Inf"
 def bucket_label(edge: float) -> str:
     """Format an edge as Prometheus' `le` label does for floats: 0.001, 1.0, 2560.0."""
     return repr(float(edge))
+
+
+# One exposition sample: (sample name, le label or None, finished_reason label or None, value).
+Sample = tuple[str, str | None, str | None, float]
 
 
 class Histogram:
@@ -95,58 +263,114 @@ class Histogram:
         self.total += math.fsum(values)
         self.count += len(values)
 
-    def samples(self, name: str) -> list[tuple[str, str | None, float]]:
-        """Cumulative bucket rows (edges ascending, then +Inf), then `_sum` and `_count`."""
+    def samples(self, name: str) -> list[Sample]:
+        """`_bucket` rows (edges ascending, then +Inf), then `_sum` and `_count`."""
+        bucket_name = f"{name}_bucket"
         cumulative = accumulate(self.bucket_counts[:-1])
-        rows: list[tuple[str, str | None, float]] = [
-            (name, label, float(count))
+        rows: list[Sample] = [
+            (bucket_name, label, None, float(count))
             for label, count in zip(self._labels, cumulative, strict=True)
         ]
-        rows.append((name, INF_LABEL, float(self.count)))
-        rows.append((f"{name}_sum", None, self.total))
-        rows.append((f"{name}_count", None, float(self.count)))
+        rows.append((bucket_name, INF_LABEL, None, float(self.count)))
+        rows.append((f"{name}_sum", None, None, self.total))
+        rows.append((f"{name}_count", None, None, float(self.count)))
         return rows
 
 
-class PrometheusState:
-    """Cumulative counters, last-set gauges and histograms, fed from steps and finished requests.
+class EngineState:
+    """One engine's cumulative counters, last-set gauges and histograms.
 
-    Step counters and gauges follow vLLM's per-iteration scheduler stats. Request histograms and
-    the prompt/generation token counters are fed when the request finishes: vLLM observes TTFT
-    and inter-token gaps as tokens appear, but the recorder learns them only at the finish.
+    Step counters, gauges and the iteration-tokens histogram follow vLLM's per-iteration
+    scheduler stats. Request histograms and the token counters are fed when the request
+    finishes: vLLM observes TTFT and inter-token gaps as tokens appear, but the recorder learns
+    them only at the finish. Iteration tokens are the tokens the step scheduled (prefill chunks
+    and decodes).
     """
 
-    def __init__(self) -> None:
-        self.counters = dict.fromkeys(COUNTER_NAMES, 0.0)
-        self.gauges = dict.fromkeys(GAUGE_NAMES, 0.0)
+    def __init__(self, max_model_len: int) -> None:
+        self.counters = dict.fromkeys(COUNTERS, 0.0)
+        self.success_by_reason = dict.fromkeys(FINISHED_REASONS, 0.0)
+        self.gauges = dict.fromkeys(GAUGES, 0.0)
+        token_edges = request_tokens_bucket_edges(max_model_len)
         self.histograms = {
-            name: Histogram(edges) for name, edges in HISTOGRAM_BUCKET_EDGES_S.items()
+            **{family: Histogram(edges) for family, edges in FIXED_HISTOGRAM_EDGES.items()},
+            **{family: Histogram(token_edges) for family in TOKEN_COUNT_HISTOGRAMS},
         }
 
     def apply_step(self, step: StepRecord) -> None:
         """Count the step's lookups, hits and preemptions; set the gauges."""
-        self.counters[PREFIX_CACHE_QUERIES] += step.num_queries
-        self.counters[PREFIX_CACHE_HITS] += step.num_hits
-        self.counters[NUM_PREEMPTIONS] += step.num_preemptions
-        self.gauges[KV_CACHE_USAGE_PERC] = step.usage
-        self.gauges[NUM_REQUESTS_RUNNING] = float(step.num_running)
-        self.gauges[NUM_REQUESTS_WAITING] = float(step.num_waiting)
+        counters, gauges = self.counters, self.gauges
+        counters[PREFIX_CACHE_QUERIES] += step.num_queries
+        counters[PREFIX_CACHE_HITS] += step.num_hits
+        counters[NUM_PREEMPTIONS] += step.num_preemptions
+        gauges[KV_CACHE_USAGE_PERC] = step.usage
+        gauges[KV_CACHE_CACHED_FREE_PERC] = step.cached_free_usage
+        gauges[NUM_REQUESTS_RUNNING] = float(step.num_running)
+        gauges[NUM_REQUESTS_WAITING] = float(step.num_waiting)
+        self.histograms[ITERATION_TOKENS_TOTAL].observe(
+            step.num_prefill_tokens + step.num_decode_tokens
+        )
 
     def apply_finished_request(self, request: RequestRecord) -> None:
-        """Count the request's tokens and observe its latencies."""
-        self.counters[PROMPT_TOKENS] += request.num_prompt_tokens
-        self.counters[GENERATION_TOKENS] += request.num_output_tokens
-        self.histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
-        self.histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
-        self.histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
-        self.histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
+        """Count the request's tokens and observe its latencies and sizes."""
+        counters, histograms = self.counters, self.histograms
+        counters[PROMPT_TOKENS] += request.num_prompt_tokens
+        counters[PROMPT_TOKENS_CACHED] += request.num_cached_tokens
+        counters[GENERATION_TOKENS] += request.num_output_tokens
+        self.success_by_reason[SIMULATED_FINISHED_REASON] += 1
+        histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
+        histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
+        histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
+        histograms[REQUEST_INFERENCE_TIME_SECONDS].observe(request.inference_s)
+        histograms[REQUEST_PREFILL_TIME_SECONDS].observe(request.engine_prefill_s)
+        histograms[REQUEST_DECODE_TIME_SECONDS].observe(request.decode_s)
+        # vLLM observes 0 for a request with a single output token.
+        histograms[REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS].observe(request.tpot_s or 0.0)
+        histograms[REQUEST_NUM_PREEMPTIONS].observe(request.num_preemptions)
+        histograms[REQUEST_PROMPT_TOKENS].observe(request.num_prompt_tokens)
+        histograms[REQUEST_GENERATION_TOKENS].observe(request.num_output_tokens)
+        histograms[REQUEST_PREFILL_KV_COMPUTED_TOKENS].observe(
+            request.num_prompt_tokens - request.num_cached_tokens
+        )
+        histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
 
-    def samples(self) -> list[tuple[str, str | None, float]]:
-        """Every series as (name, le, value): counters, gauges, then histograms, fixed order."""
-        rows: list[tuple[str, str | None, float]] = [
-            (name, None, value) for name, value in self.counters.items()
+    def samples(self) -> list[Sample]:
+        """Every series in a fixed order: counters, request_success, gauges, histograms."""
+        rows: list[Sample] = [
+            (family.sample_name, None, None, value) for family, value in self.counters.items()
         ]
-        rows.extend((name, None, value) for name, value in self.gauges.items())
-        for name, histogram in self.histograms.items():
-            rows.extend(histogram.samples(name))
+        rows.extend(
+            (REQUEST_SUCCESS.sample_name, None, reason, value)
+            for reason, value in self.success_by_reason.items()
+        )
+        rows.extend(
+            (family.sample_name, None, None, value) for family, value in self.gauges.items()
+        )
+        for family, histogram in self.histograms.items():
+            rows.extend(histogram.samples(family.name))
         return rows
+
+
+class PrometheusState:
+    """Every engine replica's state; steps and requests go to the replica they name."""
+
+    def __init__(self, *, num_replicas: int = 1, max_model_len: int) -> None:
+        if num_replicas < 1:
+            raise ValueError(f"need at least one replica, got {num_replicas}")
+        self.engines = [EngineState(max_model_len) for _ in range(num_replicas)]
+
+    def apply_step(self, step: StepRecord) -> None:
+        """Apply a step to its replica's state."""
+        self.engines[step.replica].apply_step(step)
+
+    def apply_finished_request(self, request: RequestRecord) -> None:
+        """Apply a finished request to its replica's state."""
+        self.engines[request.replica].apply_finished_request(request)
+
+    def samples(self) -> list[tuple[int, Sample]]:
+        """(replica, sample) for every series of every replica, replicas in order."""
+        return [
+            (replica, sample)
+            for replica, engine in enumerate(self.engines)
+            for sample in engine.samples()
+        ]

@@ -18,6 +18,7 @@ class BlockEvent:
     block_hash: bytes  # full digest
     block_id: int
     num_tokens: int  # prefix tokens the block's hash covers: (block index + 1) * block_size
+    replica: int = 0  # the engine replica whose cache it is
 
 
 @dataclass(slots=True)
@@ -39,6 +40,10 @@ class StepRecord:
     num_queries: int
     num_hits: int
     num_evictions: int
+    replica: int = 0  # the engine replica that stepped
+    # Free blocks still holding a cached prefix (evictable), as a fraction of the usable blocks:
+    # `usage` counts them as free, so a cache full of reusable prefixes can read near 0 %.
+    cached_free_usage: float = 0.0
 
 
 @dataclass(slots=True)
@@ -58,11 +63,43 @@ class RequestRecord:
     num_output_tokens: int
     num_preemptions: int
     inter_token_latencies_s: Sequence[float]  # gaps between consecutive output tokens
+    # The serving front end (sim.costmodel.frontend): arrival_at is arrival at the API server,
+    # the engine sees the request frontend_in_s later, and first_token_at / finished_at are when
+    # the client receives the tokens, frontend_out_s after the engine emitted them.
+    frontend_in_s: float = 0.0
+    frontend_out_s: float = 0.0
+    # When the last prompt token was computed; None: in the step that emitted the first token.
+    prefill_done_at: float | None = None
+    replica: int = 0  # the engine replica that served it
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token, from arrival (as vLLM measures it)."""
+        """Time to first token at the client, from arrival at the API server."""
         return self.first_token_at - self.arrival_at
+
+    @property
+    def frontend_s(self) -> float:
+        """TTFT spent in the API server: request in (tokenization, hand-off), first token out."""
+        return self.frontend_in_s + self.frontend_out_s
+
+    @property
+    def prefill_s(self) -> float:
+        """First schedule to the end of the step that computed the last prompt token."""
+        return self._prefill_done_at - self.first_scheduled_at
+
+    @property
+    def first_decode_s(self) -> float:
+        """Prefill done to the engine emitting the first token (0 when the same step does both).
+
+        queue_s + frontend_s + prefill_s + first_decode_s == ttft_s.
+        """
+        return self.first_token_at - self.frontend_out_s - self._prefill_done_at
+
+    @property
+    def _prefill_done_at(self) -> float:
+        if self.prefill_done_at is not None:
+            return self.prefill_done_at
+        return self.first_token_at - self.frontend_out_s
 
     @property
     def e2e_s(self) -> float:
@@ -71,5 +108,35 @@ class RequestRecord:
 
     @property
     def queue_s(self) -> float:
-        """Time spent waiting before the first schedule."""
-        return self.first_scheduled_at - self.arrival_at
+        """Time the engine kept the request waiting before its first schedule."""
+        return self.first_scheduled_at - self.arrival_at - self.frontend_in_s
+
+    @property
+    def engine_prefill_s(self) -> float:
+        """vLLM's request prefill time: first schedule to the engine emitting the first token
+        (prefill_s + first_decode_s)."""
+        return self.first_token_at - self.frontend_out_s - self.first_scheduled_at
+
+    @property
+    def decode_s(self) -> float:
+        """First token to last token (vLLM's request decode time)."""
+        return self.finished_at - self.first_token_at
+
+    @property
+    def inference_s(self) -> float:
+        """vLLM's request inference time: first schedule to the engine emitting the last token."""
+        return self.finished_at - self.frontend_out_s - self.first_scheduled_at
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first, as vLLM's benchmark computes it:
+        (e2e - TTFT) / (output tokens - 1); None for a single-token output."""
+        if self.num_output_tokens < 2:
+            return None
+        return self.decode_s / (self.num_output_tokens - 1)
+
+    @property
+    def itl_max_s(self) -> float | None:
+        """The longest gap between two consecutive output tokens; None for one token."""
+        gaps = self.inter_token_latencies_s
+        return max(gaps) if gaps else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.metrics.events import EventsWriter
+from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import FanOutRecorder, Recorder
 from sim.metrics.scraper import MetricsScraper
 from sim.metrics.summary import SummaryRecorder
@@ -20,9 +21,13 @@ SUMMARY_FILE = "summary.json"
 def make_run_recorder(
     out_dir: Path,
     *,
+    max_model_len: int,
+    num_replicas: int = 1,
     scrape_interval_s: float = 1.0,
     warmup_s: float = 0.0,
+    duration_s: float | None = None,
     events: bool = True,
+    goodput: GoodputSlos | None = None,
 ) -> Recorder:
     """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
     out_dir = Path(out_dir)
@@ -33,6 +38,17 @@ def make_run_recorder(
     ]
     if events:
         recorders.append(EventsWriter(out_dir / EVENTS_FILE))
-    recorders.append(MetricsScraper(out_dir / METRICS_FILE, scrape_interval_s))
-    recorders.append(SummaryRecorder(out_dir / SUMMARY_FILE, warmup_s=warmup_s))
+    recorders.append(
+        MetricsScraper(
+            out_dir / METRICS_FILE,
+            scrape_interval_s,
+            max_model_len=max_model_len,
+            num_replicas=num_replicas,
+        )
+    )
+    recorders.append(
+        SummaryRecorder(
+            out_dir / SUMMARY_FILE, warmup_s=warmup_s, duration_s=duration_s, goodput=goodput
+        )
+    )
     return FanOutRecorder(recorders)

@@ -1,12 +1,14 @@
 """metrics.parquet: the Prometheus series as a scraper would have seen them, in long form.
 
-Rows are (at, name, le, value). Scrapes happen at every positive multiple of
-`scrape_interval_s` and once more at `close(end_at)` unless `end_at` is itself a scrape time.
-A scrape at time t includes every hook stamped at or before t (steps at `started_at`, finished
-requests at `finished_at`); when a hook arrives stamped after one or more pending scrape times,
-those scrapes are written first, with the state as it stood then. Histogram bucket rows carry the
-metric name and `le` (the edge, or "+Inf"); `<name>_sum` and `<name>_count`, counters and gauges
-have a null `le`. Counters are named without Prometheus' `_total` suffix, as vLLM declares them.
+Rows are (at, name, replica, le, finished_reason, value): `name` is the sample name as a
+/metrics page spells it (counters end in `_total`, histogram rows in `_bucket`, `_sum` or
+`_count`), `replica` is the engine (vLLM's `engine` label), `le` the bucket edge ("+Inf" last) on
+`_bucket` rows and `finished_reason` the label of `vllm:request_success_total`; both are null
+elsewhere. Every replica's series appear in every scrape. Scrapes happen at every positive
+multiple of `scrape_interval_s` and once more at `close(end_at)` unless `end_at` is itself a
+scrape time. A scrape at time t includes every hook stamped at or before t (steps at
+`started_at`, finished requests at `finished_at`); when a hook arrives stamped after one or more
+pending scrape times, those scrapes are written first, with the state as it stood then.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ METRICS_SCHEMA = pa.schema(
     [
         ("at", pa.float64()),
         ("name", pa.string()),
+        ("replica", pa.int64()),
         ("le", pa.string()),
+        ("finished_reason", pa.string()),
         ("value", pa.float64()),
     ]
 )
@@ -35,12 +39,18 @@ class MetricsScraper(NullRecorder):
     """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid."""
 
     def __init__(
-        self, path: Path, scrape_interval_s: float, *, batch_rows: int = DEFAULT_BATCH_ROWS
+        self,
+        path: Path,
+        scrape_interval_s: float,
+        *,
+        max_model_len: int,
+        num_replicas: int = 1,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> None:
         if not scrape_interval_s > 0:
             raise InputError(f"scrape_interval_s must be > 0 seconds, got {scrape_interval_s!r}")
         self.scrape_interval_s = scrape_interval_s
-        self.state = PrometheusState()
+        self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
         self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
         # Scrape times are index * interval, not repeated sums, so they do not drift.
         self._next_scrape_index = 1
@@ -80,5 +90,10 @@ class MetricsScraper(NullRecorder):
         self._next_scrape_index += 1
 
     def _scrape(self, at: float) -> None:
-        self.sink.extend([(at, name, le, value) for name, le, value in self.state.samples()])
+        self.sink.extend(
+            [
+                (at, name, replica, le, reason, value)
+                for replica, (name, le, reason, value) in self.state.samples()
+            ]
+        )
         self._last_scrape_at = at

@@ -5,23 +5,33 @@ statistic; the measured window is [warmup_s, end_at]. Throughput counts the meas
 (and their output tokens) over that window. The hit rate is vLLM's exported token fraction,
 prefix-cache hits / queries summed over measured steps. Percentiles are numpy's
 `method="linear"` (the default: linear interpolation between closest ranks). KV usage mean is
-weighted by step duration. Floats are rounded to 9 decimals; undefined values (no samples, empty
-window) are written as null. Keys are sorted, so identical runs give identical bytes.
+weighted by step duration. TPOT is vLLM's benchmark's per-request (e2e - TTFT) / (output tokens
+- 1), over requests with two or more output tokens. With goodput limits, `goodput_per_s` is the
+measured requests meeting them (sim.metrics.goodput) per second of the window. `stable` and its
+evidence (`unstable_reason`, `stability_*`, `drain_s`, `drain_fraction`) come from
+sim.metrics.stability, over the window from warm-up to the end of arrivals (`duration_s`, else
+the last arrival). Floats are rounded to 9
+decimals; undefined values (no samples, empty window) are written as null. Keys are sorted, so
+identical runs give identical bytes.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from array import array
 from pathlib import Path
 
 import numpy as np
 
 from sim.errors import InputError
+from sim.fileio import atomic_write_text
+from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
 from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.stability import assess_stability
+
+SummaryValue = float | int | bool | str | None
 
 FLOAT_DECIMALS = 9
 
@@ -33,7 +43,8 @@ def percentiles(values: array, qs: tuple[float, ...]) -> list[float]:
     return [float(p) for p in np.percentile(np.asarray(values), qs, method="linear")]
 
 
-def _json_value(value: float | int | None) -> float | int | None:
+def json_value(value: SummaryValue) -> SummaryValue:
+    """A summary value as JSON holds it: floats rounded, non-finite ones null."""
     if isinstance(value, float):
         return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
     return value
@@ -43,12 +54,9 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else math.nan
 
 
-def write_json_atomic(path: Path, document: dict[str, float | int | None]) -> None:
-    """Write sorted-key JSON to a hidden partial file next to path, then move it into place."""
-    partial_path = path.with_name(f".{path.name}.partial")
-    text = json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n"
-    partial_path.write_text(text, encoding="utf-8")
-    os.replace(partial_path, path)
+def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
+    """Write sorted-key JSON to `path` atomically (sim.fileio)."""
+    atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")
 
 
 class SummaryRecorder(NullRecorder):
@@ -57,11 +65,21 @@ class SummaryRecorder(NullRecorder):
     Memory grows by 8 bytes per measured request latency and per inter-token gap.
     """
 
-    def __init__(self, path: Path, *, warmup_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        warmup_s: float = 0.0,
+        duration_s: float | None = None,
+        goodput: GoodputSlos | None = None,
+    ) -> None:
         if not warmup_s >= 0:
             raise InputError(f"warmup_s must be >= 0 seconds, got {warmup_s!r}")
         self.path = Path(path)
         self.warmup_s = warmup_s
+        self.duration_s = duration_s  # when arrivals stop; None: at the last arrival
+        self.goodput = goodput
+        self.num_good_requests = 0
         self.num_requests_in_warmup = 0
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
@@ -71,6 +89,11 @@ class SummaryRecorder(NullRecorder):
         self.e2es_s = array("d")
         self.queues_s = array("d")
         self.inter_token_latencies_s = array("d")
+        self.arrivals_s = array("d")
+        self.tpots_s = array("d")
+        self.last_arrival_at = 0.0
+        # Request-seconds spent waiting, per second of simulated time (all replicas).
+        self.waiting_time_per_second = array("d")
         self.num_steps = 0
         self.num_queries = 0
         self.num_hits = 0
@@ -81,7 +104,13 @@ class SummaryRecorder(NullRecorder):
         self.usage_max = -math.inf  # stays non-finite (written as null) without steps
 
     def on_step(self, step: StepRecord) -> None:
-        """Add a measured step's counts and usage."""
+        """Add a measured step's counts and usage; every step's queue feeds the stability test."""
+        if step.num_waiting:
+            second = int(step.started_at)
+            per_second = self.waiting_time_per_second
+            if second >= len(per_second):
+                per_second.extend([0.0] * (second + 1 - len(per_second)))
+            per_second[second] += step.num_waiting * step.duration_s
         if step.started_at < self.warmup_s:
             return
         self.num_steps += 1
@@ -95,6 +124,7 @@ class SummaryRecorder(NullRecorder):
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Add a measured request's latencies and token counts."""
+        self.last_arrival_at = max(self.last_arrival_at, request.arrival_at)
         if request.arrival_at < self.warmup_s:
             self.num_requests_in_warmup += 1
             return
@@ -105,11 +135,34 @@ class SummaryRecorder(NullRecorder):
         self.ttfts_s.append(request.ttft_s)
         self.e2es_s.append(request.e2e_s)
         self.queues_s.append(request.queue_s)
+        self.arrivals_s.append(request.arrival_at)
+        if self.goodput is not None and self.goodput.is_good(request):
+            self.num_good_requests += 1
+        tpot_s = request.tpot_s
+        if tpot_s is not None:
+            self.tpots_s.append(tpot_s)
         self.inter_token_latencies_s.extend(request.inter_token_latencies_s)
 
-    def summary(self, end_at: float) -> dict[str, float | int | None]:
+    def summary(self, end_at: float) -> dict[str, SummaryValue]:
         """The summary document for a run that ended at end_at (values not yet rounded)."""
         window_s = end_at - self.warmup_s
+        arrivals_end_s = self.duration_s if self.duration_s is not None else self.last_arrival_at
+        stability = assess_stability(
+            arrivals_s=np.frombuffer(self.arrivals_s, dtype=float),
+            ttfts_s=np.frombuffer(self.ttfts_s, dtype=float),
+            waiting_time_per_second=self.waiting_time_per_second,
+            window_start_s=self.warmup_s,
+            window_end_s=arrivals_end_s,
+            end_at=end_at,
+        )
+        tpot_p50_s, tpot_p99_s = percentiles(self.tpots_s, (50, 99))
+        goodput: dict[str, SummaryValue] = {}
+        if self.goodput is not None:
+            goodput = {
+                "goodput_slos": self.goodput.describe(),
+                "num_good_requests": self.num_good_requests,
+                "goodput_per_s": _ratio(self.num_good_requests, window_s),
+            }
         ttft_p50_s, ttft_p90_s, ttft_p99_s = percentiles(self.ttfts_s, (50, 90, 99))
         e2e_p50_s, e2e_p99_s = percentiles(self.e2es_s, (50, 99))
         itl_p50_s, itl_p99_s = percentiles(self.inter_token_latencies_s, (50, 99))
@@ -142,11 +195,15 @@ class SummaryRecorder(NullRecorder):
             "ttft_p50_s": ttft_p50_s,
             "ttft_p90_s": ttft_p90_s,
             "ttft_p99_s": ttft_p99_s,
+            "tpot_p50_s": tpot_p50_s,
+            "tpot_p99_s": tpot_p99_s,
             "warmup_s": self.warmup_s,
             "window_s": window_s,
+            **stability.summary_items(),
+            **goodput,
         }
 
     def close(self, end_at: float) -> None:
         """Write summary.json."""
-        document = {key: _json_value(value) for key, value in self.summary(end_at).items()}
+        document = {key: json_value(value) for key, value in self.summary(end_at).items()}
         write_json_atomic(self.path, document)

@@ -1,6 +1,8 @@
 """Per-request and per-step trace files: one parquet row per finished request or engine step.
 
-Column names equal the record's attribute names (ttft_s, e2e_s, queue_s are its properties).
+Column names equal the record's attribute names (ttft_s, e2e_s, queue_s, prefill_s, decode_s,
+tpot_s and itl_max_s are its properties). `replica` says which engine replica served the request
+or took the step; step indexes count per replica.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ REQUESTS_SCHEMA = pa.schema(
         ("ttft_s", pa.float64()),
         ("e2e_s", pa.float64()),
         ("queue_s", pa.float64()),
+        ("frontend_s", pa.float64()),
+        ("prefill_s", pa.float64()),
+        ("first_decode_s", pa.float64()),
+        ("decode_s", pa.float64()),
+        ("tpot_s", pa.float64()),
+        ("itl_max_s", pa.float64()),
+        ("replica", pa.int64()),
     ]
 )
 
@@ -49,6 +58,8 @@ STEPS_SCHEMA = pa.schema(
         ("num_queries", pa.int64()),
         ("num_hits", pa.int64()),
         ("num_evictions", pa.int64()),
+        ("cached_free_usage", pa.float64()),
+        ("replica", pa.int64()),
     ]
 )
 

@@ -13,6 +13,7 @@ from typing import Any
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.sched import defaults
+from workloads.api import WorkloadError, bounded_lines
 
 
 @dataclass(slots=True)
@@ -137,16 +138,19 @@ def read_ops(path: Path, known_ops: frozenset[str]) -> Iterator[Op]:
     except OSError as error:
         raise InputError(f"cannot open: {error.strerror}", source=source) from None
     with handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise InputError(
-                    "not UTF-8 text; expected a JSON object", source=source, line=line_number
-                ) from None
-            if not text or text.startswith("#"):
-                continue
-            yield _parse_line(text, source, line_number, known_ops)
+        try:
+            for line_number, raw in bounded_lines(handle, source):
+                try:
+                    text = raw.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    raise InputError(
+                        "not UTF-8 text; expected a JSON object", source=source, line=line_number
+                    ) from None
+                if not text or text.startswith("#"):
+                    continue
+                yield _parse_line(text, source, line_number, known_ops)
+        except WorkloadError as error:
+            raise InputError.from_workload_error(error) from None
 
 
 def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[str]) -> Op:

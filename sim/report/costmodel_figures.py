@@ -6,7 +6,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sim.costmodel.calibrate import Calibration
-from sim.costmodel.validation import KERNEL_SOURCE, ValidationReport
+from sim.costmodel.validation import KERNEL_SOURCE, ValidationReport, is_as_shipped
 
 KIND_MARKERS = {"step": "o", "request": "s", "decode": "^"}
 
@@ -56,15 +56,15 @@ def calibration_figure(calibration: Calibration) -> Figure:
 
 def validation_figure(report: ValidationReport) -> Figure:
     """Predicted vs reference per source, and MAPE per source for three model variants."""
-    figure = Figure(figsize=(18, 5.5))
+    figure = Figure(figsize=(18, 7.5))
     kernel_axes, end_to_end_axes, bar_axes = figure.subplots(1, 3)
     summaries = report.summaries()
     for axes, sources, title in (
-        (kernel_axes, [KERNEL_SOURCE], "held-out kernel shapes (not used for fitting)"),
+        (kernel_axes, [KERNEL_SOURCE], "kernel tables: model vs its own training data"),
         (
             end_to_end_axes,
-            [s.name for s in summaries if s.name != KERNEL_SOURCE],
-            "end-to-end measurements",
+            [s.name for s in summaries if is_as_shipped(s.name)],
+            "real measurements, as shipped",
         ),
     ):
         values_ms = []
@@ -89,7 +89,7 @@ def validation_figure(report: ValidationReport) -> Figure:
             ylabel="predicted by the shipped profile (ms)",
             title=title,
         )
-        axes.legend(fontsize=8, markerscale=1.5)
+        axes.legend(fontsize=7, markerscale=1.2, loc="upper left")
     positions = range(len(summaries))
     variants: tuple[tuple[str, list[float | None]], ...] = (
         ("fitted form (shipped profile)", [s.mape for s in summaries]),
@@ -111,7 +111,7 @@ def validation_figure(report: ValidationReport) -> Figure:
     bar_axes.set_ylim(0, 1.3 * highest)
     bar_axes.axhline(10, color="grey", linestyle="--", linewidth=0.8)
     bar_axes.set_xticks(list(positions))
-    bar_axes.set_xticklabels([s.name for s in summaries], rotation=25, ha="right", fontsize=8)
+    bar_axes.set_xticklabels([s.name for s in summaries], rotation=60, ha="right", fontsize=7)
     bar_axes.set(ylabel="MAPE (%)", title="MAPE per source (dashed: 10 %)")
     bar_axes.legend(fontsize=8)
     figure.tight_layout()

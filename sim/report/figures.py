@@ -276,20 +276,36 @@ def hit_rate_over_time_figure(
 def kv_usage_figure(
     bins_by_variant: Mapping[str, StepBins], styles: Mapping[str, VariantStyle], warmup_s: float
 ) -> Figure:
-    """KV cache usage per time bin (step-time weighted, seeds pooled), one line per variant."""
+    """Per variant, KV blocks in use (vLLM's usage, solid) and in use or holding a cached prefix
+    while free (dashed, same color): vLLM counts the latter as free, yet they are the cache."""
     centers_s = next(iter(bins_by_variant.values())).centers_s()
     width_s = _bin_width_s(bins_by_variant)
-    figure, axes = _time_series_figure(
+    num_entries = len(bins_by_variant) + (warmup_s > 0) + 1
+    figure = _figure_with_legend_room(num_entries, width=9.0, height=4.8)
+    axes = figure.subplots()
+    _plot_time_series(
+        axes,
         {variant: 100 * bins.mean_usage() for variant, bins in bins_by_variant.items()},
         centers_s,
         styles,
         warmup_s,
     )
-    axes.set_ylim(bottom=0.0)
-    axes.yaxis.set_major_formatter(PercentFormatter(decimals=1))
+    for variant, bins in bins_by_variant.items():
+        axes.plot(
+            centers_s,
+            100 * (bins.mean_usage() + bins.mean_cached_free()),
+            color=styles[variant].color,
+            linestyle="--",
+            linewidth=1.2,
+        )
+    axes.plot([], [], color="0.3", linestyle="--", label="dashed: in use + cached but free")
+    _legend_below(figure, axes)
+    axes.set_ylim(0.0, 102.0)
+    axes.yaxis.set_major_formatter(PercentFormatter(decimals=0))
     axes.set(
-        ylabel="KV cache usage (% of blocks)",
-        title=f"KV cache usage over time ({width_s:g} s bins, step-time mean, seeds pooled)",
+        ylabel="% of KV blocks",
+        title=f"KV blocks in use (solid, vLLM's kv_cache_usage_perc) and holding cached "
+        f"prefixes (dashed)\n({width_s:g} s bins, step-time mean, seeds pooled)",
     )
     return figure
 

@@ -18,6 +18,8 @@ from matplotlib.figure import Figure
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics import SUMMARY_FILE
+from sim.report.capacity import numeric_swept_path, swept_capacity
+from sim.report.cost_model_section import cost_model_section
 from sim.report.figures import (
     BlockSizeLine,
     PrefillTokens,
@@ -32,6 +34,7 @@ from sim.report.figures import (
 )
 from sim.report.plotting import save_figure
 from sim.report.runs import (
+    UNSTABLE_MARK,
     Run,
     RunSet,
     format_value,
@@ -96,9 +99,10 @@ class ReportResult:
 
 
 def write_report(source_dir: Path, out_dir: Path | None = None) -> ReportResult:
-    """Read a run or sweep directory; write report.md and figures/ into out_dir (default: it)."""
+    """Read a run or sweep directory (or a scenario's results folder holding one run); write
+    report.md and figures/ into out_dir (default: the run or sweep directory)."""
     run_set = load_run_set(source_dir)
-    out_dir = source_dir if out_dir is None else out_dir
+    out_dir = run_set.source_dir if out_dir is None else out_dir
     labels = run_set.variant_labels()
     figures = draw_figures(run_set, variant_styles(labels), out_dir / FIGURES_DIR)
     report_path = out_dir / REPORT_FILE
@@ -206,7 +210,11 @@ def draw_figures(
     save(
         "kv_usage.png",
         "KV cache usage over time",
-        "vLLM's kv_cache_usage_perc per time bin, averaged over step time, seeds pooled.",
+        "Solid: vLLM's kv_cache_usage_perc (blocks held by requests) per time bin. Dashed: "
+        "those plus the free blocks that still hold a cached prefix "
+        "(prefixsim:kv_cache_cached_free_perc), which vLLM's gauge counts as free although "
+        "they are the prefix cache, and evictions take them. Averaged over step time, seeds "
+        "pooled.",
         lambda: kv_usage_figure(traces.step_bins, styles, shaded_warmup_s),
     )
     save(
@@ -277,6 +285,9 @@ def render_report(run_set: RunSet, labels: dict[str, str], figures: list[ReportF
             "warm-up), as in summary.json.\n"
         )
     parts.append(variant_summary_table(run_set, labels))
+    parts.append("## Stability\n")
+    parts.append(stability_section(run_set, labels))
+    parts.append(cost_model_section(run_set))
     if run_set.is_sweep and run_set.parameter_paths:
         parts.append("## Paired differences\n")
         parts.append(
@@ -307,6 +318,50 @@ def render_report(run_set: RunSet, labels: dict[str, str], figures: list[ReportF
             parts.append(incomplete_runs_table(incomplete, labels))
         else:
             parts.append("None: every run finished.\n")
+    return "\n".join(parts)
+
+
+def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
+    """Which runs reached a steady state, why the others did not, and how far a load sweep
+    stays stable."""
+    runs = run_set.ok_runs()
+    unstable = [run for run in runs if run.stable is False]
+    unknown = [run for run in runs if run.stable is None]
+    rule = (
+        "A run is stable when its request rate, waiting queue and TTFT show no significant "
+        "growth over the measured window (sim.metrics.stability). An unstable run's latencies "
+        "grow with its length: they describe the run, not the deployment."
+    )
+    parts = [f"{rule}\n"]
+    if not unstable:
+        parts.append("Every finished run reached a steady state.\n")
+    else:
+        parts.append(
+            f"**{len(unstable)} of {len(runs)} finished runs reached no steady state**; their "
+            f"variants are marked {UNSTABLE_MARK} in the tables and figures.\n"
+        )
+        rows = [
+            [run.run_id, labels[run.variant], str(run.seed), run.unstable_reason or ""]
+            for run in unstable
+        ]
+        parts.append(markdown_table(["run", "variant", "seed", "why"], rows))
+    if unknown:
+        parts.append(f"{len(unknown)} runs have no stability verdict (older summary.json).\n")
+    path = numeric_swept_path(run_set) if run_set.is_sweep else None
+    if path is not None:
+        capacity = swept_capacity(run_set, path)
+        if capacity.passing is None:
+            parts.append(f"Not stable at the smallest swept `{path}`.\n")
+        elif capacity.failing is None:
+            parts.append(
+                f"Stable at every swept `{path}`, up to {format_value(capacity.passing)}.\n"
+            )
+        else:
+            parts.append(
+                f"**Stable up to `{path}` = {format_value(capacity.passing)}**; unstable from "
+                f"{format_value(capacity.failing)} (every seed of a value and of all smaller "
+                "values must be stable).\n"
+            )
     return "\n".join(parts)
 
 

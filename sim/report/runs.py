@@ -22,6 +22,7 @@ MANIFEST_FILE = "manifest.parquet"
 MANIFEST_FIXED_COLUMNS = ("run_id", "status", "error", "run_dir", "variant", "seed")
 RUN_STATUSES = ("ok", "failed", "missing")
 NO_PARAMETERS_LABEL = "all runs"
+UNSTABLE_MARK = "(UNSTABLE)"
 
 ParameterValue = str | int | float | bool
 
@@ -38,6 +39,8 @@ class Run:
     run_dir: Path
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    stable: bool | None = None  # the run's stability verdict; None when it has none
+    unstable_reason: str | None = None
 
     def metric(self, key: str) -> float:
         """A summary number; NaN when the run does not have it."""
@@ -83,8 +86,23 @@ class RunSet:
         """The values a swept path takes, in order of first appearance."""
         return list(dict.fromkeys(run.parameters[path] for run in self.runs))
 
+    def unstable_variants(self) -> list[str]:
+        """Variants with a finished run that reached no steady state, in order."""
+        return [
+            variant
+            for variant in self.variants()
+            if any(run.stable is False for run in self.ok_runs(variant))
+        ]
+
     def variant_labels(self) -> dict[str, str]:
-        """A short legend label per variant: `block_size=16, layout=chat` from the full paths."""
+        """A short legend label per variant: `block_size=16, layout=chat` from the full paths,
+        marked UNSTABLE when a run of the variant reached no steady state."""
+        labels = self._plain_labels()
+        for variant in self.unstable_variants():
+            labels[variant] += f" {UNSTABLE_MARK}"
+        return labels
+
+    def _plain_labels(self) -> dict[str, str]:
         labels: dict[str, str] = {}
         for run in self.runs:
             if run.variant in labels:
@@ -132,6 +150,16 @@ def load_run_set(directory: Path) -> RunSet:
         return _load_sweep(directory)
     if (directory / SUMMARY_FILE).is_file():
         return _load_single_run(directory)
+    # A scenario's results directory (results/<name>/) holding exactly one run.
+    run_dirs = sorted(path.parent for path in directory.glob(f"*/{SUMMARY_FILE}"))
+    if len(run_dirs) == 1:
+        return _load_single_run(run_dirs[0])
+    if run_dirs:
+        raise InputError(
+            f"{directory} holds {len(run_dirs)} runs; give one of them: "
+            + ", ".join(str(path) for path in run_dirs[:3])
+            + (", ..." if len(run_dirs) > 3 else "")
+        )
     raise InputError(
         f"{directory} is neither a run directory (no {SUMMARY_FILE}) "
         f"nor a sweep directory (no {MANIFEST_FILE})"
@@ -175,6 +203,7 @@ def _load_single_run(run_dir: Path) -> RunSet:
         run_dir=run_dir,
         metrics=metrics,
     )
+    _set_stability(run, document)
     return RunSet(run_dir, False, (), [run])
 
 
@@ -251,5 +280,15 @@ def _sweep_run(
             run.status = "missing"
             run.error = f"{row['run_dir']}/{SUMMARY_FILE} not found"
         else:
-            run.metrics = read_summary(run.run_dir) | manifest_metrics
+            document = _read_summary_document(run.run_dir)
+            run.metrics = _numeric_values(document) | manifest_metrics
+            _set_stability(run, document)
     return run
+
+
+def _set_stability(run: Run, summary: dict[str, Any]) -> None:
+    stable = summary.get("stable")
+    if isinstance(stable, bool):
+        run.stable = stable
+        reason = summary.get("unstable_reason")
+        run.unstable_reason = str(reason) if reason is not None else None

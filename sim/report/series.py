@@ -38,18 +38,26 @@ class StepBins:
     usage_time_s: np.ndarray  # sum of KV usage x step duration
     busy_s: np.ndarray  # sum of step durations
     exposure_s: np.ndarray
+    cached_free_time_s: np.ndarray  # sum of cached-but-free share x step duration
 
     @classmethod
     def empty(cls, edges_s: np.ndarray) -> StepBins:
         """All-zero totals over the given bin edges."""
         zeros = np.zeros(len(edges_s) - 1)
-        return cls(edges_s, *(zeros.copy() for _ in range(6)))
+        return cls(edges_s, *(zeros.copy() for _ in range(7)))
 
     def add(self, other: StepBins) -> None:
         """Add another run's totals (same edges)."""
-        for name in ("num_queries", "num_hits", "num_evictions", "usage_time_s", "busy_s"):
+        for name in (
+            "num_queries",
+            "num_hits",
+            "num_evictions",
+            "usage_time_s",
+            "busy_s",
+            "exposure_s",
+            "cached_free_time_s",
+        ):
             getattr(self, name)[:] += getattr(other, name)
-        self.exposure_s[:] += other.exposure_s
 
     def centers_s(self) -> np.ndarray:
         """Bin midpoints."""
@@ -66,6 +74,10 @@ class StepBins:
     def mean_usage(self) -> np.ndarray:
         """KV usage averaged over step time; NaN where no step ran."""
         return _ratio(self.usage_time_s, self.busy_s)
+
+    def mean_cached_free(self) -> np.ndarray:
+        """Free blocks still holding a cached prefix, averaged over step time (share of blocks)."""
+        return _ratio(self.cached_free_time_s, self.busy_s)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -107,21 +119,36 @@ def read_step_bins(run_dir: Path, edges_s: np.ndarray, end_at: float) -> StepBin
     bins = StepBins.empty(edges_s)
     num_bins = len(edges_s) - 1
     columns = ["started_at", "duration_s", "usage", "num_queries", "num_hits", "num_evictions"]
-    for batch in _batches(run_dir / STEPS_FILE, columns):
+    path = run_dir / STEPS_FILE
+    # Runs written before the cached-free share existed simply lack it (drawn as 0).
+    if "cached_free_usage" in _column_names(path):
+        columns.append("cached_free_usage")
+    for batch in _batches(path, columns):
         started_at = batch.column("started_at").to_numpy(zero_copy_only=False)
         duration_s = batch.column("duration_s").to_numpy(zero_copy_only=False)
         usage = batch.column("usage").to_numpy(zero_copy_only=False)
         indices = _bin_indices(started_at, edges_s)
-        for target, weights in (
+        sums = [
             (bins.num_queries, batch.column("num_queries").to_numpy(zero_copy_only=False)),
             (bins.num_hits, batch.column("num_hits").to_numpy(zero_copy_only=False)),
             (bins.num_evictions, batch.column("num_evictions").to_numpy(zero_copy_only=False)),
             (bins.usage_time_s, usage * duration_s),
             (bins.busy_s, duration_s),
-        ):
+        ]
+        if "cached_free_usage" in batch.schema.names:
+            cached_free = batch.column("cached_free_usage").to_numpy(zero_copy_only=False)
+            sums.append((bins.cached_free_time_s, cached_free * duration_s))
+        for target, weights in sums:
             target += np.bincount(indices, weights=weights, minlength=num_bins)
     bins.exposure_s[:] = np.clip(np.minimum(edges_s[1:], end_at) - edges_s[:-1], 0.0, None)
     return bins
+
+
+def _column_names(path: Path) -> list[str]:
+    try:
+        return pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as error:
+        raise InputError(f"cannot read this run trace: {error}", source=str(path)) from None
 
 
 def _log_histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -3,17 +3,19 @@ replica, with which a deployment meets latency SLOs and stays stable.
 
 Every probe is a full `run_scenario` of the scenario with one setting changed
 (`workload.arrivals.rate_per_s`, `deployment.replicas` or `engine.kv_cache_memory_gib`),
-same seed, event traces off. A probe is feasible when it is stable and meets every SLO:
+event traces off. A probe is feasible when it is stable and meets every SLO:
 
 - SLO: the summary.json percentile (measured requests only, after warm-up) is at most the
   limit; a percentile with no samples fails.
-- Stable: the drain time, from the end of arrivals (`duration_s`) to the last finished request,
-  is at most `max_drain_fraction` x the measured window (`duration_s - warmup_s`). A deployment
-  that keeps up drains in about one request's latency; an overloaded one has a backlog that
-  grows with the run, so its drain time grows in proportion to the window. Overloads small
-  enough to drain within the fraction pass this rule; the latency SLOs catch those.
+- Stable: summary.json's `stable`, the test every run gets (sim.metrics.stability): no growth
+  of the request rate, waiting queue or TTFT over the measured window, and a drain within 10 %
+  of the window once arrivals stop.
 
-Feasibility is assumed monotone in the searched setting; see sim.studies.plan_search.
+The search runs once per seed (`PlanSettings.seeds`, default the scenario's own). The answer is
+the value every seed sustains (the smallest per-seed answer for rates, the largest for replicas
+and KV memory); with two or more seeds the per-seed answers also give a 95 % Student-t
+confidence interval on the mean answer. Feasibility is assumed monotone in the searched
+setting; see sim.studies.plan_search.
 """
 
 from __future__ import annotations
@@ -31,17 +33,20 @@ from sim.config import (
     PoissonSettings,
     Scenario,
     ScenarioSource,
+    load_scenario,
     validate_scenario_data,
 )
-from sim.costmodel import get_model, kv_bytes_per_token
+from sim.costmodel import kv_bytes_per_token
 from sim.errors import InputError
 from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
+from sim.studies.intervals import mean_confidence_interval
 from sim.studies.plan_search import (
     Bracket,
     largest_feasible,
     smallest_feasible,
     smallest_feasible_count,
 )
+from sim.sweep import is_sweep_file, load_sweep
 
 # SLO metric names and the summary.json key (seconds) each one reads.
 SLO_METRICS = {
@@ -105,8 +110,8 @@ class PlanSettings:
     find: str = "rate"  # one of FIND_MODES
     rate_per_s: float | None = None  # fixed arrival rate (replicas, kv-memory) or search start
     rel_tol: float = 0.05
-    max_drain_fraction: float = 0.1
     max_replicas: int = 64
+    seeds: tuple[int, ...] = ()  # one search per seed; empty: the scenario's seed
 
 
 @dataclass(slots=True)
@@ -114,10 +119,12 @@ class Probe:
     """One simulated run at one value of the searched setting."""
 
     value: float
+    seed: int
     metrics_s: dict[str, float | None]  # SLO metric -> measured value
     num_requests: int
     drain_s: float
     stable: bool
+    unstable_reason: str | None
     meets_slos: bool
 
     @property
@@ -128,20 +135,29 @@ class Probe:
 
 @dataclass(slots=True)
 class PlanResult:
-    """The answer, the infeasible value next to it, and every probe in the order run."""
+    """The answer every seed sustains, the infeasible value next to it, each seed's bracket,
+    and every probe in the order run."""
 
     scenario: str
     settings: PlanSettings
     slos: list[Slo]
     answer: float | None
     infeasible_bound: float | None
-    drain_limit_s: float
+    brackets: dict[int, Bracket] = field(default_factory=dict)  # per seed
     probes: list[Probe] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
         """The unit of the searched value."""
         return _UNITS[self.settings.find]
+
+    @property
+    def answer_interval(self) -> tuple[float, float, float] | None:
+        """(mean, low, high) of the per-seed answers at 95 %; None with fewer than two."""
+        answers = [bracket.feasible for bracket in self.brackets.values()]
+        if len(answers) < 2 or any(answer is None for answer in answers):
+            return None
+        return mean_confidence_interval([float(answer) for answer in answers if answer])
 
     def to_json(self) -> dict[str, Any]:
         """plan.json's document."""
@@ -156,13 +172,19 @@ class PlanResult:
             "slos": {slo.metric: slo.limit_s for slo in self.slos},
             "rate_per_s": settings.rate_per_s,
             "rel_tol": settings.rel_tol,
-            "max_drain_fraction": settings.max_drain_fraction,
-            "drain_limit_s": self.drain_limit_s,
+            "seeds": sorted(self.brackets),
+            "per_seed": {
+                str(seed): {"answer": bracket.feasible, "infeasible_bound": bracket.infeasible}
+                for seed, bracket in self.brackets.items()
+            },
+            "answer_ci95": None if self.answer_interval is None else list(self.answer_interval),
             "probes": [
                 {
                     "value": probe.value,
+                    "seed": probe.seed,
                     "feasible": probe.feasible,
                     "stable": probe.stable,
+                    "unstable_reason": probe.unstable_reason,
                     "meets_slos": probe.meets_slos,
                     "drain_s": probe.drain_s,
                     "num_requests": probe.num_requests,
@@ -171,6 +193,20 @@ class PlanResult:
                 for probe in self.probes
             ],
         }
+
+
+def plan_base(
+    path: Path, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[Scenario, Path, tuple[int, ...]]:
+    """The scenario to plan on, its base directory and default seeds (none: the scenario's). A
+    sweep file gives its base scenario (its settings as written outside `sweep:`) and its seeds,
+    so a plan and a sweep of one file answer the same question."""
+    if not is_sweep_file(path):
+        loaded = load_scenario(path, overrides)
+        return loaded.scenario, loaded.base_dir, ()
+    sweep = load_sweep(path, overrides)
+    scenario = validate_scenario_data(ScenarioSource(sweep.base_data, path))
+    return scenario, sweep.base_dir, tuple(sweep.spec.seeds or ())
 
 
 def with_setting(scenario: Scenario, dotted_path: str, value: Any) -> Scenario:
@@ -192,7 +228,7 @@ def kv_memory_range_gib(scenario: Scenario) -> tuple[float, float]:
         raise InputError(
             "engine.num_gpu_blocks fixes the KV cache size; remove it to search kv-memory"
         )
-    block_bytes = engine.block_size * kv_bytes_per_token(get_model(deployment.model), deployment.tp)
+    block_bytes = engine.block_size * kv_bytes_per_token(deployment.model_spec, deployment.tp)
     least_blocks = math.ceil(engine.max_model_len / engine.block_size) + 1
     most_blocks = deployment_num_gpu_blocks(engine, deployment, use_overrides=False)
     if most_blocks < least_blocks:
@@ -221,8 +257,6 @@ def check_plan_inputs(scenario: Scenario, settings: PlanSettings) -> None:
         raise InputError(f"--rate {settings.rate_per_s}: must be a positive number of arrivals/s")
     if not 0 < settings.rel_tol < 1:
         raise InputError(f"--tolerance {settings.rel_tol}: must be in (0, 1)")
-    if not settings.max_drain_fraction > 0:
-        raise InputError(f"--max-drain-fraction {settings.max_drain_fraction}: must be > 0")
     if settings.max_replicas < 1:
         raise InputError(f"--max-replicas {settings.max_replicas}: must be >= 1")
     if settings.find == "kv-memory":
@@ -253,24 +287,42 @@ def plan(
         slos=list(slos),
         answer=None,
         infeasible_bound=None,
-        drain_limit_s=settings.max_drain_fraction * (duration_s - scenario.warmup_s),
     )
     searched_path = _SEARCHED_PATHS[settings.find]
+    for seed in settings.seeds or (scenario.seed,):
+        seeded = with_setting(base, "seed", seed)
 
-    def is_feasible(value: float) -> bool:
-        probe_scenario = with_setting(base, searched_path, value)
-        run_dir = scratch_dir / f"probe-{len(result.probes):03d}"
-        summary = run_scenario(probe_scenario, base_dir, run_dir=run_dir).summary
-        shutil.rmtree(run_dir, ignore_errors=True)
-        probe = _probe(value, summary, slos, duration_s, result.drain_limit_s)
-        result.probes.append(probe)
-        if on_probe is not None:
-            on_probe(probe)
-        return probe.feasible
+        def is_feasible(value: float, seeded: Scenario = seeded, seed: int = seed) -> bool:
+            probe_scenario = with_setting(seeded, searched_path, value)
+            run_dir = scratch_dir / f"probe-{len(result.probes):03d}"
+            summary = run_scenario(
+                probe_scenario, base_dir, run_dir=run_dir, require_measured=False
+            ).summary
+            shutil.rmtree(run_dir, ignore_errors=True)
+            probe = _probe(value, seed, summary, slos)
+            result.probes.append(probe)
+            if on_probe is not None:
+                on_probe(probe)
+            return probe.feasible
 
-    bracket = _search(base, settings, is_feasible)
-    result.answer, result.infeasible_bound = bracket.feasible, bracket.infeasible
+        result.brackets[seed] = _search(seeded, settings, is_feasible)
+    result.answer, result.infeasible_bound = _sustained_by_every_seed(
+        list(result.brackets.values()), searching_maximum=settings.find == "rate"
+    )
     return result
+
+
+def _sustained_by_every_seed(
+    brackets: list[Bracket], *, searching_maximum: bool
+) -> tuple[float | None, float | None]:
+    """The answer all seeds sustain and its infeasible partner: the bracket of the seed with the
+    smallest answer (largest, when searching a minimum); no answer if any seed has none."""
+    if any(bracket.feasible is None for bracket in brackets):
+        worst = next(bracket for bracket in brackets if bracket.feasible is None)
+        return None, worst.infeasible
+    pick = min if searching_maximum else max
+    worst = pick(brackets, key=lambda bracket: float(bracket.feasible or 0.0))
+    return worst.feasible, worst.infeasible
 
 
 def _search(
@@ -286,23 +338,38 @@ def _search(
     return smallest_feasible(is_feasible, low_gib, high_gib, rel_tol=settings.rel_tol)
 
 
-def _probe(
-    value: float,
-    summary: dict[str, Any],
-    slos: list[Slo],
-    duration_s: float,
-    drain_limit_s: float,
-) -> Probe:
+def _probe(value: float, seed: int, summary: dict[str, Any], slos: list[Slo]) -> Probe:
     metrics_s = {slo.metric: summary.get(slo.summary_key) for slo in slos}
     meets_slos = all(
         (measured := metrics_s[slo.metric]) is not None and measured <= slo.limit_s for slo in slos
     )
-    drain_s = max(summary["end_at"] - duration_s, 0.0)
     return Probe(
         value=value,
+        seed=seed,
         metrics_s=metrics_s,
         num_requests=summary["num_requests"],
-        drain_s=drain_s,
-        stable=drain_s <= drain_limit_s,
+        drain_s=summary["drain_s"],
+        stable=summary["stable"],
+        unstable_reason=summary["unstable_reason"],
         meets_slos=meets_slos,
     )
+
+
+def format_value(value: float, find: str) -> str:
+    """A searched value with sensible precision: 4.31 (arrivals/s), 6.64 (GiB), 3 (replicas)."""
+    if find == "replicas":
+        return f"{int(value)}"
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def format_quantity(value: float, find: str) -> str:
+    """A searched value with its unit: '4.31 arrivals/s', '6.64 GiB', '1 replica'."""
+    unit = _UNITS[find]
+    if find == "replicas" and value == 1:
+        unit = "replica"
+    return f"{format_value(value, find)} {unit}"
+
+
+def slo_slug(slos: list[Slo]) -> str:
+    """A directory name for an SLO set: ttft_p99-1s_itl_p99-0.05s."""
+    return "_".join(f"{slo.metric}-{slo.limit_s:g}s" for slo in slos)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from sim.studies.plan import PlanResult
+from sim.studies.plan import PlanResult, format_quantity, format_value
 
 _LABELS = {"rate": "arrival rate (arrivals/s)", "replicas": "replicas", "kv-memory": "KV GiB/GPU"}
 
@@ -58,10 +58,12 @@ def _title(result: PlanResult) -> str:
         return f"{result.scenario}: no {find} probed meets the SLOs"
     goal = "largest" if find == "rate" else "smallest"
     bound = (
-        "" if result.infeasible_bound is None else f" (infeasible at {result.infeasible_bound:g})"
+        ""
+        if result.infeasible_bound is None
+        else f" (infeasible at {format_value(result.infeasible_bound, find)})"
     )
     legend = "o feasible, x over SLO (red) or unstable (orange)"
     return (
-        f"{result.scenario}: {goal} {find} meeting the SLOs = {result.answer:g} {result.unit}"
-        f"{bound}\n{legend}"
+        f"{result.scenario}: {goal} {find} meeting the SLOs = "
+        f"{format_quantity(result.answer, find)}{bound}\n{legend}"
     )

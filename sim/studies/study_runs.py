@@ -51,7 +51,8 @@ def load_study(
     source = load_source(path)
     apply_overrides(source, list(overrides))
     try:
-        return model.model_validate(source.data), path.resolve().parent
+        base_dir = path.resolve().parent
+        return model.model_validate(source.data, context={"base_dir": base_dir}), base_dir
     except ValidationError as error:
         raise validation_error_to_input_error(error, source) from None
 

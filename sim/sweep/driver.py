@@ -19,8 +19,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from sim.config import check_scenario_limits
 from sim.errors import InputError
-from sim.fileio import atomic_write_text
+from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome
 from sim.sweep.expand import SweepPlan
 from sim.sweep.local import run_local
@@ -32,7 +33,7 @@ from sim.sweep.manifest import (
     run_dir_name,
     write_manifest,
 )
-from sim.sweep.ray_backend import run_ray
+from sim.sweep.ray_backend import check_ray_available, run_ray
 
 BACKENDS = {"local": run_local, "ray": run_ray}
 MANIFEST_NAME = "manifest.parquet"
@@ -94,14 +95,24 @@ def _progress_bar(name: str, total: int, enabled: bool) -> Iterator[Callable[[bo
         yield advance
 
 
+def check_runs_within_limits(plan: SweepPlan) -> None:
+    """Refuse the sweep before it starts when one of its runs is beyond the size limits."""
+    for run in plan.runs:
+        try:
+            check_scenario_limits(run.scenario)
+        except InputError as error:
+            label = ", ".join(filter(None, (run.variant, f"seed {run.seed}")))
+            raise InputError(f"sweep run {run.run_id} [{label}]: {error}") from None
+
+
 def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:
-    try:
+    check_output_dir(sweep_dir)
+    with writing(sweep_dir):
         (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-        atomic_write_text(sweep_dir / RESOLVED_NAME, plan.resolved_yaml())
-    except OSError as error:
-        raise InputError(
-            f"cannot write the sweep: {error.strerror}", source=str(sweep_dir)
-        ) from None
+    # What a killed sweep left: temp manifests, partial run directories.
+    remove_leftovers(sweep_dir)
+    remove_leftovers(sweep_dir / "runs")
+    atomic_write_text(sweep_dir / RESOLVED_NAME, plan.resolved_yaml())
 
 
 @dataclass(slots=True)
@@ -119,11 +130,9 @@ class _OutcomeWriter:
     def save_manifest_or_fail(self) -> None:
         try:
             self.save_manifest()
-        except OSError as error:
+        except InputError as error:
             raise InputError(
-                f"cannot write the manifest: {error.strerror}; finished runs are kept, "
-                "a rerun writes it again",
-                source=str(self.result.manifest_path),
+                f"{error}; finished runs are kept, a rerun writes the manifest again"
             ) from None
 
     def record(self, outcome: RunOutcome) -> None:
@@ -142,7 +151,7 @@ class _OutcomeWriter:
                 error = {"error": outcome.error, "kind": outcome.kind}
                 atomic_write_text(error_path, json.dumps(error, sort_keys=True) + "\n")
             self.save_manifest()
-        except OSError as problem:
+        except (OSError, InputError) as problem:
             self.result.write_problems.append(str(problem))
         self.advance(outcome.error is not None)
 
@@ -160,6 +169,9 @@ def run_sweep(
         raise InputError(f"--backend {backend!r} is not one of: {', '.join(BACKENDS)}")
     if num_workers < 1:
         raise InputError(f"-j {num_workers}: need at least 1 worker")
+    if backend == "ray":
+        check_ray_available()
+    check_runs_within_limits(plan)
     sweep_dir = sweep_dir_of(plan, results_root)
     _prepare_sweep_dir(plan, sweep_dir)
     records = read_records(plan, sweep_dir)
@@ -182,6 +194,11 @@ def run_sweep(
     with _progress_bar(plan.name, len(jobs), progress) as advance:
         writer = _OutcomeWriter(plan, result, advance)
         writer.save_manifest_or_fail()
-        BACKENDS[backend](jobs, num_workers, writer.record)
+        try:
+            BACKENDS[backend](jobs, num_workers, writer.record)
+        except BaseException:
+            # Interrupted: the backend stopped its workers; what they were writing goes.
+            remove_leftovers(sweep_dir / "runs")
+            raise
         writer.save_manifest_or_fail()
     return result

@@ -12,9 +12,11 @@ from typing import Any
 import yaml
 
 from sim.config import (
+    DEFAULT_MAX_RUNS,
     Scenario,
     ScenarioSource,
     apply_overrides,
+    check_sweep_size,
     load_source,
     validate_scenario_data,
 )
@@ -113,8 +115,24 @@ def _variant_scenario(
     return validate_scenario_data(ScenarioSource(data, source.path, locations))
 
 
-def expand_sweep(source: ScenarioSource, spec: SweepSpec) -> list[SweepRun]:
+def count_runs(spec: SweepSpec) -> int:
+    """How many runs the spec expands to, without expanding it."""
+    count = len(spec.seeds or (None,))
+    for axis in spec.axes:
+        count *= len(axis.points)
+    return count
+
+
+def expand_sweep(
+    source: ScenarioSource, spec: SweepSpec, max_runs: int = DEFAULT_MAX_RUNS
+) -> list[SweepRun]:
     """Every run of the sweep, validated; the first invalid variant is reported with its values."""
+    sizes = [str(len(axis.points)) for axis in spec.axes] + [str(len(spec.seeds or (None,)))]
+    try:
+        check_sweep_size(count_runs(spec), max_runs, f"sweep: {' x '.join(sizes)} (seeds last)")
+    except InputError as error:
+        file_name, line = source.location("sweep")
+        raise InputError(str(error), source=file_name, line=line) from None
     runs: list[SweepRun] = []
     variant_of_run: dict[str, str] = {}
     for combination in itertools.product(*(axis.points for axis in spec.axes)):
@@ -149,8 +167,11 @@ def is_sweep_file(path: Path) -> bool:
     return "sweep" in load_source(path).data
 
 
-def load_sweep(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepPlan:
-    """Read a sweep file (`extends:` resolved, `--set` applied to the base) and expand it."""
+def load_sweep(
+    path: Path, overrides: list[str] | tuple[str, ...] = (), max_runs: int = DEFAULT_MAX_RUNS
+) -> SweepPlan:
+    """Read a sweep file (`extends:` resolved, `--set` applied to the base) and expand it;
+    more than `max_runs` runs are refused before expanding."""
     source = load_source(path)
     if "sweep" not in source.data:
         raise InputError(
@@ -163,5 +184,5 @@ def load_sweep(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Sweep
     if "sweep" in source.data:
         raise InputError("--set applies to the base scenario; edit the file's sweep: mapping")
     spec = parse_sweep_spec(source, sweep_data)
-    runs = expand_sweep(source, spec)
+    runs = expand_sweep(source, spec, max_runs)
     return SweepPlan(runs[0].scenario.name, path.resolve().parent, source.data, spec, runs)

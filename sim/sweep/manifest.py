@@ -1,7 +1,8 @@
 """manifest.parquet: one row per run of a sweep, in expansion order, with its summary numbers.
 
 Columns: run_id, status ('ok' | 'failed' | 'missing'), error, run_dir ('runs/<run_id>'), variant,
-seed, one column per swept dotted path, then every numeric summary.json key (sorted by name).
+seed, one column per swept dotted path, then every numeric summary.json key (sorted by name),
+then `stable` (bool) and `unstable_reason` (null for stable runs) from the stability test.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def manifest_table(
     }
     for key in sorted(metric_keys - set(columns)):
         columns[key] = _metric_array([summary.get(key) for summary in summaries])
+    columns["stable"] = pa.array([summary.get("stable") for summary in summaries], pa.bool_())
+    columns["unstable_reason"] = pa.array(
+        [summary.get("unstable_reason") for summary in summaries], pa.string()
+    )
     return pa.table(columns)
 
 

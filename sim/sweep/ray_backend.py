@@ -28,19 +28,26 @@ def _outcome_of_task_error(run_id: str, error: Exception) -> RunOutcome:
     return RunOutcome(run_id, one_line(f"{type(error).__name__}: {error}"), "exception")
 
 
+def check_ray_available() -> None:
+    """Refuse `--backend ray` before anything is written when Ray is not installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "--backend ray needs Ray; install it with: pip install 'prefixsim[ray]'"
+        ) from None
+
+
 def run_ray(jobs: list[RunJob], num_workers: int, on_outcome: OutcomeHandler) -> None:
     """Run `jobs` as Ray tasks, reporting each outcome as it finishes.
 
     Uses an already connected Ray as is; otherwise connects to RAY_ADDRESS, or starts a local
     cluster of `num_workers` CPUs that is shut down at the end.
     """
-    try:
-        import ray
-        import ray.exceptions
-    except ImportError:
-        raise InputError(
-            "--backend ray needs Ray; install it with: pip install 'prefixsim[ray]'"
-        ) from None
+    check_ray_available()
+    import ray
+    import ray.exceptions
+
     connected_here = not ray.is_initialized()
     if connected_here:
         address = os.environ.get("RAY_ADDRESS")

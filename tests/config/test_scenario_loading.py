@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from sim.cli import load_commands
-from sim.config import load_scenario, scenario_json_schema
+from sim.config import load_scenario
 from sim.errors import InputError
-
-app = load_commands()
 
 BASE = """\
 name: base-chat
@@ -85,17 +80,3 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
     path = write(tmp_path, "base.yaml", BASE.replace("max_num_seqs: 64", "max_num_seqs: 1e3"))
     with pytest.raises(InputError, match="YAML 1.1"):
         load_scenario(path)
-
-
-def test_schema_command_exports_a_json_schema_of_every_section(tmp_path: Path) -> None:
-    out = tmp_path / "scenario.schema.json"
-    result = CliRunner().invoke(app, ["schema", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    schema = json.loads(out.read_text())
-    assert schema == json.loads(json.dumps(scenario_json_schema()))
-    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert {"name", "engine", "deployment", "workload", "outputs", "cost_model"} <= set(
-        schema["properties"]
-    )
-    assert "EngineSettings" in schema["$defs"]
-    assert schema["$defs"]["EngineSettings"]["properties"]["block_size"]["default"] == 16

@@ -1,5 +1,6 @@
 """load_cost_model: shipped names (aliases too), YAML paths, roofline, constant and linear."""
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -82,12 +83,30 @@ def test_saved_profile_loads_back_identically(tmp_path: Path) -> None:
 
 
 def test_every_shipped_profile_is_what_derive_produces() -> None:
+    # The fit is a least-squares solve whose last bits depend on the BLAS kernel numpy picks on
+    # this processor, so floats agree to 1e-9 relative; every other field is exact.
     names = shipped_profile_names()
-    assert len(names) == len(SHIPPED_COMBINATIONS) == 45
+    assert names == sorted(f"{gpu}/{model}/tp{tp}" for gpu, model, tp in SHIPPED_COMBINATIONS)
     for gpu, model, tp in SHIPPED_COMBINATIONS:
         shipped = load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
-        assert shipped == derive_profile(gpu, model, tp)
+        assert_close(asdict(shipped), asdict(derive_profile(gpu, model, tp)))
         assert shipped.source == "kernel-derived"
+
+
+def assert_close(shipped: object, derived: object) -> None:
+    """Equal field by field, floats to 1e-9 relative."""
+    if isinstance(shipped, dict) and isinstance(derived, dict):
+        assert shipped.keys() == derived.keys()
+        for key in shipped:
+            assert_close(shipped[key], derived[key])
+    elif isinstance(shipped, list | tuple) and isinstance(derived, list | tuple):
+        assert len(shipped) == len(derived)
+        for left, right in zip(shipped, derived, strict=True):
+            assert_close(left, right)
+    elif isinstance(shipped, float):
+        assert shipped == pytest.approx(derived, rel=1e-9)
+    else:
+        assert shipped == derived
 
 
 BAD_FIELDS = [

@@ -22,7 +22,9 @@ RESULT_FILES = [
 def replay_seeded_run(out_dir, make_step, make_request, *, events: bool = True) -> None:
     """Feed 300 steps, block events and 40 requests drawn from a fixed seed."""
     rng = np.random.default_rng(np.random.SeedSequence(7))
-    recorder = make_run_recorder(out_dir, scrape_interval_s=0.5, warmup_s=1.0, events=events)
+    recorder = make_run_recorder(
+        out_dir, max_model_len=1024, scrape_interval_s=0.5, warmup_s=1.0, events=events
+    )
     now = 0.0
     for step_index in range(300):
         duration_s = float(rng.uniform(0.005, 0.05))
@@ -98,7 +100,7 @@ def test_parquet_files_carry_no_wall_clock_metadata(tmp_path, make_step, make_re
 
 
 def test_run_recorder_is_a_fan_out_in_file_order(tmp_path):
-    recorder = make_run_recorder(tmp_path)
+    recorder = make_run_recorder(tmp_path, max_model_len=1024)
     assert isinstance(recorder, FanOutRecorder)
     assert [type(r).__name__ for r in recorder.recorders] == [
         "RequestsWriter",

@@ -12,31 +12,40 @@ from hypothesis import strategies as st
 
 from sim.errors import InputError
 from sim.metrics.prometheus import (
-    E2E_REQUEST_LATENCY_SECONDS,
-    HISTOGRAM_BUCKET_EDGES_S,
-    INTER_TOKEN_LATENCY_SECONDS,
+    FIXED_HISTOGRAM_EDGES,
+    REQUEST_LATENCY_BUCKET_EDGES,
     REQUEST_QUEUE_TIME_SECONDS,
-    TIME_TO_FIRST_TOKEN_SECONDS,
     Histogram,
+    request_tokens_bucket_edges,
 )
 from sim.metrics.scraper import METRICS_SCHEMA, MetricsScraper
 
-# 5 counters + 3 gauges + per histogram (edges + "+Inf" + _sum + _count): 22, 19, 21, 21 edges.
-ROWS_PER_SCRAPE = 5 + 3 + (22 + 3) + (19 + 3) + (21 + 3) + (21 + 3)
+MAX_MODEL_LEN = 1024  # token-count histograms: edges 1, 2, 5, ..., 500, 1000
+# Per replica: 6 counters + 5 request_success reasons + 4 gauges, then per histogram its edges
+# + "+Inf" + _sum + _count: TTFT 22, ITL 19, TPOT 19, five request-phase times 21 each,
+# preemptions 7, iteration tokens 13 and three token-count histograms 10 each.
+ROWS_PER_SCRAPE = 6 + 5 + 4 + 25 + 22 + 22 + 5 * 24 + 10 + 16 + 3 * 13
+E2E = "vllm:e2e_request_latency_seconds_bucket"
+QUEUE = "vllm:request_queue_time_seconds_bucket"
 
 
-def scrape(path: Path) -> dict[float, dict[tuple[str, str | None], float]]:
-    """Read metrics.parquet as {scrape time: {(name, le): value}}."""
+def make_scraper(path: Path, interval: float, **options) -> MetricsScraper:
+    return MetricsScraper(path, interval, max_model_len=MAX_MODEL_LEN, **options)
+
+
+def scrape(path: Path, replica: int = 0) -> dict[float, dict[tuple[str, str | None], float]]:
+    """Read one replica's rows of metrics.parquet as {scrape time: {(name, le): value}}."""
     scrapes: dict[float, dict[tuple[str, str | None], float]] = {}
     for row in pq.read_table(path).to_pylist():
-        scrapes.setdefault(row["at"], {})[(row["name"], row["le"])] = row["value"]
+        if row["replica"] == replica and row["finished_reason"] in (None, "length"):
+            scrapes.setdefault(row["at"], {})[(row["name"], row["le"])] = row["value"]
     return scrapes
 
 
 def test_steps_before_boundaries_give_scrapes_at_each_boundary_and_close(tmp_path, make_step):
     # Steps at 0.0, 0.4 and 2.7 with a 1.0 s interval, closed at 2.9: scrapes at 1.0, 2.0, 2.9.
     path = tmp_path / "metrics.parquet"
-    scraper = MetricsScraper(path, 1.0)
+    scraper = make_scraper(path, 1.0)
     scraper.on_step(make_step(started_at=0.0, num_queries=100, num_hits=0, usage=0.1))
     scraper.on_step(make_step(started_at=0.4, num_queries=50, num_hits=32, usage=0.3,
                               num_running=2, num_waiting=1))  # fmt: skip
@@ -50,36 +59,36 @@ def test_steps_before_boundaries_give_scrapes_at_each_boundary_and_close(tmp_pat
     scrapes = scrape(path)
     assert sorted(scrapes) == [1.0, 2.0, 2.9]
     for at in (1.0, 2.0):
-        assert scrapes[at][("vllm:prefix_cache_queries", None)] == 150.0
-        assert scrapes[at][("vllm:prefix_cache_hits", None)] == 32.0
+        assert scrapes[at][("vllm:prefix_cache_queries_total", None)] == 150.0
+        assert scrapes[at][("vllm:prefix_cache_hits_total", None)] == 32.0
         assert scrapes[at][("vllm:kv_cache_usage_perc", None)] == 0.3
         assert scrapes[at][("vllm:num_requests_running", None)] == 2.0
         assert scrapes[at][("vllm:num_requests_waiting", None)] == 1.0
-        assert scrapes[at][("vllm:num_preemptions", None)] == 0.0
+        assert scrapes[at][("vllm:num_preemptions_total", None)] == 0.0
     final = scrapes[2.9]
-    assert final[("vllm:prefix_cache_queries", None)] == 160.0
-    assert final[("vllm:prefix_cache_hits", None)] == 40.0
+    assert final[("vllm:prefix_cache_queries_total", None)] == 160.0
+    assert final[("vllm:prefix_cache_hits_total", None)] == 40.0
     assert final[("vllm:kv_cache_usage_perc", None)] == 0.5
     assert final[("vllm:num_requests_running", None)] == 1.0
     assert final[("vllm:num_requests_waiting", None)] == 0.0
-    assert final[("vllm:num_preemptions", None)] == 1.0
+    assert final[("vllm:num_preemptions_total", None)] == 1.0
 
 
 def test_step_exactly_on_a_boundary_is_in_that_scrape(tmp_path, make_step):
     # A step stamped 1.0 counts in the 1.0 scrape; closing at 2.0 adds no extra scrape.
     path = tmp_path / "metrics.parquet"
-    scraper = MetricsScraper(path, 1.0)
+    scraper = make_scraper(path, 1.0)
     scraper.on_step(make_step(started_at=1.0, num_queries=7))
     scraper.close(end_at=2.0)
     scrapes = scrape(path)
     assert sorted(scrapes) == [1.0, 2.0]
-    assert scrapes[1.0][("vllm:prefix_cache_queries", None)] == 7.0
+    assert scrapes[1.0][("vllm:prefix_cache_queries_total", None)] == 7.0
 
 
 def test_scrape_times_are_multiples_of_the_interval_without_drift(tmp_path, make_step):
     # 0.1 added ten times is 0.9999999999999999; the grid uses index * interval instead.
     path = tmp_path / "metrics.parquet"
-    scraper = MetricsScraper(path, 0.1)
+    scraper = make_scraper(path, 0.1)
     scraper.close(end_at=1.0)
     assert sorted(scrape(path)) == [index * 0.1 for index in range(1, 11)]
 
@@ -88,7 +97,7 @@ def test_request_observations_fill_histograms_with_inclusive_edges(tmp_path, mak
     # TTFT 0.5 sits exactly on an edge (le is inclusive); gaps 0.02, 0.05, 100.0; e2e 2.0;
     # queue 0.25 falls below the first request-latency edge (0.3).
     path = tmp_path / "metrics.parquet"
-    scraper = MetricsScraper(path, 10.0)
+    scraper = make_scraper(path, 10.0)
     scraper.on_request_finished(
         make_request(
             arrival_at=0.0,
@@ -102,77 +111,115 @@ def test_request_observations_fill_histograms_with_inclusive_edges(tmp_path, mak
     )
     scraper.close(end_at=3.0)
     (final,) = scrape(path).values()
-    assert final[("vllm:prompt_tokens", None)] == 100.0
-    assert final[("vllm:generation_tokens", None)] == 4.0
+    assert final[("vllm:prompt_tokens_total", None)] == 100.0
+    assert final[("vllm:generation_tokens_total", None)] == 4.0
+    assert final[("vllm:request_success_total", None)] == 1.0
 
-    ttft = TIME_TO_FIRST_TOKEN_SECONDS
-    assert final[(ttft, "0.25")] == 0.0
-    assert final[(ttft, "0.5")] == 1.0
-    assert final[(ttft, "2560.0")] == 1.0
-    assert final[(ttft, "+Inf")] == 1.0
+    ttft = "vllm:time_to_first_token_seconds"
+    assert final[(f"{ttft}_bucket", "0.25")] == 0.0
+    assert final[(f"{ttft}_bucket", "0.5")] == 1.0
+    assert final[(f"{ttft}_bucket", "2560.0")] == 1.0
+    assert final[(f"{ttft}_bucket", "+Inf")] == 1.0
     assert final[(f"{ttft}_sum", None)] == 0.5
     assert final[(f"{ttft}_count", None)] == 1.0
 
-    itl = INTER_TOKEN_LATENCY_SECONDS
-    assert final[(itl, "0.01")] == 0.0
-    assert final[(itl, "0.025")] == 1.0
-    assert final[(itl, "0.05")] == 2.0
-    assert final[(itl, "80.0")] == 2.0
-    assert final[(itl, "+Inf")] == 3.0
+    itl = "vllm:inter_token_latency_seconds"
+    assert final[(f"{itl}_bucket", "0.01")] == 0.0
+    assert final[(f"{itl}_bucket", "0.025")] == 1.0
+    assert final[(f"{itl}_bucket", "0.05")] == 2.0
+    assert final[(f"{itl}_bucket", "80.0")] == 2.0
+    assert final[(f"{itl}_bucket", "+Inf")] == 3.0
     assert final[(f"{itl}_sum", None)] == pytest.approx(100.07)
     assert final[(f"{itl}_count", None)] == 3.0
 
-    assert final[(E2E_REQUEST_LATENCY_SECONDS, "1.5")] == 0.0
-    assert final[(E2E_REQUEST_LATENCY_SECONDS, "2.0")] == 1.0
-    assert final[(REQUEST_QUEUE_TIME_SECONDS, "0.3")] == 1.0
+    assert final[(E2E, "1.5")] == 0.0
+    assert final[(E2E, "2.0")] == 1.0
+    assert final[(QUEUE, "0.3")] == 1.0
+    # Prefill 0.25 s, decode 1.5 s, inference 1.75 s; TPOT 1.5 s / 3 = 0.5 s; 100 prompt tokens.
+    assert final[("vllm:request_prefill_time_seconds_sum", None)] == 0.25
+    assert final[("vllm:request_decode_time_seconds_sum", None)] == 1.5
+    assert final[("vllm:request_inference_time_seconds_sum", None)] == 1.75
+    assert final[("vllm:request_time_per_output_token_seconds_sum", None)] == 0.5
+    assert final[("vllm:request_prompt_tokens_bucket", "50.0")] == 0.0
+    assert final[("vllm:request_prompt_tokens_bucket", "100.0")] == 1.0
+    assert final[("vllm:request_generation_tokens_sum", None)] == 4.0
 
 
 def test_bucket_labels_and_row_order_follow_prometheus(tmp_path):
     path = tmp_path / "metrics.parquet"
-    MetricsScraper(path, 1.0).close(end_at=0.5)
+    make_scraper(path, 1.0).close(end_at=0.5)
     rows = pq.read_table(path).to_pylist()
     assert [row["at"] for row in rows] == [0.5] * ROWS_PER_SCRAPE
+    assert {row["replica"] for row in rows} == {0}
     names = [row["name"] for row in rows]
-    assert names[:8] == [
-        "vllm:prefix_cache_queries",
-        "vllm:prefix_cache_hits",
-        "vllm:num_preemptions",
-        "vllm:prompt_tokens",
-        "vllm:generation_tokens",
-        "vllm:kv_cache_usage_perc",
+    assert names[:15] == [
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:num_preemptions_total",
+        "vllm:prompt_tokens_total",
+        "vllm:prompt_tokens_cached_total",
+        "vllm:generation_tokens_total",
+        *["vllm:request_success_total"] * 5,
         "vllm:num_requests_running",
         "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "prefixsim:kv_cache_cached_free_perc",
     ]
-    ttft_labels = [row["le"] for row in rows if row["name"] == TIME_TO_FIRST_TOKEN_SECONDS]
+    assert [row["finished_reason"] for row in rows[6:11]] == [
+        "stop", "length", "abort", "error", "repetition",
+    ]  # fmt: skip
+    ttft_labels = [
+        row["le"] for row in rows if row["name"] == "vllm:time_to_first_token_seconds_bucket"
+    ]
     assert ttft_labels[:3] == ["0.001", "0.005", "0.01"]
     assert ttft_labels[-2:] == ["2560.0", "+Inf"]
-    assert names[8 + 22 + 1 : 8 + 22 + 3] == [
+    assert names[15 + 22 + 1 : 15 + 22 + 3] == [
         "vllm:time_to_first_token_seconds_sum",
         "vllm:time_to_first_token_seconds_count",
     ]
-    assert all(row["le"] is None for row in rows[:8])
+    assert all(row["le"] is None for row in rows[:15])
+    prompt_labels = [
+        row["le"] for row in rows if row["name"] == "vllm:request_prompt_tokens_bucket"
+    ]
+    assert prompt_labels == [
+        "1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0", "1000.0", "+Inf",
+    ]  # fmt: skip
 
 
 def test_histogram_edges_are_vllms():
-    assert HISTOGRAM_BUCKET_EDGES_S[E2E_REQUEST_LATENCY_SECONDS] == (
+    assert FIXED_HISTOGRAM_EDGES[REQUEST_QUEUE_TIME_SECONDS] == REQUEST_LATENCY_BUCKET_EDGES == (
         0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
         30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
     )  # fmt: skip
-    assert (
-        HISTOGRAM_BUCKET_EDGES_S[REQUEST_QUEUE_TIME_SECONDS]
-        == HISTOGRAM_BUCKET_EDGES_S[E2E_REQUEST_LATENCY_SECONDS]
-    )
-    assert len(HISTOGRAM_BUCKET_EDGES_S[TIME_TO_FIRST_TOKEN_SECONDS]) == 22
-    assert len(HISTOGRAM_BUCKET_EDGES_S[INTER_TOKEN_LATENCY_SECONDS]) == 19
+    assert request_tokens_bucket_edges(32768)[-3:] == (5000.0, 10000.0, 20000.0)
+    assert len(request_tokens_bucket_edges(32768)) == 14
+
+
+def test_every_replica_has_its_own_series(tmp_path, make_step):
+    # Two replicas: replica 1 steps last, yet replica 0's gauges keep its own values.
+    path = tmp_path / "metrics.parquet"
+    scraper = make_scraper(path, 1.0, num_replicas=2)
+    scraper.on_step(make_step(started_at=0.1, usage=0.4, num_waiting=3, replica=0))
+    scraper.on_step(make_step(started_at=0.2, usage=0.1, num_waiting=0, replica=1,
+                              cached_free_usage=0.75, num_queries=10))  # fmt: skip
+    scraper.close(end_at=0.5)
+    first, second = scrape(path, 0)[0.5], scrape(path, 1)[0.5]
+    assert first[("vllm:kv_cache_usage_perc", None)] == 0.4
+    assert first[("vllm:num_requests_waiting", None)] == 3.0
+    assert first[("vllm:prefix_cache_queries_total", None)] == 0.0
+    assert second[("vllm:kv_cache_usage_perc", None)] == 0.1
+    assert second[("prefixsim:kv_cache_cached_free_perc", None)] == 0.75
+    assert second[("vllm:prefix_cache_queries_total", None)] == 10.0
+    assert pq.read_table(path).num_rows == 2 * ROWS_PER_SCRAPE
 
 
 def test_interval_must_be_positive(tmp_path):
     with pytest.raises(InputError, match="scrape_interval_s must be > 0 seconds, got 0.0"):
-        MetricsScraper(tmp_path / "metrics.parquet", 0.0)
+        make_scraper(tmp_path / "metrics.parquet", 0.0)
 
 
 def test_close_before_the_last_hook_is_an_error(tmp_path, make_step):
-    scraper = MetricsScraper(tmp_path / "metrics.parquet", 1.0)
+    scraper = make_scraper(tmp_path / "metrics.parquet", 1.0)
     scraper.on_step(make_step(started_at=5.0))
     with pytest.raises(ValueError, match="close at 4.0 is before the last hook at 5.0"):
         scraper.close(end_at=4.0)
@@ -192,7 +239,7 @@ def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
     end_at = (step_times[-1] if step_times else 0.0) + tail_s
     with tempfile.TemporaryDirectory() as out_dir:
         path = Path(out_dir) / "metrics.parquet"
-        scraper = MetricsScraper(path, interval, batch_rows=50)
+        scraper = make_scraper(path, interval, batch_rows=50)
         for started_at in step_times:
             scraper.on_step(make_step(started_at=started_at, num_queries=3))
         scraper.close(end_at=end_at)
@@ -201,7 +248,7 @@ def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
     assert sorted(scrapes) == sorted(set(grid) | {end_at})
     for at, series in scrapes.items():
         expected_queries = 3.0 * sum(1 for started_at in step_times if started_at <= at)
-        assert series[("vllm:prefix_cache_queries", None)] == expected_queries
+        assert series[("vllm:prefix_cache_queries_total", None)] == expected_queries
 
 
 def test_histogram_observe_many_counts_like_one_by_one() -> None:

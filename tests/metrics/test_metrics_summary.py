@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sim.errors import InputError
+from sim.metrics.goodput import GoodputSlos, parse_goodput
 from sim.metrics.summary import SummaryRecorder
 
 # Five measured requests (arrivals 10..14) given as (ttft, e2e, queue, inter-token gaps, cached).
@@ -20,8 +21,9 @@ MEASURED_REQUESTS = [
 
 
 def run_warmup_scenario(path, make_step, make_request) -> dict:
-    """Warm-up 10 s, end at 20 s; one request and one step fall inside the warm-up."""
-    recorder = SummaryRecorder(path, warmup_s=10.0)
+    """Warm-up 10 s, arrivals until 15 s, end at 20 s; one request and one step fall inside the
+    warm-up."""
+    recorder = SummaryRecorder(path, warmup_s=10.0, duration_s=15.0)
     recorder.on_step(make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
                                num_hits=1000, num_preemptions=5, num_evictions=5))  # fmt: skip
     recorder.on_step(make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
@@ -89,6 +91,22 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
         "num_output_tokens": 12,
         "requests_per_s": 0.5,
         "output_tokens_per_s": 1.2,
+        # (e2e - TTFT) / (tokens - 1): 0.8, 0.9, 4/3 and 3.8 (r3 has one token)
+        "tpot_p50_s": 1.116666667,
+        "tpot_p99_s": 3.726,
+        # Ten 0.5 s bins over [10, 15): arrivals 1, 0, 1, 0, ... have slope -1/33 per bin,
+        # growth -10/33 (mean 0.5 under the floor of 1); the TTFT bins 0.4, 0.1, 1.0, 0.3, 0.2
+        # at bins 0, 2, 4, 6, 8 have slope -0.01, growth -0.1 / max(0.4, 0.5 floor).
+        "stability_arrivals_growth": -0.303030303,
+        "stability_queue_mean": 0.0,
+        "stability_queue_growth": 0.0,
+        "stability_ttft_mean_s": 0.4,
+        "stability_ttft_growth": -0.2,
+        "drain_s": 5.0,
+        "drain_fraction": 1.0,
+        # No trend is significant; the 5 s drain is evidence, not a verdict.
+        "stable": True,
+        "unstable_reason": None,
     }
 
 
@@ -113,6 +131,7 @@ def test_empty_run_writes_nulls_for_undefined_values(tmp_path):
     summary = json.loads(path.read_text())
     undefined = [key for key, value in summary.items() if value is None]
     assert undefined == [
+        "drain_fraction",
         "e2e_p50_s",
         "e2e_p99_s",
         "hit_rate",
@@ -124,10 +143,19 @@ def test_empty_run_writes_nulls_for_undefined_values(tmp_path):
         "queue_p50_s",
         "queue_p99_s",
         "requests_per_s",
+        "stability_arrivals_growth",
+        "stability_queue_growth",
+        "stability_queue_mean",
+        "stability_ttft_growth",
+        "stability_ttft_mean_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
         "ttft_p50_s",
         "ttft_p90_s",
         "ttft_p99_s",
     ]
+    assert summary["stable"] is False
+    assert summary["unstable_reason"] == "no request was measured"
     assert summary["num_requests"] == 0
 
 
@@ -149,3 +177,42 @@ def test_json_has_sorted_keys_rounded_floats_and_a_final_newline(tmp_path, make_
 def test_negative_warmup_is_rejected(tmp_path):
     with pytest.raises(InputError, match="warmup_s must be >= 0 seconds, got -1.0"):
         SummaryRecorder(tmp_path / "summary.json", warmup_s=-1.0)
+
+
+def test_goodput_counts_requests_meeting_every_given_limit(tmp_path, make_step, make_request):
+    # The five measured requests with TTFT <= 0.45 s and TPOT <= 1 s: r0 (0.4, 0.8), r1 (0.1,
+    # 0.9) and r3 (0.3, one token: TPOT 0); r2 has TTFT 1.0 and r4 TPOT 3.8. 3 over 10 s.
+    recorder_path = tmp_path / "summary.json"
+    goodput = parse_goodput(["ttft:450", "tpot:1000"])
+    assert goodput == GoodputSlos(ttft_s=0.45, tpot_s=1.0)
+    recorder = SummaryRecorder(recorder_path, warmup_s=10.0, duration_s=15.0, goodput=goodput)
+    for index, (ttft_s, e2e_s, queue_s, gaps_s, _) in enumerate(MEASURED_REQUESTS):
+        recorder.on_request_finished(
+            make_request(
+                arrival_at=10.0 + index,
+                first_scheduled_at=10.0 + index + queue_s,
+                first_token_at=10.0 + index + ttft_s,
+                finished_at=10.0 + index + e2e_s,
+                num_output_tokens=len(gaps_s) + 1,
+                inter_token_latencies_s=gaps_s,
+            )
+        )
+    recorder.close(end_at=20.0)
+    summary = json.loads(recorder_path.read_text())
+    assert summary["goodput_slos"] == "ttft:450 tpot:1000"
+    assert summary["num_good_requests"] == 3
+    assert summary["goodput_per_s"] == 0.3
+
+
+@pytest.mark.parametrize(
+    ("texts", "problem"),
+    [
+        (["ttft=400"], "expected NAME:MILLISECONDS with NAME one of ttft, tpot, e2el"),
+        (["itl:50"], "expected NAME:MILLISECONDS with NAME one of ttft, tpot, e2el"),
+        (["ttft:0"], "the limit must be positive"),
+        (["ttft:1", "ttft:2"], "ttft is given twice"),
+    ],
+)
+def test_bad_goodput_limits_are_input_errors(texts, problem) -> None:
+    with pytest.raises(InputError, match=problem):
+        parse_goodput(texts)

@@ -27,6 +27,8 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             num_computed_prefill_tokens=60,
             num_output_tokens=20,
             num_preemptions=1,
+            inter_token_latencies_s=[0.25] * 18 + [0.5],
+            replica=3,
         )
     )
     writer.on_request_finished(make_request(request_id="solo"))
@@ -51,6 +53,13 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 1.25,
             "e2e_s": 4.0,
             "queue_s": 0.5,
+            "frontend_s": 0.0,
+            "prefill_s": 0.75,
+            "first_decode_s": 0.0,
+            "decode_s": 2.75,
+            "tpot_s": 2.75 / 19,  # decode time over the 19 tokens after the first
+            "itl_max_s": 0.5,
+            "replica": 3,
         },
         {
             "request_id": "solo",
@@ -68,6 +77,13 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "ttft_s": 0.5,
             "e2e_s": 2.0,
             "queue_s": 0.25,
+            "frontend_s": 0.0,
+            "prefill_s": 0.25,
+            "first_decode_s": 0.0,
+            "decode_s": 1.5,
+            "tpot_s": 0.5,
+            "itl_max_s": 0.5,
+            "replica": 0,
         },
     ]
 
@@ -89,6 +105,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
         num_queries=600,
         num_hits=96,
         num_evictions=3,
+        cached_free_usage=0.25,
+        replica=2,
     )
     writer.on_step(step)
     writer.close(end_at=1.0)
@@ -107,6 +125,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
             "num_queries": 600,
             "num_hits": 96,
             "num_evictions": 3,
+            "cached_free_usage": 0.25,
+            "replica": 2,
         }
     ]
 

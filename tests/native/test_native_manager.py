@@ -130,6 +130,7 @@ class Side:
             "free_queue": pool.free_queue_entries(),
             "num_free_blocks": manager.num_free_blocks,
             "usage": manager.usage,
+            "cached_free_usage": pool.cached_free_usage,
             "num_evictions": pool.num_evictions,
             "num_stored": pool.num_stored,
             "num_cached_hashes": pool.num_cached_hashes,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.costmodel.specs import known_gpus, known_models
+
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 SCENARIO_DIR = CORPUS_DIR / "scenario"
 SWEEP_DIR = CORPUS_DIR / "sweep"
@@ -72,12 +74,12 @@ SCENARIO_CASES = (
     BadFile(
         "unknown_model.yaml",
         4,
-        ("deployment.model: 'gpt-5' is not allowed", "known models: bloom-176b", "llama-3.1-8b"),
+        ("deployment.model: 'gpt-5' is not allowed", f"known models: {', '.join(known_models())}"),
     ),
     BadFile(
         "unknown_gpu.yaml",
         5,
-        ("deployment.gpu: 'tpu-v5' is not allowed", "known GPUs: a100, b200, h100, h200, l40s"),
+        ("deployment.gpu: 'tpu-v5' is not allowed", f"known GPUs: {', '.join(known_gpus())}"),
     ),
     BadFile(
         "bad_hash_algo.yaml",

@@ -45,13 +45,17 @@ def assert_input_error(
     return lines[0]
 
 
-def assert_usage_error(outcome: CliOutcome, fragment: str) -> None:
-    """A command-line usage error: exit 2, Typer's usage message naming the problem, no
-    traceback."""
+def assert_usage_error(outcome: CliOutcome, command: str, fragment: str) -> str:
+    """A command-line usage error: exit 2, nothing on stdout, one line
+    `error: prefixsim COMMAND: ... (see prefixsim COMMAND --help)` naming the problem."""
     assert "Traceback" not in outcome.err, outcome.err
-    assert outcome.status == 2, outcome.err
-    assert "Usage:" in outcome.err, outcome.err
-    assert fragment in outcome.err, outcome.err
+    assert (outcome.status, outcome.out) == (2, ""), outcome.err
+    lines = outcome.err.splitlines()
+    assert len(lines) == 1, outcome.err
+    assert lines[0].startswith(f"error: {command}: "), lines[0]
+    assert lines[0].endswith(f"(see {command} --help)"), lines[0]
+    assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    return lines[0]
 
 
 def written_entries(root: Path) -> list[str]:

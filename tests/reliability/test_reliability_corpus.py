@@ -251,20 +251,55 @@ def test_bad_command_line_argument(
     assert written_entries(results) == []
 
 
-@pytest.mark.parametrize(
-    ("arguments", "fragment"),
-    [
-        ("frobnicate", "No such command 'frobnicate'"),
-        ("run {valid} --colour red", "No such option: --colour"),
-        ("run", "Missing argument"),
-        ("sweep {valid} -j 0", "Invalid value for '-j'"),
-    ],
-    ids=["unknown_command", "unknown_option", "missing_argument", "jobs_zero"],
+# (id, arguments after `prefixsim`, the command named, what the line must say)
+USAGE_CASES = (
+    ("unknown_command", "frobnicate", "prefixsim", "No such command 'frobnicate'"),
+    ("unknown_option", "run {valid} --colour red", "prefixsim run", "No such option: --colour"),
+    ("missing_argument", "run", "prefixsim run", "Missing argument 'scenario_file'"),
+    ("jobs_zero", "sweep {valid} -j 0", "prefixsim sweep", "Invalid value for '-j' / '--jobs'"),
+    (
+        "jobs_text",
+        "sweep {valid} -j many",
+        "prefixsim sweep",
+        "unable to parse string as an integer",
+    ),
+    ("backend_slurm", "sweep {valid} --backend slurm", "prefixsim sweep", "'slurm' is not one"),
+    ("max_runs_zero", "sweep {valid} --max-runs 0", "prefixsim sweep", "'--max-runs'"),
+    (
+        "max_requests_zero",
+        "replay {valid} --format mooncake --max-requests 0",
+        "prefixsim replay",
+        "Invalid value for '--max-requests'",
+    ),
+    ("top_zero", "layout {valid} --top 0", "prefixsim layout", "Invalid value for '--top'"),
+    ("tp_zero", "calibrate {valid} --out p.yaml --tp 0", "prefixsim calibrate", "'--tp'"),
+    ("calibrate_no_out", "calibrate {valid}", "prefixsim calibrate", "Missing option '--out'"),
+    ("plan_no_slo", "plan {valid}", "prefixsim plan", "Missing option '--slo'"),
+    (
+        "block_size_zero",
+        "replay {valid} --format mooncake --block-size 0",
+        "prefixsim replay",
+        "'--block-size'",
+    ),
+    ("cache_unknown", "cache frobnicate", "prefixsim cache", "No such command 'frobnicate'"),
+    ("engine_no_file", "engine replay", "prefixsim engine replay", "Missing argument"),
+    ("costmodel_extra", "costmodel validate extra", "prefixsim costmodel validate", "extra"),
+    ("eviction_kv_zero", "eviction {valid} --kv-tokens 0", "prefixsim eviction", "--kv-tokens"),
+    ("schema_flag_value", "schema --out", "prefixsim", "'--out' requires an argument"),
 )
-def test_usage_error(arguments, fragment, tmp_path, valid_scenario, capsys):
-    """Typer's own usage errors: exit 2 and its usage message, no traceback, nothing written."""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "command", "fragment"),
+    [case[1:] for case in USAGE_CASES],
+    ids=[case[0] for case in USAGE_CASES],
+)
+def test_usage_error(arguments, command, fragment, tmp_path, valid_scenario, capsys, monkeypatch):
+    """Usage errors from the CLI framework: one `error:` line naming the command and the
+    problem, exit 2, no traceback, nothing written."""
+    monkeypatch.chdir(tmp_path)
     argv = arguments.format(valid=valid_scenario).split()
-    assert_usage_error(prefixsim(capsys, *argv), fragment)
+    assert_usage_error(prefixsim(capsys, *argv), command, fragment)
     assert written_entries(tmp_path) == ["valid.yaml"]
 
 

@@ -63,8 +63,13 @@ def test_each_variant_keeps_its_color_across_figures():
         "block_size=16 (n=50)": "#1f77b4",
         "block_size=32 (n=50)": "#ff7f0e",
     }
-    assert line_colors(usage.axes[0]) == {"block_size=16": "#1f77b4", "block_size=32": "#ff7f0e"}
-    assert line_colors(evictions.axes[0]) == line_colors(usage.axes[0])
+    variant_colors = {"block_size=16": "#1f77b4", "block_size=32": "#ff7f0e"}
+    assert line_colors(usage.axes[0]) == variant_colors | {
+        "dashed: in use + cached but free": "#4c4c4c"
+    }
+    dashed = [line for line in usage.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [line.get_color() for line in dashed[:2]] == ["#1f77b4", "#ff7f0e"]
+    assert line_colors(evictions.axes[0]) == variant_colors
     # Usage 0.25 / 0.5 s of step time = 50 %; evictions 4 per 1 s bin = 4 per second.
     assert np.allclose(usage.axes[0].get_lines()[0].get_ydata(), 50.0)
     assert np.allclose(evictions.axes[0].get_lines()[0].get_ydata(), 4.0)

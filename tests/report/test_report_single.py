@@ -35,9 +35,16 @@ def test_single_run_report_has_figures_and_sections(single_run_dir, tmp_path):
         f"{summary['num_requests']} requests measured over"
     ) in text
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == ["## Summary", "## Run details", "## Figures"]
+    assert headings == [
+        "## Summary",
+        "## Stability",
+        "## Cost model",
+        "## Run details",
+        "## Figures",
+    ]
     expected_row = (
-        f"| tiny-chat | 1 | {100 * summary['hit_rate']:.2f} | {1e3 * summary['ttft_p50_s']:,.2f} "
+        f"| tiny-chat | 1 | {100 * summary['hit_rate']:.2f} "
+        f"| {1e3 * summary['ttft_p50_s']:,.2f} "
         f"| {1e3 * summary['ttft_p99_s']:,.2f} | {summary['e2e_p50_s']:.3f} "
         f"| {summary['num_evictions']:.1f} |"
     )

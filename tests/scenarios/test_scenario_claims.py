@@ -68,9 +68,10 @@ def test_static_first_layout_hits_the_cache_and_dynamic_first_almost_never(
 
 
 def test_static_first_layout_has_the_lower_median_ttft(layout_manifest: pd.DataFrame) -> None:
-    # Dynamic-first prefills whole prompts: measured 45-48 ms against 14-15 ms static-first.
+    # Dynamic-first prefills whole prompts: measured 66.3-67.5 ms against 33.7-34.8 ms
+    # static-first, both including the shipped front end's 17.6 ms + 1.3 us per prompt token.
     ttft_p50_s = by_seed(layout_manifest, LAYOUT_PATH, "ttft_p50_s")
-    assert (ttft_p50_s["chat_user_fields_first"] > 2 * ttft_p50_s["chat"]).all()
+    assert (ttft_p50_s["chat_user_fields_first"] > ttft_p50_s["chat"] + 0.030).all()
 
 
 def test_hit_rate_falls_as_block_size_grows_on_short_prompts(

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from sim.cli import main
 from sim.config import load_scenario
 from sim.errors import InputError
-from sim.studies.plan import PlanSettings, Slo, parse_slo, plan
+from sim.studies.plan import PlanSettings, Slo, format_quantity, parse_slo, plan, slo_slug
 from sim.studies.plan_search import (
     Bracket,
     largest_feasible,
@@ -46,6 +46,7 @@ workload:
   arrivals: {process: gamma, rate_per_s: 4.0, cv: 0.01}
 """
 TTFT_SLO = [Slo("ttft_p99", 0.05)]
+SEED_ANSWERS = {1: 12.5, 2: 12.5, 3: 12.5}
 BLOCK_GIB = 16 * 128 * 1024 / 1024**3  # a 16-token block of llama-3.1-8b KV (128 KiB/token)
 
 
@@ -275,3 +276,26 @@ def test_plan_command_rejects_a_bad_slo_in_one_line(tmp_path: Path, capsys) -> N
         "error: --slo 'ttft_p99=fast': expected metric=value with a unit (s or ms), "
         "e.g. ttft_p99=2s\n"
     )
+
+
+def test_answers_print_with_sensible_precision() -> None:
+    assert format_quantity(4.3125, "rate") == "4.31 arrivals/s"
+    assert format_quantity(12.5, "rate") == "12.5 arrivals/s"
+    assert format_quantity(8.0, "rate") == "8 arrivals/s"
+    assert format_quantity(6.640625, "kv-memory") == "6.64 GiB"
+    assert format_quantity(1, "replicas") == "1 replica"
+    assert format_quantity(3, "replicas") == "3 replicas"
+    assert slo_slug([Slo("ttft_p99", 1.0), Slo("itl_p99", 0.05)]) == "ttft_p99-1s_itl_p99-0.05s"
+
+
+def test_several_seeds_give_the_answer_all_sustain_and_a_confidence_interval(
+    tmp_path: Path,
+) -> None:
+    result = run_plan(tmp_path, PlanSettings(find="rate", seeds=(1, 2, 3)))
+    answers = {seed: bracket.feasible for seed, bracket in result.brackets.items()}
+    assert answers == SEED_ANSWERS
+    assert result.answer == min(SEED_ANSWERS.values())
+    mean, low, high = result.answer_interval
+    assert mean == pytest.approx(sum(SEED_ANSWERS.values()) / 3)
+    assert low <= result.answer <= mean <= high
+    assert {probe.seed for probe in result.probes} == {1, 2, 3}

@@ -156,8 +156,12 @@ def test_failed_write_fails_alone(tmp_path, monkeypatch):
     result = run_sweep(plan, results_root=tmp_path, progress=False)
     assert result.failed_run_ids == [target]
     error = json.loads((result.sweep_dir / "runs" / f"{target}.error.json").read_text())
-    assert error["kind"] == "exception"
-    assert error["error"].startswith("OSError: [Errno 28] No space left on device:")
+    run_dir = result.sweep_dir / "runs" / target
+    assert error == {
+        "error": f"{run_dir}: cannot write: No space left on device; the disk is full; free "
+        "space or write somewhere else",
+        "kind": "input",
+    }
     assert [row["status"] for row in manifest_rows(result.sweep_dir)] == [
         "ok",
         "ok",

@@ -41,7 +41,16 @@ def test_columns_types_and_rows(tmp_path):
                 "ttft_p99_s": None,
             },
         ),
-        ids[1]: RunRecord("ok", summary={"hit_rate": 1, "num_requests": 12, "ttft_p99_s": 2.0}),
+        ids[1]: RunRecord(
+            "ok",
+            summary={
+                "hit_rate": 1,
+                "num_requests": 12,
+                "ttft_p99_s": 2.0,
+                "stable": False,
+                "unstable_reason": "draining took 9 s",
+            },
+        ),
         ids[2]: RunRecord("failed", "RuntimeError: boom"),
         ids[3]: RunRecord("missing"),
     }
@@ -61,6 +70,8 @@ def test_columns_types_and_rows(tmp_path):
             ("hit_rate", pa.float64()),
             ("num_requests", pa.int64()),
             ("ttft_p99_s", pa.float64()),
+            ("stable", pa.bool_()),
+            ("unstable_reason", pa.string()),
         ]
     )
     uniform = '{"dist":"uniform","high":4,"low":1}'
@@ -80,7 +91,10 @@ def test_columns_types_and_rows(tmp_path):
         "hit_rate": 1.0,
         "num_requests": 12,
         "ttft_p99_s": 2.0,
+        "stable": False,
+        "unstable_reason": "draining took 9 s",
     }
+    assert [row["stable"] for row in rows] == [None, False, None, None]
     assert [row["status"] for row in rows] == ["ok", "ok", "failed", "missing"]
     assert [row["error"] for row in rows] == [None, None, "RuntimeError: boom", None]
     assert [row["engine.num_gpu_blocks"] for row in rows] == [None, None, 128, 128]

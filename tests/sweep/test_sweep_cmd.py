@@ -55,7 +55,9 @@ def test_dry_run_run_and_dry_run_again(tmp_path, capsys):
         )
     manifest = results / "tiny" / "manifest.parquet"
     totals = f"sweep tiny: 4 runs, 2 ok (0 already done), 2 failed; manifest {manifest}"
-    assert lines[2:] == [totals]
+    assert lines[-1] == totals
+    # 5 s of chat at 2 sessions/s never settles: runs that reach no steady state are named.
+    assert all(line.startswith("WARNING: ") for line in lines[2:-1])
 
     status, out, err = prefixsim(capsys, *common, "--dry-run")
     assert (status, err) == (0, "4 runs: 2 done, 2 would run\n")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from workloads.errors import WorkloadError
 from workloads.synthetic_tokens import SyntheticTokens
+from workloads.text_lines import bounded_lines
 
 # Larger token counts than any model context window are input errors, not workloads.
 MAX_TRACE_TOKENS = 1 << 24
@@ -34,7 +35,7 @@ def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     line_number = 0
     try:
         with gzip.open(source) if source.endswith(".gz") else open(source, "rb") as handle:
-            for line_number, raw in enumerate(handle, start=1):
+            for line_number, raw in bounded_lines(handle, source):
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as error:

@@ -343,6 +343,10 @@ class CacheCore {
 
     int64_t num_free_blocks() const { return num_free_; }
     double usage() const { return 1.0 - double(num_free_) / double(num_gpu_blocks_ - 1); }
+    // Free blocks that still hold a cached prefix, as a fraction of the usable blocks.
+    double cached_free_usage() const {
+        return double(num_cached_free_) / double(num_gpu_blocks_ - 1);
+    }
 
     nb::list free_queue_entries() const {
         nb::list entries;
@@ -495,6 +499,7 @@ class CacheCore {
             hashed_[block] = 0;
         }
         cached_.clear();
+        num_cached_free_ = 0;
         return true;
     }
 
@@ -608,12 +613,16 @@ class CacheCore {
         if (found->second.erase(block)) cached_.erase(found);
         hashed_[block] = 0;
         ++num_evictions;
+        --num_cached_free_;  // only free blocks are evicted
         if (!observer_.is_none()) emit(names.evicted, hash_[block], block, now);
     }
 
     void touch(const std::vector<int32_t>& blocks) {
         for (int32_t block : blocks) {
-            if (ref_cnt_[block] == 0 && block != null_block_) unlink(block);
+            if (ref_cnt_[block] == 0 && block != null_block_) {
+                unlink(block);
+                --num_cached_free_;  // a hit block carries a hash
+            }
             ++ref_cnt_[block];
         }
     }
@@ -632,6 +641,7 @@ class CacheCore {
                 prev_[block] = last;
                 last = block;
                 ++num_free_;
+                ++num_cached_free_;
             } else {
                 unhashed.push_back(block);
             }
@@ -665,6 +675,7 @@ class CacheCore {
     std::vector<int64_t> num_tokens_;
     int32_t head_, tail_, null_block_;
     int64_t num_free_ = 0;
+    int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
     std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
 };
@@ -711,6 +722,7 @@ NB_MODULE(_core, m) {
              nb::arg("waiting_status"), nb::arg("preempted_status"))
         .def_prop_ro("num_free_blocks", &CacheCore::num_free_blocks)
         .def_prop_ro("usage", &CacheCore::usage)
+        .def_prop_ro("cached_free_usage", &CacheCore::cached_free_usage)
         .def_prop_ro("num_gpu_blocks", &CacheCore::num_gpu_blocks)
         .def_prop_ro("num_cached_hashes", &CacheCore::num_cached_hashes)
         .def_prop_ro("block_size", &CacheCore::block_size)

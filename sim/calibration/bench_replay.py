@@ -1,0 +1,128 @@
+"""A vLLM benchmark re-run in simulation: the same requests, sent the same way, through one
+engine with a given step-time model and front end."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.config import DeploymentSettings, EngineSettings
+from sim.costmodel import CostModel, FrontEnd
+from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
+from sim.engine import simulate
+from sim.metrics import NullRecorder, RequestRecord
+from sim.runner import scheduler_config
+from workloads.api import RequestSpec, Segment
+
+# Token ids of request i start at i * this: no two requests share a prompt block, as with the
+# benchmarks' random or distinct dataset prompts.
+_TOKEN_STRIDE = 1_000_003
+
+
+@dataclass(slots=True)
+class _Collector(NullRecorder):
+    records: list[RequestRecord] = field(default_factory=list)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        self.records.append(request)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedRun:
+    """Per-request client-side figures of the simulated benchmark, in request order."""
+
+    ttfts_s: list[float]
+    decode_times_s: list[float]  # first token to last token
+    output_lens: list[int]
+    e2e_s: list[float]
+
+    @property
+    def mean_ttft_s(self) -> float:
+        return sum(self.ttfts_s) / len(self.ttfts_s)
+
+    @property
+    def mean_itl_s(self) -> float:
+        return per_token_itl_s(self.decode_times_s, self.output_lens)
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    gpu: str
+    model: str
+    tp: int
+    engine: EngineSettings = field(default_factory=EngineSettings)
+
+
+def replay_requests(
+    requests: list[tuple[int, int]],
+    send_times_s: list[float] | None,
+    max_concurrency: int | None,
+    deployment: Deployment,
+    cost_model: CostModel,
+    frontend: FrontEnd,
+) -> ReplayedRun:
+    """Simulate (input_len, output_len) requests sent at `send_times_s` (None: all at once), at
+    most `max_concurrency` in flight (a new one is sent when one finishes)."""
+    specs = _specs(requests, send_times_s, max_concurrency)
+    settings = _Settings(
+        deployment.engine,
+        DeploymentSettings(model=deployment.model, gpu=deployment.gpu, tp=deployment.tp),
+    )
+    collector = _Collector()
+    simulate(specs, scheduler_config(settings), cost_model, recorder=collector, frontend=frontend)
+    by_id = {record.request_id: record for record in collector.records}
+    records = [by_id[f"bench-{index}"] for index in range(len(requests))]
+    return ReplayedRun(
+        ttfts_s=[r.ttft_s for r in records],
+        decode_times_s=[r.finished_at - r.first_token_at for r in records],
+        output_lens=[r.num_output_tokens for r in records],
+        e2e_s=[r.e2e_s for r in records],
+    )
+
+
+def serve_send_times(benchmark: ServeBenchmark, seed: int = 0) -> list[float] | None:
+    """When each request was sent: as recorded, else all at once for an infinite rate, else
+    gamma-distributed gaps at the benchmark's rate and burstiness (vLLM's own arrival process,
+    drawn with `seed`: the measured gaps themselves were not saved)."""
+    starts = [request.start_s for request in benchmark.requests]
+    if all(start is not None for start in starts):
+        return [float(start or 0.0) for start in starts]
+    if math.isinf(benchmark.request_rate):
+        return None
+    rng = np.random.default_rng(seed)
+    shape = benchmark.burstiness
+    gaps = rng.gamma(shape, 1.0 / (benchmark.request_rate * shape), len(benchmark.requests))
+    return [float(t) for t in np.cumsum(gaps) - gaps[0]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    engine: EngineSettings
+    deployment: DeploymentSettings
+    cost_model: str = "auto"
+
+
+def _specs(
+    requests: list[tuple[int, int]], send_times_s: list[float] | None, max_concurrency: int | None
+) -> list[RequestSpec]:
+    specs = []
+    for index, (input_len, output_len) in enumerate(requests):
+        first = index * _TOKEN_STRIDE
+        segments = [Segment("prompt", f"bench-{index}", list(range(first, first + input_len)))]
+        outputs = list(range(first + input_len, first + input_len + output_len))
+        request_id = f"bench-{index}"
+        if max_concurrency is not None and index >= max_concurrency:
+            # A later turn of slot (index mod c): sent when that slot's previous request ends.
+            slot = index % max_concurrency
+            turn = index // max_concurrency
+            specs.append(
+                RequestSpec(request_id, None, f"slot-{slot}", turn, 0.0, segments, outputs)
+            )
+            continue
+        arrival = send_times_s[index] if send_times_s is not None else 0.0
+        session = f"slot-{index}" if max_concurrency is not None else None
+        specs.append(RequestSpec(request_id, arrival, session, 0, 0.0, segments, outputs))
+    # Every slot's first turn comes before all later turns, as the driver requires.
+    return specs

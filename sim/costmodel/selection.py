@@ -1,0 +1,105 @@
+"""Which cost model a run uses, described for its summary: kind, name, front end and the
+validated error of that kind of model (`summary.json`'s `cost_model` block)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
+from sim.costmodel.loader import auto_cost_model_spec, cost_model_from_profile, load_cost_model
+from sim.costmodel.model import CostModel
+from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
+from sim.costmodel.roofline import roofline_profile
+from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model
+
+VALIDATED_ERRORS_PATH = Path(__file__).parent / "data" / "validated_errors.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class CostModelChoice:
+    """The step-time model and front end of a run, and what they are."""
+
+    model: CostModel
+    frontend: FrontEnd
+    kind: str  # shipped, roofline, calibrated, derived (a kernel-derived file) or synthetic
+    name: str  # the profile's name, its file, or the constant/linear spec
+    provenance: str
+
+    def summary(self) -> dict[str, Any]:
+        """What summary.json and the report say about the cost model."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "provenance": self.provenance,
+            "frontend_request_s": self.frontend.request_s,
+            "frontend_per_prompt_token_s": self.frontend.per_prompt_token_s,
+            "frontend_first_token_s": self.frontend.first_token_s,
+            "validated_error": validated_error(self.kind),
+        }
+
+
+def choose_cost_model(
+    spec: str,
+    frontend_spec: str,
+    *,
+    gpu: str | GpuSpec,
+    model: str | ModelSpec,
+    tp: int,
+) -> CostModelChoice:
+    """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings."""
+    gpu_spec, model_spec = get_gpu(gpu), get_model(model)
+    text = spec.strip()
+    if text == "auto":
+        text = auto_cost_model_spec(gpu_spec, model_spec, tp)
+    # load_cost_model checks a profile against the deployment and parses inline specs.
+    step_model = load_cost_model(text, gpu=gpu_spec, model=model_spec, tp=tp)
+    if text == "roofline":
+        return _from_profile(roofline_profile(gpu_spec, model_spec, tp), frontend_spec, text)
+    is_file = text.endswith((".yaml", ".yml")) or Path(text).is_file()
+    if is_file or is_profile_name(text):
+        profile = load_profile(Path(text) if is_file else shipped_profile_path(text))
+        choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=not is_file))
+        return _renamed(choice, text) if is_file else choice
+    # A constant: or linear: model states every time of a hypothetical engine itself, so 'auto'
+    # adds no front end to it.
+    return CostModelChoice(
+        step_model, resolve_frontend(frontend_spec, NO_FRONTEND), "synthetic", text, "given inline"
+    )
+
+
+def validated_error(kind: str) -> dict[str, Any] | None:
+    """`costmodel validate`'s leave-one-source-out error for models of this kind, if any."""
+    document = yaml.safe_load(VALIDATED_ERRORS_PATH.read_text())
+    entry = document.get("kinds", {}).get(kind)
+    if entry is None:
+        return None
+    return {"measured_by": document["measured_by"], **entry}
+
+
+def _profile_kind(profile: Profile, *, shipped: bool) -> str:
+    if profile.source == "calibrated":
+        return "calibrated"
+    if profile.source == "roofline":
+        return "roofline"
+    return "shipped" if shipped else "derived"
+
+
+def _from_profile(profile: Profile, frontend_spec: str, kind: str) -> CostModelChoice:
+    """The choice of `profile`; "roofline" as kind means the profile's own source decides."""
+    if kind == "roofline":
+        kind = _profile_kind(profile, shipped=True)
+    return CostModelChoice(
+        cost_model_from_profile(profile),
+        resolve_frontend(frontend_spec, profile.frontend),
+        kind,
+        profile.name,
+        profile.provenance,
+    )
+
+
+def _renamed(choice: CostModelChoice, path: str) -> CostModelChoice:
+    return CostModelChoice(choice.model, choice.frontend, choice.kind, path, choice.provenance)

@@ -1,0 +1,100 @@
+"""`prefixsim run` says whether the run reached a steady state, fails (exit 2, one line, nothing
+left behind) when nothing was measured, and `prefixsim report` takes a scenario's results folder.
+
+Scenario: single-turn chat on one replica with constant 10 ms steps; 64-token system prompt,
+32-token messages, 8 output tokens, near-regular arrivals (gamma, cv 0.01) for 20 s. One
+sequence at a time serves 12.5 requests/s: 4/s is steady, 20/s builds a queue all run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+
+SCENARIO = """\
+name: outcome
+seed: 1
+duration_s: 20
+engine: {max_num_seqs: 1, max_num_batched_tokens: 1024, max_model_len: 1024, num_gpu_blocks: 200}
+cost_model: "constant:0.01"
+workload:
+  source:
+    kind: chat
+    common: {system_prompt_tokens: 64}
+    turns_per_session: 1
+    user_message_tokens: 32
+    answer_tokens: 8
+  arrivals: {process: gamma, rate_per_s: 4.0, cv: 0.01}
+outputs: {events: false}
+"""
+
+
+def run(tmp_path: Path, capsys, *overrides: str) -> tuple[int, str, str]:
+    path = tmp_path / "outcome.yaml"
+    path.write_text(SCENARIO)
+    args = ["run", str(path), "--results", str(tmp_path / "results"), "--no-progress"]
+    for override in overrides:
+        args += ["--set", override]
+    with pytest.raises(SystemExit) as raised:
+        main(args)
+    captured = capsys.readouterr()
+    return raised.value.code, captured.out, captured.err
+
+
+def test_a_steady_run_says_so(tmp_path: Path, capsys) -> None:
+    code, _, err = run(tmp_path, capsys)
+    assert code == 0
+    assert "steady state reached" in err
+    assert "UNSTABLE" not in err
+
+
+def test_an_overloaded_run_warns_loudly_with_its_reason(tmp_path: Path, capsys) -> None:
+    code, out, err = run(tmp_path, capsys, "workload.arrivals.rate_per_s=20")
+    assert code == 0
+    assert "WARNING: UNSTABLE - no steady state" in err
+    assert "the waiting queue grew by" in err
+    assert '"stable": false' in out
+
+
+def test_a_run_whose_requests_are_all_rejected_is_refused_before_it_runs(
+    tmp_path: Path, capsys
+) -> None:
+    # 2,000-token system prompts against max_model_len 1,024: no request could ever be served.
+    code, out, err = run(tmp_path, capsys, "workload.source.common.system_prompt_tokens=2000")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert "so every request would be rejected" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_run_whose_requests_are_mostly_rejected_fails_and_leaves_nothing(
+    tmp_path: Path, capsys
+) -> None:
+    # Messages of 16..4,000 tokens after a 64-token system prompt against max_model_len 1,024:
+    # about three in four prompts are too long (57 of 80 with seed 1), so the run is
+    # simulated and then fails.
+    code, out, err = run(
+        tmp_path, capsys, "workload.source.user_message_tokens={dist: uniform, low: 16, high: 4000}"
+    )
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert "run failed: 57 of 80 requests were rejected: their prompts are at least " in err
+    assert "engine.max_model_len (1,024) tokens long" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_report_takes_a_scenario_results_folder_with_one_run(tmp_path: Path, capsys) -> None:
+    assert run(tmp_path, capsys)[0] == 0
+    with pytest.raises(SystemExit) as raised:
+        main(["report", str(tmp_path / "results" / "outcome")])
+    assert raised.value.code == 0
+    (run_dir,) = (tmp_path / "results" / "outcome").iterdir()
+    assert (run_dir / "report.md").is_file()
+    assert "steady state" in (run_dir / "report.md").read_text()

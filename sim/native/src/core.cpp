@@ -685,6 +685,9 @@ class CacheCore {
 NB_MODULE(_core, m) {
     intern_names();
     find_libcrypto();
+    // Managers still referenced at interpreter exit (module globals, uncollected cycles) are
+    // normal for a Python object; nanobind would report each as a leak on stderr.
+    nb::set_leak_warnings(false);
     m.doc() = "prefixsim's compiled cache core (block hashing, block pool, KV cache manager)";
 
     m.def("sha256_portable", [](nb::bytes data) {

@@ -35,8 +35,18 @@ test-all: lint
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
-bench: $(STAMP)
-	$(PYTHON) -m sim.bench
+# Dynamo's mocker for the comparison in make bench: its own venv outside the repo, --no-deps.
+DYNAMO_VENV ?= $(HOME)/.cache/prefixsim-bench/dynamo-venv
+DYNAMO_VERSION ?= 1.6.1
+
+$(DYNAMO_VENV)/.installed:
+	test -x $(DYNAMO_VENV)/bin/python || python3 -m venv $(DYNAMO_VENV)
+	$(DYNAMO_VENV)/bin/python -m pip install -q --no-deps \
+		ai-dynamo-runtime==$(DYNAMO_VERSION) ai-dynamo==$(DYNAMO_VERSION)
+	touch $@
+
+bench: $(STAMP) $(DYNAMO_VENV)/.installed
+	DYNAMO_PYTHON=$(DYNAMO_VENV)/bin/python $(PYTHON) -m sim.bench $(BENCH)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check sim workloads tests

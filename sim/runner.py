@@ -125,6 +125,7 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         prefill_schedule_interval=engine.prefill_schedule_interval,
         max_num_queued_reqs=engine.max_num_queued_reqs,
         max_num_queued_tokens=engine.max_num_queued_tokens,
+        core=engine.core,
     )
 
 

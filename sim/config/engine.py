@@ -28,6 +28,7 @@ from sim.costmodel import (
 )
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
+from sim.native import DEFAULT_CORE
 from sim.routing import ROUTER_POLICIES
 from sim.sched import POLICIES, defaults, engine_limit_problem
 
@@ -129,6 +130,10 @@ class EngineSettings(StrictModel):
         ge=0,
         description="Front end: reject (HTTP 503) while prompts in prefill sum to this or more",
     )
+    core: Literal["native", "python"] = Field(
+        DEFAULT_CORE,
+        description="Cache core: compiled (native) or the pure-Python reference; same results",
+    )  # = native.CORES
     kv_offloading_size: float | None = Field(
         None,
         ge=0,

@@ -15,7 +15,7 @@ import simpy
 from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
-from sim.kvcache import BlockHasher
+from sim.kvcache import Hasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder
 from sim.routing import Router, SchedulerReplica
 from sim.sched import Request, SchedulerConfig
@@ -75,7 +75,7 @@ class Cluster:
         self.num_routed = [0] * num_replicas
 
     @property
-    def hasher(self) -> BlockHasher:
+    def hasher(self) -> Hasher:
         """The block hasher requests must be built with (every replica hashes alike)."""
         return self.replicas[0].hasher
 

@@ -11,10 +11,12 @@ from sim.kvcache.hashing import (
     HASH_ALGOS,
     NO_HASH_KEYS,
     BlockHasher,
+    Hasher,
     HashKeys,
     MultiModalItem,
     none_hash,
 )
+from sim.kvcache.interface import CacheManager
 from sim.kvcache.manager import KVCacheManager
 from sim.kvcache.observer import (
     BLOCK_CLEARED,
@@ -38,7 +40,7 @@ from sim.kvcache.offload.lookup import external_hit_tokens
 from sim.kvcache.request import CacheRequest, RequestStatus
 from sim.kvcache.salt import cache_salt_problem
 from sim.kvcache.sequential import run_alone
-from sim.kvcache.stats import PrefixCacheStats
+from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
 
 __all__ = [
     "BYTES_PER_BLOCK",
@@ -54,11 +56,13 @@ __all__ = [
     "OFFLOAD_POLICIES",
     "BlockHasher",
     "BlockPool",
+    "CacheManager",
     "CacheObserver",
     "CacheRequest",
     "CpuOffloadTier",
     "FreeBlockQueue",
     "HashKeys",
+    "Hasher",
     "KVBlock",
     "KVCacheManager",
     "Lookup",
@@ -66,6 +70,7 @@ __all__ = [
     "OffloadObserver",
     "OffloadSizing",
     "PrefixCacheStats",
+    "PrefixLookupCounting",
     "RequestStatus",
     "StorePlan",
     "cache_salt_problem",

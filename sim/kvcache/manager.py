@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sim.kvcache.block import KVBlock
 from sim.kvcache.block_pool import BlockPool
 from sim.kvcache.observer import BLOCK_HIT, CacheObserver
 from sim.kvcache.request import CacheRequest, RequestStatus
-from sim.kvcache.stats import PrefixCacheStats
+from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
 
 _ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
-class KVCacheManager:
+class KVCacheManager(PrefixLookupCounting):
     """Prefix lookup, slot allocation with admission checks, caching of full blocks, and free."""
 
     __slots__ = (
@@ -73,18 +74,14 @@ class KVCacheManager:
         hit_blocks = self.block_pool.get_cached_prefix(request.block_hashes[:max_blocks])
         return hit_blocks, len(hit_blocks) * self.block_size
 
-    def record_prefix_cache_stats(self, request: CacheRequest, num_hit_tokens: int) -> None:
-        """Count an admitted request's lookup (skipped lookups are not counted)."""
-        if not self.enable_caching or request.skip_reading_prefix_cache:
-            return
-        preempted = request.num_preemptions > 0
-        self.stats.record(request.num_tokens, num_hit_tokens, preempted)
-        self.cumulative_stats.record(request.num_tokens, num_hit_tokens, preempted)
+    def num_held_blocks(self, request_id: str) -> int:
+        """Length of the request's block table."""
+        return len(self.req_to_blocks.get(request_id, ()))
 
-    def make_prefix_cache_stats(self) -> PrefixCacheStats:
-        """Counters since the previous call (vLLM reports per-step deltas)."""
-        stats, self.stats = self.stats, PrefixCacheStats()
-        return stats
+    @staticmethod
+    def block_ids(blocks: Sequence[Any]) -> list[int]:
+        """Ids of blocks this manager handed out."""
+        return [block.block_id for block in blocks]
 
     def num_blocks_to_allocate(
         self, request_id: str, num_tokens: int, hit_blocks: Sequence[KVBlock]
@@ -206,9 +203,8 @@ class KVCacheManager:
         if blocks:
             self.block_pool.free_blocks(reversed(blocks))
 
-    def reset_prefix_cache(self, now: float = 0.0) -> bool:
-        """Clear the cache if no request holds a block."""
-        if not self.block_pool.reset_prefix_cache(now):
-            return False
-        self.stats.reset = True
-        return True
+    def _caches(self) -> bool:
+        return self.enable_caching
+
+    def _reset_pool(self, now: float) -> bool:
+        return self.block_pool.reset_prefix_cache(now)

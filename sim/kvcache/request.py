@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from sim.kvcache.hashing import NO_HASH_KEYS, BlockHasher, HashKeys, num_shared_full_blocks
+from sim.kvcache.hashing import NO_HASH_KEYS, Hasher, HashKeys, num_shared_full_blocks
 
 
 class RequestStatus(enum.Enum):
@@ -46,7 +46,7 @@ class CacheRequest:
         self,
         request_id: str,
         prompt_token_ids: Sequence[int],
-        hasher: BlockHasher,
+        hasher: Hasher,
         *,
         hash_keys: HashKeys = NO_HASH_KEYS,
         skip_reading_prefix_cache: bool = False,

@@ -5,6 +5,7 @@ Time is the step number; a fake model emits the tokens each `add` lists.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.kvcache import BLOCK_EVICTED, BLOCK_STORED, HashKeys, PrefixCacheStats
+from sim.native import DEFAULT_CORE
 from sim.replay.cache_replay import parse_lora, parse_salt
 from sim.replay.offload_engine import (
     OFFLOAD_CONFIG_KEYS,
@@ -345,7 +347,7 @@ class EngineReplay:
             self.labels.setdefault(request.block_hashes[index], f"{request.request_id}#{index}")
 
 
-def replay_engine(path: Path) -> Iterator[ReplayLine]:
+def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     """Replay an engine op script: a header line, add and step lines, then the summary.
 
     An op's `expect` is checked against its last line (with the cumulative counters and, for
@@ -354,7 +356,7 @@ def replay_engine(path: Path) -> Iterator[ReplayLine]:
     ops = read_ops(path, ENGINE_OPS)
     first = next(ops, None)
     config_op = first if first is not None and first.name == "config" else None
-    config = scheduler_config_from_op(config_op)
+    config = dataclasses.replace(scheduler_config_from_op(config_op), core=core)
     offload = OffloadReplayConfig.from_op(config_op)
     if offload is not None and config.async_scheduling and config_op is not None:
         raise config_op.error(ASYNC_OFFLOAD_PROBLEM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheRequest, HashKeys
+from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys
 
 
 class Request(CacheRequest):
@@ -39,7 +39,7 @@ class Request(CacheRequest):
         request_id: str,
         prompt_token_ids: Sequence[int],
         planned_output_token_ids: Sequence[int],
-        hasher: BlockHasher,
+        hasher: Hasher,
         *,
         arrival_at: float = 0.0,
         priority: int = 0,

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import BlockHasher, CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.kvcache import CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.native import make_hasher, make_manager
 from sim.sched.config import SchedulerConfig
 from sim.sched.lazy_decode import LazyDecoders
 from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM, OffloadConnector, StepTransfers
@@ -116,13 +117,18 @@ class Scheduler:
             if fast_decode_path and not config.async_scheduling and offload is None
             else None
         )
-        self.hasher = BlockHasher(
+        # The compiled core has no CPU-tier hooks (external tokens, delayed caching, reserved
+        # blocks), so runs with offloading use the reference core; results are the same.
+        core = config.core if offload is None else "python"
+        self.hasher = make_hasher(
+            core,
             config.hash_algo,
             config.block_size,
             config.hash_seed,
             memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
         )
-        self.kv_cache_manager = KVCacheManager(
+        self.kv_cache_manager = make_manager(
+            core,
             config.num_gpu_blocks,
             config.block_size,
             max_model_len=config.max_model_len,
@@ -426,9 +432,9 @@ class Scheduler:
                 continue
             demand += num_new_tokens
             num_slots = min(num_computed + num_new_tokens, max_model_len)
-            held = manager.req_to_blocks[request.request_id]
-            if num_slots > len(held) * block_size:
-                blocks_needed += -(-num_slots // block_size) - len(held)
+            num_held = manager.num_held_blocks(request.request_id)
+            if num_slots > num_held * block_size:
+                blocks_needed += -(-num_slots // block_size) - num_held
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(
@@ -560,6 +566,9 @@ class Scheduler:
         own transfers are in flight, is skipped (not head of line) and retried next step."""
         config = self.config
         manager = self.kv_cache_manager
+        # Offload runs use the reference core (see __init__), whose allocate_slots takes the
+        # CPU tier's external tokens, delayed caching and reserved blocks.
+        assert isinstance(manager, KVCacheManager)
         offload = self.offload
         assert offload is not None
         running = self.running
@@ -631,7 +640,7 @@ class Scheduler:
                 break  # head-of-line blocking on KV capacity
             offload.after_admission(
                 request,
-                [block.block_id for block in manager.req_to_blocks[request.request_id]],
+                manager.get_block_ids(request.request_id),
                 num_hit_tokens,
                 num_external,
             )
@@ -671,12 +680,12 @@ class Scheduler:
     def _plan_transfers(self, output: SchedulerOutput) -> StepTransfers:
         offload = self.offload
         assert offload is not None
-        req_to_blocks = self.kv_cache_manager.req_to_blocks
+        manager = self.kv_cache_manager
         scheduled = [
             (
                 request,
                 output.num_scheduled_tokens[request.request_id],
-                [block.block_id for block in req_to_blocks[request.request_id]],
+                manager.get_block_ids(request.request_id),
             )
             for request in output.scheduled
         ]

@@ -35,8 +35,18 @@ test-all: lint
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
-bench: $(STAMP)
-	$(PYTHON) -m sim.bench
+# Dynamo's mocker for the comparison in make bench: its own venv outside the repo, --no-deps.
+DYNAMO_VENV ?= $(HOME)/.cache/prefixsim-bench/dynamo-venv
+DYNAMO_VERSION ?= 1.6.1
+
+$(DYNAMO_VENV)/.installed:
+	test -x $(DYNAMO_VENV)/bin/python || python3 -m venv $(DYNAMO_VENV)
+	$(DYNAMO_VENV)/bin/python -m pip install -q --no-deps \
+		ai-dynamo-runtime==$(DYNAMO_VERSION) ai-dynamo==$(DYNAMO_VERSION)
+	touch $@
+
+bench: $(STAMP) $(DYNAMO_VENV)/.installed
+	DYNAMO_PYTHON=$(DYNAMO_VENV)/bin/python $(PYTHON) -m sim.bench $(BENCH)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check sim workloads tests
@@ -49,3 +59,18 @@ differential: $(STAMP)
 	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
 	$(PYTHON) tests/differential/run_differential.py --oracle-python $(ORACLE_VENV)/bin/python \
 		--cache $(DIFF_CACHE) --sync $(DIFF_SYNC) --async $(DIFF_ASYNC) $(if $(DIFF_SEED),--seed $(DIFF_SEED))
+# The CPU offload tier (spec §13) against vLLM 0.33.0: OFFLOAD_STREAMS random op streams for its
+# CPUOffloadingManager (LRU and ARC), OFFLOAD_WORKLOADS random workloads for its Scheduler with
+# the OffloadingConnector (OFFLOAD_SEED reruns a seed). Part of `make differential`.
+.PHONY: differential-offload differential-offload-sched
+OFFLOAD_STREAMS   ?= 1000
+OFFLOAD_WORKLOADS ?= 200
+differential: differential-offload differential-offload-sched
+differential-offload: $(STAMP)
+	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
+	VLLM_ORACLE_VENV=$(ORACLE_VENV) $(if $(OFFLOAD_SEED),SEED=$(OFFLOAD_SEED)) \
+		tests/differential/offload/differential_offload.sh $(OFFLOAD_STREAMS)
+differential-offload-sched: $(STAMP)
+	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
+	VLLM_ORACLE_VENV=$(ORACLE_VENV) $(if $(OFFLOAD_SEED),SEED=$(OFFLOAD_SEED)) \
+		tests/differential/offload/differential_offload_sched.sh $(OFFLOAD_WORKLOADS)

@@ -19,8 +19,8 @@ DEMO_SWEEP_YAML = """\
 # per-user fields in the prompt (after the system prompt, or before it) change hit rate and TTFT?
 name: demo
 seed: 1
-duration_s: 180
-warmup_s: 20
+duration_s: 480
+warmup_s: 240
 engine:
   block_size: 16
   max_num_batched_tokens: 8192

@@ -31,9 +31,11 @@ from sim.costmodel import (
     CostModelChoice,
     choose_cost_model,
     get_gpu,
+    get_host_link,
+    kv_bytes_per_token,
     num_gpu_blocks,
 )
-from sim.engine import SimulationResult, check_max_model_len_fits, simulate
+from sim.engine import OffloadSpec, SimulationResult, check_max_model_len_fits, simulate
 from sim.errors import InputError
 from sim.fileio import (
     atomic_write_text,
@@ -45,10 +47,10 @@ from sim.fileio import (
     remove_leftovers,
     writing,
 )
-from sim.kvcache import MAX_NUM_GPU_BLOCKS, pool_size_problem
+from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
 from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
-from sim.sched import SchedulerConfig
+from sim.sched import ASYNC_OFFLOAD_PROBLEM, SchedulerConfig
 from workloads.api import WorkloadError
 
 GIB = 1024**3
@@ -123,6 +125,40 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
         prefill_schedule_interval=engine.prefill_schedule_interval,
         max_num_queued_reqs=engine.max_num_queued_reqs,
         max_num_queued_tokens=engine.max_num_queued_tokens,
+        core=engine.core,
+    )
+
+
+def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
+    """The CPU offload tier of each replica, or None when `kv_offloading_size` is off."""
+    engine = scenario.engine
+    if engine.kv_offloading_size is None:
+        return None
+    if engine.async_scheduling:
+        raise InputError(f"engine.kv_offloading_size: {ASYNC_OFFLOAD_PROBLEM}")
+    deployment = scenario.deployment
+    gpu = get_gpu(deployment.gpu)
+    block_bytes_per_gpu = engine.block_size * kv_bytes_per_token(
+        deployment.model_spec, deployment.tp
+    )
+    sizing = offload_sizing(
+        engine.kv_offloading_size,
+        block_bytes_per_gpu,
+        world_size=deployment.tp,
+        block_size=engine.block_size,
+    )
+    if sizing.num_chunks == 0:
+        raise InputError(
+            f"engine.kv_offloading_size {engine.kv_offloading_size} GiB holds no chunk of "
+            f"{sizing.chunk_bytes:,} bytes (one block of all {deployment.tp} GPUs); give it at "
+            f"least {sizing.chunk_bytes / GIB:.6f} GiB or 0 to turn offloading off"
+        )
+    return OffloadSpec(
+        num_chunks=sizing.num_chunks,
+        policy=engine.kv_offloading_policy,
+        prompt_only=engine.kv_offload_prompt_only,
+        link=get_host_link(deployment.host_link or gpu.key),
+        chunk_bytes_per_gpu=block_bytes_per_gpu,
     )
 
 
@@ -198,6 +234,7 @@ def run_scenario(
     config = scheduler_config(scenario)
     check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
     check_max_model_len_fits(config)
+    offload = scenario_offload(scenario)
     cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
     created_dirs = make_dirs(run_dir.parent)
@@ -205,7 +242,15 @@ def run_scenario(
     try:
         with partial_dir(run_dir) as partial, writing(run_dir):
             summary = _simulate_into(
-                partial, scenario, run_id, base_dir, config, cost_model_choice, progress, goodput
+                partial,
+                scenario,
+                run_id,
+                base_dir,
+                config,
+                cost_model_choice,
+                progress,
+                goodput,
+                offload,
             )
             if require_measured:
                 check_measured(summary, config)
@@ -225,6 +270,7 @@ def _simulate_into(
     cost_model_choice: CostModelChoice,
     progress: bool,
     goodput: GoodputSlos | None,
+    offload: OffloadSpec | None,
 ) -> dict[str, Any]:
     """Simulate `scenario` writing every result file into `directory`; returns the summary."""
     recorder = make_run_recorder(
@@ -236,6 +282,7 @@ def _simulate_into(
         duration_s=scenario.duration_s,
         events=scenario.outputs.events,
         goodput=goodput,
+        offload=offload is not None,
     )
     specs = scenario.workload.build(
         seed=scenario.seed, until_s=scenario.duration_s, base_dir=base_dir
@@ -271,10 +318,13 @@ def _simulate_into(
                 router=scenario_router(scenario),
                 replica_recorders=replica_summaries,
                 frontend=cost_model_choice.frontend,
+                offload=offload,
             )
         except WorkloadError as error:
             raise InputError.from_workload_error(error) from None
-    summary = _finish_summary(directory, scenario, run_id, config, result, cost_model_choice)
+    summary = _finish_summary(
+        directory, scenario, run_id, config, result, cost_model_choice, offload
+    )
     if replica_summaries is not None:
         _write_replica_summaries(directory / REPLICAS_FILE, replica_summaries, result)
     atomic_write_text(directory / "config.resolved.yaml", scenario.resolved_yaml())
@@ -288,9 +338,18 @@ def _finish_summary(
     config: SchedulerConfig,
     result: SimulationResult,
     cost_model_choice: CostModelChoice,
+    offload: OffloadSpec | None = None,
 ) -> dict[str, Any]:
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text())
+    if offload is not None:
+        summary.update(
+            {
+                "offload_num_chunks": offload.num_chunks,
+                "offload_policy": offload.policy,
+                "offload_host_link": offload.link.name,
+            }
+        )
     summary.update(
         {
             "scenario": scenario.name,

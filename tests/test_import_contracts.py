@@ -28,7 +28,8 @@ CONTRACTS: dict[str, Contract] = {
     "sim.fileio": Contract(("sim.errors",)),
     "sim.interrupts": Contract(()),
     "sim.kvcache": Contract((), ("xxhash", "cbor2")),
-    "sim.sched": Contract(("sim.kvcache",)),
+    "sim.native": Contract(("sim.kvcache",), ("xxhash",)),
+    "sim.sched": Contract(("sim.kvcache", "sim.native")),
     "sim.costmodel": Contract(("sim.errors", "sim.fileio"), ("numpy", "yaml")),
     "sim.metrics": Contract(("sim.errors", "sim.fileio"), ("numpy", "pyarrow")),
     "sim.routing": Contract(("sim.sched",)),
@@ -37,10 +38,20 @@ CONTRACTS: dict[str, Contract] = {
         ("simpy",),
     ),
     "sim.config": Contract(
-        ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.errors", "workloads"),
+        (
+            "sim.kvcache",
+            "sim.native",
+            "sim.sched",
+            "sim.routing",
+            "sim.costmodel",
+            "sim.errors",
+            "workloads",
+        ),
         ("pydantic", "pydantic_core", "yaml"),
     ),
-    "sim.replay": Contract(("sim.kvcache", "sim.sched", "sim.engine", "sim.errors", "workloads")),
+    "sim.replay": Contract(
+        ("sim.kvcache", "sim.native", "sim.sched", "sim.engine", "sim.errors", "workloads")
+    ),
     "sim.runner": Contract(
         (
             "sim.kvcache",
@@ -104,6 +115,7 @@ CONTRACTS: dict[str, Contract] = {
 # (fitting, deriving and validating profiles; the replay harnesses) are named here as public.
 API_PACKAGES = (
     "sim.kvcache",
+    "sim.native",
     "sim.sched",
     "sim.costmodel",
     "sim.metrics",

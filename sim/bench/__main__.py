@@ -10,6 +10,7 @@ from rich.table import Table
 
 from sim.bench import Benchmark, Figures
 from sim.bench.cache_bench import run_cache_benchmark
+from sim.bench.dynamo_bench import run_dynamo_benchmark
 from sim.bench.engine_bench import run_engine_benchmark
 from sim.bench.replay_bench import run_replay_benchmark
 from sim.bench.sweep_bench import run_sweep_benchmark
@@ -20,6 +21,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "engine": run_engine_benchmark,
     "replay": run_replay_benchmark,
     "sweep": run_sweep_benchmark,
+    "dynamo": run_dynamo_benchmark,
 }
 
 

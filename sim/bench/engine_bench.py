@@ -9,6 +9,7 @@ simulated, never extrapolated from a shorter run.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class EngineBenchConfig:
     gpu: str = "h100"
     cost_model: str = "h100/llama-3.1-8b/tp1"
     block_size: int = 16
+    core: str = "native"
 
     @property
     def mean_turns_per_session(self) -> float:
@@ -52,7 +54,7 @@ def chat_scenario_data(config: EngineBenchConfig) -> dict[str, Any]:
         "name": "bench-engine-chat",
         "seed": config.seed,
         "duration_s": config.duration_s,
-        "engine": {"block_size": config.block_size},
+        "engine": {"block_size": config.block_size, "core": config.core},
         "deployment": {"model": config.model, "gpu": config.gpu, "tp": 1},
         "cost_model": config.cost_model,
         "workload": {
@@ -66,26 +68,32 @@ def chat_scenario_data(config: EngineBenchConfig) -> dict[str, Any]:
     }
 
 
-def timed_chat_run(config: EngineBenchConfig) -> tuple[RunResult, float]:
-    """Run the chat scenario into a temporary directory; returns its result and wall seconds."""
+def timed_chat_run(config: EngineBenchConfig) -> tuple[RunResult, float, float]:
+    """Run the chat scenario into a temporary directory; its result, wall and CPU seconds."""
     scenario = Scenario.model_validate(chat_scenario_data(config))
     with tempfile.TemporaryDirectory(prefix="prefixsim-bench-") as scratch:
-        started_at = time.perf_counter()
+        started_at, cpu_before = time.perf_counter(), time.process_time()
         result = run_scenario(scenario, Path(scratch), run_dir=Path(scratch) / "run")
-        wall_s = time.perf_counter() - started_at
-    return result, wall_s
+        wall_s, cpu_s = time.perf_counter() - started_at, time.process_time() - cpu_before
+    return result, wall_s, cpu_s
 
 
 def run_engine_benchmark(config: EngineBenchConfig | None = None) -> Figures:
-    """Simulate the chat hour; report simulated seconds per wall second and the rate achieved."""
+    """Simulate the chat hour on the native core and on the pure-Python path; report simulated
+    seconds per wall second and per CPU second, and the rate achieved."""
     config = config or EngineBenchConfig()
-    result, wall_s = timed_chat_run(config)
+    result, wall_s, cpu_s = timed_chat_run(config)
+    _, python_wall_s, python_cpu_s = timed_chat_run(dataclasses.replace(config, core="python"))
     summary = result.summary
     simulated_s = summary["end_at"]
     return {
         "simulated (arrivals, then drain)": Figure(simulated_s, "s"),
         "wall": Figure(wall_s, "s"),
+        "CPU": Figure(cpu_s, "s"),
         "simulated per wall second": Figure(simulated_s / wall_s, "x real time"),
+        "simulated per CPU second": Figure(simulated_s / cpu_s, "x real time"),
+        "python core: CPU": Figure(python_cpu_s, "s"),
+        "python core: simulated per CPU second": Figure(simulated_s / python_cpu_s, "x real time"),
         "request rate (simulated)": Figure(summary["requests_per_s"], "req/s"),
         "requests": Figure(summary["num_requests"]),
         "engine steps": Figure(summary["num_engine_steps"]),

@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, str] = {
     "side-channel": "study_cmd",
     "eviction": "eviction_cmd",
     "export-metrics": "export_cmd",
+    "offload": "offload_cmd",
 }
 
 

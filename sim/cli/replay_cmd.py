@@ -12,7 +12,7 @@ import typer
 
 from sim.cli.app import app
 from sim.fileio import atomic_writer, check_output_file
-from sim.replay import ReplayLine, compare_expectations
+from sim.replay import ReplayLine, compare_expectations, replay_offload
 from sim.replay.cache_replay import replay_cache
 from sim.replay.engine_replay import replay_engine
 
@@ -71,3 +71,20 @@ def engine_replay(
 ) -> None:
     """Replay scheduler ops (add, step, run_until_idle, abort) and print every engine step."""
     write_replay(replay_engine(workload_file), out, check)
+
+
+@cache_app.command("offload-replay")
+def cache_offload_replay(
+    ops_files: list[Path] = typer.Argument(
+        ..., help="JSON-lines op streams for the CPU offload tier (docs/offload.md)."
+    ),
+    outdir: Path | None = typer.Option(
+        None, "--outdir", help="Write <name>.jsonl per stream here instead of stdout."
+    ),
+) -> None:
+    """Replay CPU offload tier ops (lookup, prepare/complete store and load, finish, reset)."""
+    for ops_file in ops_files:
+        out = outdir / ops_file.name if outdir is not None else None
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        write_replay(replay_offload(ops_file), out, False)

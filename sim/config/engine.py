@@ -28,6 +28,7 @@ from sim.costmodel import (
 )
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS
+from sim.native import DEFAULT_CORE
 from sim.routing import ROUTER_POLICIES
 from sim.sched import POLICIES, defaults, engine_limit_problem
 
@@ -129,6 +130,28 @@ class EngineSettings(StrictModel):
         ge=0,
         description="Front end: reject (HTTP 503) while prompts in prefill sum to this or more",
     )
+    core: Literal["native", "python"] = Field(
+        DEFAULT_CORE,
+        description="Cache core: compiled (native) or the pure-Python reference; same results",
+    )  # = native.CORES
+    kv_offloading_size: float | None = Field(
+        None,
+        ge=0,
+        description="GiB of host memory for vLLM's CPU KV offload tier, all GPUs of a replica "
+        "together (--kv-offloading-size); null or 0: off",
+    )
+    kv_offloading_policy: Literal["lru", "arc"] = Field(
+        "lru", description="Eviction policy of the CPU offload tier (vLLM's eviction_policy)"
+    )
+    kv_offload_prompt_only: bool = Field(
+        True, description="Store only prompt blocks on the CPU tier, as vLLM does by default"
+    )
+
+    @field_validator("kv_offloading_size")
+    @classmethod
+    def _zero_is_off(cls, size: float | None) -> float | None:
+        # 0 GiB is the feature off, resolved exactly as if the field were absent.
+        return None if size == 0 else size
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
@@ -169,6 +192,11 @@ class DeploymentSettings(StrictModel):
     )
     kv_cache_dtype: KvCacheDtype = Field("auto", description="vLLM's --kv-cache-dtype")
     replicas: int = Field(1, ge=1, le=1024)
+    host_link: Literal["pcie-gen4", "pcie-gen5", "nvlink-c2c"] | None = Field(
+        None,
+        description="Each GPU's link to host memory for KV offload transfers; default: the "
+        "GPU's (docs/offload.md)",
+    )
     router: RouterSettings = Field(default_factory=RouterSettings)
     _model_spec: ModelSpec | None = PrivateAttr(None)
 

@@ -82,8 +82,11 @@ class Scenario(StrictModel):
         return self
 
     def resolved(self) -> dict[str, Any]:
-        """Every setting, defaults included, as plain data."""
-        return self.model_dump(mode="json")
+        """Every setting, defaults included, as plain data.
+
+        `engine.core` is left out: both cores give byte-identical results, so it names how a
+        run is computed, not what (like -j), and never changes a run id or result file."""
+        return self.model_dump(mode="json", exclude={"engine": {"core"}})
 
     def run_id(self) -> str:
         """A short hash of the resolved config: equal configs share a run directory."""

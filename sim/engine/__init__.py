@@ -3,6 +3,7 @@
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.collector import relaxed_garbage_collection
 from sim.engine.core import EngineCore, check_max_model_len_fits, request_record
+from sim.engine.offload import OffloadSpec
 from sim.engine.requests import (
     SpecLike,
     cache_request_from_spec,
@@ -13,6 +14,7 @@ from sim.engine.simulation import SimulationResult, simulate
 
 __all__ = [
     "EngineCore",
+    "OffloadSpec",
     "SimulationResult",
     "SpecLike",
     "WorkloadDriver",

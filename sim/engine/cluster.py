@@ -14,7 +14,8 @@ import simpy
 
 from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
-from sim.kvcache import BlockHasher
+from sim.engine.offload import OffloadSpec
+from sim.kvcache import Hasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder
 from sim.routing import Router, SchedulerReplica
 from sim.sched import Request, SchedulerConfig
@@ -37,6 +38,7 @@ class Cluster:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        offload: OffloadSpec | None = None,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -63,6 +65,7 @@ class Cluster:
                     on_request_finished=on_request_finished,
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
+                    offload=offload,
                     replica=index,
                 )
             )
@@ -72,7 +75,7 @@ class Cluster:
         self.num_routed = [0] * num_replicas
 
     @property
-    def hasher(self) -> BlockHasher:
+    def hasher(self) -> Hasher:
         """The block hasher requests must be built with (every replica hashes alike)."""
         return self.replicas[0].hasher
 

@@ -10,6 +10,7 @@ from typing import Any
 import simpy
 
 from sim.costmodel import BatchShape, CostModel
+from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
 from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
@@ -55,6 +56,7 @@ def request_record(request: Request, replica: int = 0) -> RequestRecord:
         num_output_tokens=request.num_output_tokens,
         num_preemptions=request.num_preemptions,
         inter_token_latencies_s=request.inter_token_latencies_s,
+        num_host_cached_tokens=request.num_host_cached_tokens,
         replica=replica,
     )
 
@@ -102,6 +104,9 @@ class EngineCore:
     steps in flight as vLLM's engine core does: step k+1 is scheduled as soon as step k is
     launched, and step k's output is processed when it ends, while k+1 runs on the GPU.
     Steps that schedule nothing (vLLM's flush steps) take no time and are not recorded.
+    With CPU offloading (sync scheduling only) an empty step is applied and recorded (its
+    admissions may start loads), and the loop then waits for the next transfer to finish or
+    a request to arrive, as vLLM's engine polls transfers in empty steps.
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class EngineCore:
         on_request_finished: Callable[[Request], None] | None = None,
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
+        offload: OffloadSpec | None = None,
         replica: int = 0,
     ) -> None:
         check_max_model_len_fits(config)
@@ -122,7 +128,24 @@ class EngineCore:
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
         observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
-        self.scheduler = Scheduler(config, observer=observer, fast_decode_path=fast_decode_path)
+        self.record_block_events = record_block_events
+        self.transfer_clock = TransferClock(offload) if offload is not None else None
+        connector = None
+        if offload is not None and self.transfer_clock is not None:
+            tier_recorder = self.recorder if record_block_events else None
+            connector = make_connector(
+                offload,
+                config.block_size,
+                tier_recorder,
+                self.transfer_clock,
+                gpu_prefix_caching=config.enable_caching,
+                replica=replica,
+            )
+        self.scheduler = Scheduler(
+            config, observer=observer, fast_decode_path=fast_decode_path, offload=connector
+        )
+        # The external counters already written to step records.
+        self._external_recorded = (0, 0)
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
@@ -177,11 +200,18 @@ class EngineCore:
         scheduler = self.scheduler
         in_flight = self._in_flight
         max_in_flight = 2 if scheduler.async_scheduling else 1
+        clock = self.transfer_clock
         while True:
-            if scheduler.has_unfinished_requests:
+            if scheduler.has_unfinished_requests or scheduler.has_offload_work:
                 if env.peek() == env.now:
                     yield env.timeout(0)
                 batch = self._launch_step(env.now)
+                if clock is not None and not batch.output.total_num_scheduled_tokens:
+                    if batch.duration_s:
+                        yield env.timeout(batch.duration_s)  # a flush the step waits for
+                    self._process_step(batch, env.now)
+                    yield from self._await_transfer_or_arrival(clock)
+                    continue
                 if batch.output.total_num_scheduled_tokens:
                     in_flight.appendleft(batch)
                     if len(in_flight) < max_in_flight:
@@ -211,11 +241,16 @@ class EngineCore:
         block_pool = scheduler.kv_cache_manager.block_pool
         num_preemptions_before = scheduler.num_preemptions
         num_evictions_before = block_pool.num_evictions
+        clock = self.transfer_clock
+        if clock is not None:
+            clock.now = now
         output = scheduler.schedule(now)
         started_at = now
         duration_s = 0.0
+        if clock is not None and output.transfers is not None:
+            duration_s = clock.flush_wait_s(output.transfers, now)
         if output.total_num_scheduled_tokens:
-            duration_s = self.cost_model.step_time_s(
+            duration_s += self.cost_model.step_time_s(
                 BatchShape(
                     output.prefill_new_tokens,
                     output.prefill_context_tokens,
@@ -242,8 +277,16 @@ class EngineCore:
         scheduler = self.scheduler
         kv_cache_manager = scheduler.kv_cache_manager
         output = batch.output
-        result = scheduler.update_from_output(output, now)
+        clock = self.transfer_clock
+        done: list[int] = []
+        if clock is not None and output.transfers is not None:
+            clock.submit(output.transfers, batch.ends_at)
+            done = clock.take_done(now, output.transfers.flush)
+            clock.now = now
+            self._record_loads(done, now)
+        result = scheduler.update_from_output(output, now, done)
         stats = result.prefix_cache_stats
+        external_queries, external_hits = self._external_delta()
         self.num_steps += 1
         self.recorder.on_step(
             StepRecord(
@@ -260,6 +303,8 @@ class EngineCore:
                 num_queries=stats.queries,
                 num_hits=stats.hits,
                 num_evictions=batch.num_evictions,
+                num_external_queries=external_queries,
+                num_external_hits=external_hits,
                 replica=self.replica,
                 cached_free_usage=kv_cache_manager.block_pool.cached_free_usage,
             )
@@ -270,3 +315,44 @@ class EngineCore:
                 self.on_request_finished(request)
         if self.on_step is not None:
             self.on_step(now)
+
+    def _external_delta(self) -> tuple[int, int]:
+        """The CPU tier's query and hit tokens counted since the last step record."""
+        offload = self.scheduler.offload
+        if offload is None:
+            return 0, 0
+        queries, hits = offload.stats.queries, offload.stats.hits
+        recorded_queries, recorded_hits = self._external_recorded
+        self._external_recorded = (queries, hits)
+        return queries - recorded_queries, hits - recorded_hits
+
+    def _await_transfer_or_arrival(self, clock: TransferClock) -> Generator[simpy.Event, Any, None]:
+        """After a step with nothing to compute: vLLM keeps polling in empty steps; the sim
+        jumps to the next transfer completion, or to a new request if one comes first."""
+        env = self.env
+        next_finish_s = clock.next_finish_s()
+        if next_finish_s is None:
+            scheduler = self.scheduler
+            # A load reported done, or leftovers of a finished request, are taken up by the
+            # next step; anything else waiting with no transfer in flight cannot progress.
+            if scheduler.has_unfinished_requests and not (
+                scheduler.loaded_ids or scheduler.has_offload_work
+            ):
+                raise RuntimeError("engine step scheduled nothing while requests are unfinished")
+            return
+        self._wakeup = env.event()
+        yield env.timeout(max(0.0, next_finish_s - env.now)) | self._wakeup
+        self._wakeup = None
+
+    def _record_loads(self, done: list[int], at: float) -> None:
+        """cpu_loaded events for the loads among the jobs reported done."""
+        offload = self.scheduler.offload
+        if offload is None or not self.record_block_events:
+            return
+        for job_id in done:
+            job = offload.jobs[job_id]
+            if not job.is_store:
+                for key in job.keys:
+                    self.recorder.on_block_event(
+                        BlockEvent("cpu_loaded", at, key, -1, 0, self.replica)
+                    )

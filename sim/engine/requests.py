@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sim.errors import InputError
-from sim.kvcache import BlockHasher, CacheRequest, HashKeys, cache_salt_problem
+from sim.kvcache import CacheRequest, Hasher, HashKeys, cache_salt_problem
 from sim.sched import Request
 
 
@@ -79,7 +79,7 @@ def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
 
 def request_from_spec(
     spec: SpecLike,
-    hasher: BlockHasher,
+    hasher: Hasher,
     arrival_at: float,
     prefix_source: CacheRequest | None = None,
 ) -> Request:
@@ -100,7 +100,7 @@ def request_from_spec(
     )
 
 
-def cache_request_from_spec(spec: SpecLike, hasher: BlockHasher) -> CacheRequest:
+def cache_request_from_spec(spec: SpecLike, hasher: Hasher) -> CacheRequest:
     """The cache-level request of `spec`, for cache-only replays (no timing, no outputs yet)."""
     return CacheRequest(
         spec.request_id,

@@ -12,6 +12,7 @@ from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
 from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
+from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike
 from sim.engine.sessions import SessionBookkeeping
 from sim.metrics import NullRecorder, Recorder
@@ -46,6 +47,7 @@ def simulate(
     replica_recorders: Sequence[Recorder] | None = None,
     fast_decode_path: bool = True,
     frontend: FrontEnd = NO_FRONTEND,
+    offload: OffloadSpec | None = None,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
     until every submitted request has finished; `frontend` is the API server before them.
@@ -74,6 +76,7 @@ def simulate(
         on_request_finished=sessions.turn_finished,
         on_step=on_progress,
         fast_decode_path=fast_decode_path,
+        offload=offload,
     )
     driver = WorkloadDriver(
         env,

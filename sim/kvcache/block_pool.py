@@ -78,6 +78,19 @@ class BlockPool:
         return 1.0 - self.free_block_queue.num_free_blocks / (self.num_gpu_blocks - 1)
 
     @property
+    def num_cached_hashes(self) -> int:
+        """Distinct hashes in the prefix cache."""
+        return len(self.cached_blocks)
+
+    def ref_cnt(self, block_id: int) -> int:
+        """How many requests hold the block."""
+        return self.blocks[block_id].ref_cnt
+
+    def free_queue_entries(self) -> list[tuple[int, bytes | None]]:
+        """(block id, cache hash or None) of each free block, front (next evicted) first."""
+        return [(block.block_id, block.block_hash) for block in self.free_block_queue]
+
+    @property
     def cached_free_usage(self) -> float:
         """Free blocks that still hold a cached prefix, as a fraction of the usable blocks."""
         return self.num_cached_free / (self.num_gpu_blocks - 1)

@@ -11,6 +11,7 @@ import hashlib
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import cbor2
 import xxhash
@@ -116,6 +117,24 @@ class HashKeys:
 NO_HASH_KEYS = HashKeys()
 
 
+class Hasher(Protocol):
+    """What requests need of a block hasher: BlockHasher here, or the compiled one."""
+
+    algo: str
+    block_size: int
+    none_hash: bytes
+
+    def extend(
+        self, block_hashes: list[bytes], token_ids: Sequence[int], keys: HashKeys = ...
+    ) -> int:
+        """Append hashes of every newly full block of `token_ids`; return how many were added."""
+        ...
+
+    def hashes_like(self, other: Hasher) -> bool:
+        """True when `other` gives every block the same hash as this hasher does."""
+        ...
+
+
 class BlockHasher:
     """Hashes full blocks of token lists into vLLM's chained block hashes.
 
@@ -142,7 +161,7 @@ class BlockHasher:
         self.memo_size = memo_size
         self._memo: dict[tuple[object, ...], bytes] = {}
 
-    def hashes_like(self, other: BlockHasher) -> bool:
+    def hashes_like(self, other: Hasher) -> bool:
         """True when `other` gives every block the same hash as this hasher does."""
         return (
             self.algo == other.algo

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sim.kvcache.block import KVBlock
 from sim.kvcache.block_pool import BlockPool
 from sim.kvcache.observer import BLOCK_HIT, CacheObserver
 from sim.kvcache.request import CacheRequest, RequestStatus
-from sim.kvcache.stats import PrefixCacheStats
+from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
 
 _ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
-class KVCacheManager:
+class KVCacheManager(PrefixLookupCounting):
     """Prefix lookup, slot allocation with admission checks, caching of full blocks, and free."""
 
     __slots__ = (
@@ -73,18 +74,14 @@ class KVCacheManager:
         hit_blocks = self.block_pool.get_cached_prefix(request.block_hashes[:max_blocks])
         return hit_blocks, len(hit_blocks) * self.block_size
 
-    def record_prefix_cache_stats(self, request: CacheRequest, num_hit_tokens: int) -> None:
-        """Count an admitted request's lookup (skipped lookups are not counted)."""
-        if not self.enable_caching or request.skip_reading_prefix_cache:
-            return
-        preempted = request.num_preemptions > 0
-        self.stats.record(request.num_tokens, num_hit_tokens, preempted)
-        self.cumulative_stats.record(request.num_tokens, num_hit_tokens, preempted)
+    def num_held_blocks(self, request_id: str) -> int:
+        """Length of the request's block table."""
+        return len(self.req_to_blocks.get(request_id, ()))
 
-    def make_prefix_cache_stats(self) -> PrefixCacheStats:
-        """Counters since the previous call (vLLM reports per-step deltas)."""
-        stats, self.stats = self.stats, PrefixCacheStats()
-        return stats
+    @staticmethod
+    def block_ids(blocks: Sequence[Any]) -> list[int]:
+        """Ids of blocks this manager handed out."""
+        return [block.block_id for block in blocks]
 
     def num_blocks_to_allocate(
         self, request_id: str, num_tokens: int, hit_blocks: Sequence[KVBlock]
@@ -105,14 +102,23 @@ class KVCacheManager:
         *,
         full_sequence_must_fit: bool = False,
         has_running_requests: bool = False,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+        reserved_blocks: int = 0,
         now: float = 0.0,
     ) -> list[KVBlock] | None:
-        """Allocate blocks for `num_new_tokens` more tokens; None (no change) if they don't fit."""
+        """Allocate blocks for `num_new_tokens` more tokens; None (no change) if they don't fit.
+
+        `num_external_computed_tokens` come from the CPU tier after the GPU hit: they get new
+        blocks now and, with `delay_cache_blocks` (an async load), enter the GPU cache only
+        when the load is done. The allocation itself must leave `reserved_blocks` free.
+        """
         request_id = request.request_id
         max_model_len = self.max_model_len
         num_free = self.block_pool.free_block_queue.num_free_blocks
-        num_local_computed = min(
-            request.num_computed_tokens + num_new_computed_tokens, max_model_len
+        num_computed = min(
+            request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
+            max_model_len,
         )
         watermark = (
             self.watermark_blocks if has_running_requests and request.status in _ADMITTING else 0
@@ -122,9 +128,9 @@ class KVCacheManager:
             needed = self.num_blocks_to_allocate(request_id, num_full_sequence, new_computed_blocks)
             if needed + watermark > num_free:
                 return None
-        num_slots = min(num_local_computed + num_new_tokens, max_model_len)
+        num_slots = min(num_computed + num_new_tokens, max_model_len)
         needed = self.num_blocks_to_allocate(request_id, num_slots, new_computed_blocks)
-        if needed + watermark > num_free:
+        if needed + watermark > num_free - reserved_blocks:
             return None
 
         pool = self.block_pool
@@ -146,10 +152,8 @@ class KVCacheManager:
         num_new_blocks = -(-num_slots // self.block_size) - len(blocks)
         new_blocks = pool.get_new_blocks(num_new_blocks, now) if num_new_blocks > 0 else []
         blocks.extend(new_blocks)
-        if self.enable_caching:
-            self.cache_blocks(
-                request, min(num_local_computed + num_new_tokens, request.num_tokens), now
-            )
+        if self.enable_caching and not delay_cache_blocks:
+            self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens), now)
         return new_blocks
 
     def allocate_one_slot(self, request: CacheRequest, now: float = 0.0) -> bool:
@@ -199,9 +203,8 @@ class KVCacheManager:
         if blocks:
             self.block_pool.free_blocks(reversed(blocks))
 
-    def reset_prefix_cache(self, now: float = 0.0) -> bool:
-        """Clear the cache if no request holds a block."""
-        if not self.block_pool.reset_prefix_cache(now):
-            return False
-        self.stats.reset = True
-        return True
+    def _caches(self) -> bool:
+        return self.enable_caching
+
+    def _reset_pool(self, now: float) -> bool:
+        return self.block_pool.reset_prefix_cache(now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from sim.kvcache.hashing import NO_HASH_KEYS, BlockHasher, HashKeys, num_shared_full_blocks
+from sim.kvcache.hashing import NO_HASH_KEYS, Hasher, HashKeys, num_shared_full_blocks
 
 
 class RequestStatus(enum.Enum):
@@ -14,6 +14,8 @@ class RequestStatus(enum.Enum):
     WAITING = "WAITING"
     RUNNING = "RUNNING"
     PREEMPTED = "PREEMPTED"
+    # Admitted with a CPU-tier hit whose async load is still in flight (spec §13.7.2).
+    WAITING_FOR_REMOTE_KVS = "WAITING_FOR_REMOTE_KVS"
     FINISHED_STOPPED = "FINISHED_STOPPED"
     FINISHED_LENGTH_CAPPED = "FINISHED_LENGTH_CAPPED"
     FINISHED_ABORTED = "FINISHED_ABORTED"
@@ -44,7 +46,7 @@ class CacheRequest:
         self,
         request_id: str,
         prompt_token_ids: Sequence[int],
-        hasher: BlockHasher,
+        hasher: Hasher,
         *,
         hash_keys: HashKeys = NO_HASH_KEYS,
         skip_reading_prefix_cache: bool = False,

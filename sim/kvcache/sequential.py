@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.kvcache.manager import KVCacheManager
+from sim.kvcache.interface import CacheManager
 from sim.kvcache.request import CacheRequest, RequestStatus
 
 
@@ -23,7 +23,7 @@ class AloneRun:
 
 
 def run_alone(
-    manager: KVCacheManager,
+    manager: CacheManager,
     request: CacheRequest,
     output_token_ids: Sequence[int],
     *,
@@ -68,7 +68,7 @@ def run_alone(
                     True,
                     num_hit_tokens,
                     num_new_tokens,
-                    [block.block_id for block in new_blocks],
+                    manager.block_ids(new_blocks),
                     [],
                     failed_at_output=index,
                 )
@@ -87,6 +87,6 @@ def run_alone(
         True,
         num_hit_tokens,
         num_new_tokens,
-        [block.block_id for block in new_blocks],
+        manager.block_ids(new_blocks),
         block_ids_at_finish,
     )

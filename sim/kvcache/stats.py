@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class _LookupRequest(Protocol):
+    @property
+    def num_tokens(self) -> int: ...
+
+    skip_reading_prefix_cache: bool
+    num_preemptions: int
 
 
 @dataclass(slots=True)
@@ -53,3 +62,38 @@ class PrefixCacheStats:
             "preempted_queries": self.preempted_queries,
             "preempted_hits": self.preempted_hits,
         }
+
+
+class PrefixLookupCounting:
+    """The counting half of a KV cache manager, shared by the reference and the native core."""
+
+    stats: PrefixCacheStats
+    cumulative_stats: PrefixCacheStats
+
+    def record_prefix_cache_stats(self, request: _LookupRequest, num_hit_tokens: int) -> None:
+        """Count an admitted request's lookup (skipped lookups are not counted)."""
+        if not self._caches() or request.skip_reading_prefix_cache:
+            return
+        preempted = request.num_preemptions > 0
+        self.stats.record(request.num_tokens, num_hit_tokens, preempted)
+        self.cumulative_stats.record(request.num_tokens, num_hit_tokens, preempted)
+
+    def make_prefix_cache_stats(self) -> PrefixCacheStats:
+        """Counters since the previous call (vLLM reports per-step deltas)."""
+        stats, self.stats = self.stats, PrefixCacheStats()
+        return stats
+
+    def reset_prefix_cache(self, now: float = 0.0) -> bool:
+        """Clear the cache if no request holds a block."""
+        if not self._reset_pool(now):
+            return False
+        self.stats.reset = True
+        return True
+
+    def _caches(self) -> bool:
+        """Whether prefix caching is on (an attribute in one core, a property in the other)."""
+        raise NotImplementedError
+
+    def _reset_pool(self, now: float) -> bool:
+        """Drop every cached hash unless a block is held (the pool's part of the reset)."""
+        raise NotImplementedError

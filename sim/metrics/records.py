@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# "cleared": dropped by reset_prefix_cache rather than evicted.
+# "cleared": dropped by reset_prefix_cache rather than evicted. The cpu_* kinds are the CPU
+# offload tier's: a chunk became readable, was loaded back to the GPU, or was evicted.
 BLOCK_EVENT_KINDS = ("stored", "hit", "evicted", "cleared")
+OFFLOAD_EVENT_KINDS = ("cpu_stored", "cpu_loaded", "cpu_evicted")
 
 
 @dataclass(slots=True)
@@ -44,6 +46,9 @@ class StepRecord:
     # Free blocks still holding a cached prefix (evictable), as a fraction of the usable blocks:
     # `usage` counts them as free, so a cache full of reusable prefixes can read near 0 %.
     cached_free_usage: float = 0.0
+    # CPU offload tier (vllm:external_prefix_cache_queries / _hits): 0 without offloading.
+    num_external_queries: int = 0
+    num_external_hits: int = 0
 
 
 @dataclass(slots=True)
@@ -71,6 +76,8 @@ class RequestRecord:
     # When the last prompt token was computed; None: in the step that emitted the first token.
     prefill_done_at: float | None = None
     replica: int = 0  # the engine replica that served it
+    # The part of num_cached_tokens loaded from the CPU offload tier (the rest hit the GPU).
+    num_host_cached_tokens: int = 0
 
     @property
     def ttft_s(self) -> float:

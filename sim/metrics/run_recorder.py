@@ -28,6 +28,7 @@ def make_run_recorder(
     duration_s: float | None = None,
     events: bool = True,
     goodput: GoodputSlos | None = None,
+    offload: bool = False,
 ) -> Recorder:
     """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
     out_dir = Path(out_dir)
@@ -48,7 +49,11 @@ def make_run_recorder(
     )
     recorders.append(
         SummaryRecorder(
-            out_dir / SUMMARY_FILE, warmup_s=warmup_s, duration_s=duration_s, goodput=goodput
+            out_dir / SUMMARY_FILE,
+            warmup_s=warmup_s,
+            duration_s=duration_s,
+            goodput=goodput,
+            offload=offload,
         )
     )
     return FanOutRecorder(recorders)

@@ -72,6 +72,7 @@ class SummaryRecorder(NullRecorder):
         warmup_s: float = 0.0,
         duration_s: float | None = None,
         goodput: GoodputSlos | None = None,
+        offload: bool = False,
     ) -> None:
         if not warmup_s >= 0:
             raise InputError(f"warmup_s must be >= 0 seconds, got {warmup_s!r}")
@@ -80,6 +81,11 @@ class SummaryRecorder(NullRecorder):
         self.duration_s = duration_s  # when arrivals stop; None: at the last arrival
         self.goodput = goodput
         self.num_good_requests = 0
+        # With the CPU offload tier: its hits next to the GPU's (keys absent without it).
+        self.offload = offload
+        self.num_external_queries = 0
+        self.num_external_hits = 0
+        self.num_host_cached_tokens = 0
         self.num_requests_in_warmup = 0
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
@@ -116,6 +122,8 @@ class SummaryRecorder(NullRecorder):
         self.num_steps += 1
         self.num_queries += step.num_queries
         self.num_hits += step.num_hits
+        self.num_external_queries += step.num_external_queries
+        self.num_external_hits += step.num_external_hits
         self.num_preemptions += step.num_preemptions
         self.num_evictions += step.num_evictions
         self.busy_s += step.duration_s
@@ -130,6 +138,7 @@ class SummaryRecorder(NullRecorder):
             return
         self.num_prompt_tokens += request.num_prompt_tokens
         self.num_cached_tokens += request.num_cached_tokens
+        self.num_host_cached_tokens += request.num_host_cached_tokens
         self.num_computed_prefill_tokens += request.num_computed_prefill_tokens
         self.num_output_tokens += request.num_output_tokens
         self.ttfts_s.append(request.ttft_s)
@@ -168,7 +177,20 @@ class SummaryRecorder(NullRecorder):
         itl_p50_s, itl_p99_s = percentiles(self.inter_token_latencies_s, (50, 99))
         queue_p50_s, queue_p99_s = percentiles(self.queues_s, (50, 99))
         num_requests = len(self.ttfts_s)
+        offload: dict[str, float | int | None] = {}
+        if self.offload:
+            offload = {
+                # vLLM's overall token hit rate: (GPU hits + CPU-tier hits) / GPU queries.
+                "hit_rate_gpu_and_cpu": _ratio(
+                    self.num_hits + self.num_external_hits, self.num_queries
+                ),
+                "hit_rate_cpu": _ratio(self.num_external_hits, self.num_queries),
+                "num_external_queries": self.num_external_queries,
+                "num_external_hits": self.num_external_hits,
+                "num_host_cached_tokens": self.num_host_cached_tokens,
+            }
         return {
+            **offload,
             "end_at": end_at,
             "e2e_p50_s": e2e_p50_s,
             "e2e_p99_s": e2e_p99_s,

@@ -40,6 +40,7 @@ REQUESTS_SCHEMA = pa.schema(
         ("tpot_s", pa.float64()),
         ("itl_max_s", pa.float64()),
         ("replica", pa.int64()),
+        ("num_host_cached_tokens", pa.int64()),
     ]
 )
 
@@ -60,6 +61,8 @@ STEPS_SCHEMA = pa.schema(
         ("num_evictions", pa.int64()),
         ("cached_free_usage", pa.float64()),
         ("replica", pa.int64()),
+        ("num_external_queries", pa.int64()),
+        ("num_external_hits", pa.int64()),
     ]
 )
 

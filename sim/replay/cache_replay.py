@@ -11,13 +11,12 @@ from typing import Any
 from sim.kvcache import (
     BLOCK_EVICTED,
     BLOCK_STORED,
-    BlockHasher,
     CacheRequest,
     HashKeys,
-    KVCacheManager,
     RequestStatus,
     run_alone,
 )
+from sim.native import DEFAULT_CORE, make_hasher, make_manager
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 
 CACHE_OPS = frozenset(
@@ -149,11 +148,12 @@ class _OpEventLog:
 class CacheReplay:
     """Applies cache ops to one KVCacheManager and reports every decision."""
 
-    def __init__(self, config: CacheReplayConfig) -> None:
+    def __init__(self, config: CacheReplayConfig, core: str = DEFAULT_CORE) -> None:
         self.config = config
-        self.hasher = BlockHasher(config.hash_algo, config.block_size, config.hash_seed)
+        self.hasher = make_hasher(core, config.hash_algo, config.block_size, config.hash_seed)
         self.events = _OpEventLog()
-        self.manager = KVCacheManager(
+        self.manager = make_manager(
+            core,
             config.num_blocks,
             config.block_size,
             max_model_len=config.max_model_len,
@@ -285,7 +285,7 @@ class CacheReplay:
         result["ok"] = new_blocks is not None
         if new_blocks is None:
             return False
-        result["new_block_ids"] = [block.block_id for block in new_blocks]
+        result["new_block_ids"] = manager.block_ids(new_blocks)
         if admission:
             manager.record_prefix_cache_stats(request, num_hit_tokens)
             request.status = RequestStatus.RUNNING
@@ -372,7 +372,7 @@ class CacheReplay:
         result["free_queue"] = free_queue
         result["free_queue_ids"] = [entry[0] for entry in free_queue]
         result["free_queue_labels"] = [entry[2] for entry in free_queue]
-        result["num_cached_hashes"] = len(self.manager.block_pool.cached_blocks)
+        result["num_cached_hashes"] = self.manager.block_pool.num_cached_hashes
 
     def _label(self, request: CacheRequest, start: int) -> None:
         for index in range(start, len(request.block_hashes)):
@@ -381,11 +381,11 @@ class CacheReplay:
     def _free_queue(self) -> list[list[Any]]:
         return [
             [
-                block.block_id,
-                block.block_hash.hex() if block.block_hash is not None else None,
-                self.labels.get(block.block_hash) if block.block_hash is not None else None,
+                block_id,
+                block_hash.hex() if block_hash is not None else None,
+                self.labels.get(block_hash) if block_hash is not None else None,
             ]
-            for block in self.manager.block_pool.free_block_queue
+            for block_id, block_hash in self.manager.block_pool.free_queue_entries()
         ]
 
     def _event_fields(self) -> dict[str, Any]:
@@ -414,13 +414,13 @@ class CacheReplay:
         }
 
 
-def replay_cache(path: Path) -> Iterator[ReplayLine]:
+def replay_cache(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     """Replay a cache op script: a header line, one line per op, then the summary."""
     ops = read_ops(path, CACHE_OPS)
     first = next(ops, None)
     config_op = first if first is not None and first.name == "config" else None
     config = CacheReplayConfig.from_op(config_op) if config_op is not None else CacheReplayConfig()
-    replay = CacheReplay(config)
+    replay = CacheReplay(config, core)
     header = replay.header(path.name)
     yield ReplayLine(None, header, header)
     pending = [] if first is None or config_op is not None else [first]

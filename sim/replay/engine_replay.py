@@ -5,38 +5,59 @@ Time is the step number; a fake model emits the tokens each `add` lists.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 from sim.kvcache import BLOCK_EVICTED, BLOCK_STORED, HashKeys, PrefixCacheStats
+from sim.native import DEFAULT_CORE
 from sim.replay.cache_replay import parse_lora, parse_salt
+from sim.replay.offload_engine import (
+    OFFLOAD_CONFIG_KEYS,
+    FixedDelayWorker,
+    OffloadReplayConfig,
+    make_connector,
+    offload_step_fields,
+)
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
-from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig, SchedulerOutput, defaults
+from sim.sched import (
+    ASYNC_OFFLOAD_PROBLEM,
+    POLICIES,
+    Request,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+    defaults,
+)
 
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
-_CONFIG_KEYS = frozenset(
-    {
-        "num_blocks",
-        "block_size",
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "max_model_len",
-        "enable_chunked_prefill",
-        "long_prefill_token_threshold",
-        "policy",
-        "watermark",
-        "scheduler_reserve_full_isl",
-        "hash_algo",
-        "hash_seed",
-        "enable_caching",
-        "async_scheduling",
-        "long_prefill_token_threshold_adaptive",
-        "max_num_active_seqs",
-        "prefill_schedule_interval",
-    }
+_CONFIG_KEYS = (
+    frozenset(
+        {
+            "num_blocks",
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "max_model_len",
+            "enable_chunked_prefill",
+            "long_prefill_token_threshold",
+            "policy",
+            "watermark",
+            "scheduler_reserve_full_isl",
+            "hash_algo",
+            "hash_seed",
+            "enable_caching",
+            "async_scheduling",
+            "long_prefill_token_threshold_adaptive",
+            "max_num_active_seqs",
+            "prefill_schedule_interval",
+        }
+    )
+    | OFFLOAD_CONFIG_KEYS
 )
 _OP_KEYS = {
     "add": frozenset(
@@ -114,10 +135,20 @@ class _StepEventLog:
 class EngineReplay:
     """Applies engine ops to one Scheduler and reports every step."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, offload: OffloadReplayConfig | None = None) -> None:
         self.config = config
+        self.offload = offload
         self.events = _StepEventLog()
-        self.scheduler = Scheduler(config, observer=self.events)
+        self.scheduler = Scheduler(
+            config,
+            observer=self.events,
+            offload=(
+                make_connector(offload, config.block_size, config.enable_caching)
+                if offload
+                else None
+            ),
+        )
+        self.worker = FixedDelayWorker(offload) if offload else None
         self.labels: dict[bytes, str] = {}
         self.evicted_sequence: list[bytes] = []
         self.cumulative = PrefixCacheStats()
@@ -149,6 +180,7 @@ class EngineReplay:
                 ),
                 "max_num_active_seqs": config.max_num_active_seqs,
                 "prefill_schedule_interval": config.prefill_schedule_interval,
+                **(self.offload.as_dict() if self.offload else {}),
             },
         }
 
@@ -244,17 +276,25 @@ class EngineReplay:
         else:
             self.num_steps += 1
         processed_step, oldest = in_flight.pop()
-        result = scheduler.update_from_output(oldest, float(self.num_steps))
+        done = self.worker.done_after(processed_step, oldest) if self.worker else []
+        aborted_while_loading = set(scheduler.aborted_while_loading)
+        result = scheduler.update_from_output(oldest, float(self.num_steps), done)
+        # Like vLLM, a request aborted during its load leaves when the load lands.
+        released = aborted_while_loading - scheduler.aborted_while_loading.keys()
         self.cumulative.add(result.prefix_cache_stats)
         for request in result.sampled:
             self._label(request, 0)
-        return self._step_line(output, processed_step, result.finished)
+        line = self._step_line(output, processed_step, result.finished, released)
+        if self.offload:
+            line.update(offload_step_fields(scheduler, oldest, done, self.labels))
+        return line
 
     def _step_line(
         self,
         output: SchedulerOutput | None,
         processed_step: int | None,
         finished: list[Request],
+        released: AbstractSet[str] = frozenset(),
     ) -> dict[str, Any]:
         """The result line of one iteration: what it scheduled, then the state after it."""
         scheduler = self.scheduler
@@ -271,6 +311,7 @@ class EngineReplay:
             "admitted": [
                 {"id": a.request.request_id, "hit_tokens": a.num_hit_tokens, "resumed": a.resumed}
                 for a in output.admitted
+                if not a.after_load
             ],
             "preempted": sorted(request.request_id for request in output.preempted),
         }
@@ -278,7 +319,7 @@ class EngineReplay:
             line["processed_step"] = processed_step
         line.update(
             {
-                "finished": sorted(request.request_id for request in finished),
+                "finished": sorted({*released, *(r.request_id for r in finished)}),
                 "running": [request.request_id for request in scheduler.running],
                 "waiting": [request.request_id for request in scheduler.waiting],
                 "stored": self.events.num_stored,
@@ -306,7 +347,7 @@ class EngineReplay:
             self.labels.setdefault(request.block_hashes[index], f"{request.request_id}#{index}")
 
 
-def replay_engine(path: Path) -> Iterator[ReplayLine]:
+def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     """Replay an engine op script: a header line, add and step lines, then the summary.
 
     An op's `expect` is checked against its last line (with the cumulative counters and, for
@@ -315,7 +356,11 @@ def replay_engine(path: Path) -> Iterator[ReplayLine]:
     ops = read_ops(path, ENGINE_OPS)
     first = next(ops, None)
     config_op = first if first is not None and first.name == "config" else None
-    replay = EngineReplay(scheduler_config_from_op(config_op))
+    config = dataclasses.replace(scheduler_config_from_op(config_op), core=core)
+    offload = OffloadReplayConfig.from_op(config_op)
+    if offload is not None and config.async_scheduling and config_op is not None:
+        raise config_op.error(ASYNC_OFFLOAD_PROBLEM)
+    replay = EngineReplay(config, offload)
     header = replay.header()
     yield ReplayLine(None, header, header)
     pending = [] if first is None or config_op is not None else [first]

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.engine import SpecLike, cache_request_from_spec, relaxed_garbage_collection
-from sim.kvcache import BlockHasher, KVCacheManager, PrefixCacheStats, run_alone
+from sim.kvcache import Hasher, PrefixCacheStats, run_alone
+from sim.native import DEFAULT_CORE, make_hasher, make_manager
 
 HASH_MEMO_SIZE = 262144
 
@@ -43,25 +44,26 @@ def replay_cache_only(
     num_gpu_blocks: int | None,
     hash_algo: str = "sha256",
     hash_seed: str | None = None,
+    core: str = DEFAULT_CORE,
 ) -> CacheOnlyResult:
     """Each request alone, in arrival order: lookup, prefill, decode, free (no timing).
 
     With `num_gpu_blocks=None` the cache never evicts, which is modelled as a set of cached
     hashes: a pool that never evicts keeps every block it ever cached, so hits are the same.
     """
-    hasher = BlockHasher(hash_algo, block_size, hash_seed, memo_size=HASH_MEMO_SIZE)
+    hasher = make_hasher(core, hash_algo, block_size, hash_seed, memo_size=HASH_MEMO_SIZE)
     with relaxed_garbage_collection():
         if num_gpu_blocks is None:
             return _replay_unbounded(specs, hasher)
-        return _replay_bounded(specs, hasher, num_gpu_blocks)
+        return _replay_bounded(specs, hasher, num_gpu_blocks, core)
 
 
 def _replay_bounded(
-    specs: Iterable[SpecLike], hasher: BlockHasher, num_gpu_blocks: int
+    specs: Iterable[SpecLike], hasher: Hasher, num_gpu_blocks: int, core: str
 ) -> CacheOnlyResult:
     block_size = hasher.block_size
-    manager = KVCacheManager(
-        num_gpu_blocks, block_size, max_model_len=(num_gpu_blocks - 1) * block_size
+    manager = make_manager(
+        core, num_gpu_blocks, block_size, max_model_len=(num_gpu_blocks - 1) * block_size
     )
     capacity_tokens = (num_gpu_blocks - 1) * block_size
     num_requests = num_skipped = 0
@@ -82,7 +84,7 @@ def _replay_bounded(
     )
 
 
-def _replay_unbounded(specs: Iterable[SpecLike], hasher: BlockHasher) -> CacheOnlyResult:
+def _replay_unbounded(specs: Iterable[SpecLike], hasher: Hasher) -> CacheOnlyResult:
     block_size = hasher.block_size
     cached: set[bytes] = set()
     stats = PrefixCacheStats()

@@ -79,6 +79,15 @@ RUN_DETAIL_KEYS = (
     "warmup_s",
     "window_s",
 )
+# Shown for runs with the CPU offload tier: its hits apart from the GPU's.
+OFFLOAD_DETAIL_KEYS = (
+    "hit_rate_gpu_and_cpu",
+    "hit_rate_cpu",
+    "num_external_queries",
+    "num_external_hits",
+    "num_host_cached_tokens",
+    "offload_num_chunks",
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -407,5 +416,8 @@ def _format_number(value: float) -> str:
 
 
 def _run_details_table(run: Run) -> str:
-    rows = [[key, _format_number(run.metric(key))] for key in RUN_DETAIL_KEYS]
+    keys: tuple[str, ...] = RUN_DETAIL_KEYS
+    if not math.isnan(run.metric("hit_rate_gpu_and_cpu")):
+        keys += OFFLOAD_DETAIL_KEYS
+    rows = [[key, _format_number(run.metric(key))] for key in keys]
     return markdown_table(["summary.json key", "value"], rows)

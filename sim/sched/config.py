@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.native import DEFAULT_CORE
 from sim.sched import defaults
 from sim.sched.defaults import POLICIES, engine_limit_problem
 
@@ -27,6 +28,7 @@ class SchedulerConfig:
     enable_caching: bool = defaults.ENABLE_PREFIX_CACHING
     hash_algo: str = defaults.HASH_ALGO
     hash_seed: str | None = None
+    core: str = DEFAULT_CORE  # sim.native.CORES: the compiled cache core or the Python reference
     async_scheduling: bool = defaults.SCHEDULER_ASYNC_SCHEDULING
     long_prefill_token_threshold_adaptive: bool = defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE
     max_num_active_seqs: int | None = defaults.MAX_NUM_ACTIVE_SEQS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from sim.kvcache import NO_HASH_KEYS, BlockHasher, CacheRequest, HashKeys
+from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys
 
 
 class Request(CacheRequest):
@@ -31,6 +31,7 @@ class Request(CacheRequest):
         "num_in_flight_tokens",
         "num_stale_output_tokens",
         "is_prefill_chunk",
+        "num_host_cached_tokens",
     )
 
     def __init__(
@@ -38,7 +39,7 @@ class Request(CacheRequest):
         request_id: str,
         prompt_token_ids: Sequence[int],
         planned_output_token_ids: Sequence[int],
-        hasher: BlockHasher,
+        hasher: Hasher,
         *,
         arrival_at: float = 0.0,
         priority: int = 0,
@@ -83,6 +84,8 @@ class Request(CacheRequest):
         self.num_stale_output_tokens = 0
         # Whether its last scheduled chunk stopped short of the sequence end.
         self.is_prefill_chunk = False
+        # Tokens of the first admission's hit loaded from the CPU offload tier.
+        self.num_host_cached_tokens = 0
 
     def sort_key(self) -> tuple[int, float, str]:
         """Priority-policy waiting order: lower priority value first, then earlier arrival,

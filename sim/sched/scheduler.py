@@ -15,11 +15,14 @@ the queue until that step's output (still delivered) has been processed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import BlockHasher, CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.kvcache import CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.native import make_hasher, make_manager
 from sim.sched.config import SchedulerConfig
 from sim.sched.lazy_decode import LazyDecoders
+from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM, OffloadConnector, StepTransfers
 from sim.sched.queues import FcfsQueue, PriorityQueue
 from sim.sched.request import Request
 
@@ -29,11 +32,14 @@ HASH_MEMO_SIZE = 65536
 
 @dataclass(slots=True)
 class Admission:
-    """A request that left the waiting queue this step, with its prefix hit."""
+    """A request that left the waiting queue this step, with the tokens it had in KV (its
+    prefix hit, GPU plus CPU tier)."""
 
     request: Request
     num_hit_tokens: int
     resumed: bool
+    # Straight from WAITING_FOR_REMOTE_KVS: its load was admitted (and counted) earlier.
+    after_load: bool = False
 
 
 @dataclass(slots=True)
@@ -55,6 +61,8 @@ class SchedulerOutput:
     prefill_new_tokens: list[int] = field(default_factory=list)
     prefill_context_tokens: list[int] = field(default_factory=list)
     decode_context_lens: list[int] = field(default_factory=list)
+    # With CPU offloading: the loads and stores this step hands to the workers (spec §13.6).
+    transfers: StepTransfers | None = None
     # Event-driven decoders that advanced this step without being listed (see lazy_decode).
     num_lazy_decodes: int = 0
     lazy_decode_kv_tokens: int = 0
@@ -91,27 +99,36 @@ class Scheduler:
         observer: CacheObserver | None = None,
         *,
         fast_decode_path: bool = False,
+        offload: OffloadConnector | None = None,
     ) -> None:
+        if offload is not None and config.async_scheduling:
+            raise ValueError(ASYNC_OFFLOAD_PROBLEM)
         self.config = config
+        self.offload = offload
         self.async_scheduling = config.async_scheduling
         # True takes decode tokens inside a held block without the general allocate_slots and,
         # with sync scheduling, advances steady decoders event by event (LazyDecoders); False
         # is the straightforward path that the equivalence tests compare against. Request
         # state is exact between steps only in the straightforward path (lazy requests catch
-        # up when due).
+        # up when due). Lazy decoders skip the per-step bookkeeping the offload connector needs.
         self.fast_decode_path = fast_decode_path
         self.lazy = (
             LazyDecoders(config.block_size)
-            if fast_decode_path and not config.async_scheduling
+            if fast_decode_path and not config.async_scheduling and offload is None
             else None
         )
-        self.hasher = BlockHasher(
+        # The compiled core has no CPU-tier hooks (external tokens, delayed caching, reserved
+        # blocks), so runs with offloading use the reference core; results are the same.
+        core = config.core if offload is None else "python"
+        self.hasher = make_hasher(
+            core,
             config.hash_algo,
             config.block_size,
             config.hash_seed,
             memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
         )
-        self.kv_cache_manager = KVCacheManager(
+        self.kv_cache_manager = make_manager(
+            core,
             config.num_gpu_blocks,
             config.block_size,
             max_model_len=config.max_model_len,
@@ -135,16 +152,39 @@ class Scheduler:
         self.last_prefill_step = -config.prefill_schedule_interval
         self.prefill_capacity_bound = False
         self.deferred_ids: set[str] = set()
+        # With CPU offloading (spec §13.7): waiting requests that hold blocks (a load in flight
+        # or done) are tried first; ids whose load is reported done; requests aborted during a
+        # load, whose blocks stay until it ends; requests whose prefill is not fully
+        # scheduled yet (async-load admissions leave their remaining blocks free); requests
+        # finished or aborted since the last schedule, in that order.
+        self.kv_holding: FcfsQueue | PriorityQueue = (
+            PriorityQueue() if config.policy == "priority" else FcfsQueue()
+        )
+        self.loaded_ids: set[str] = set()
+        self.aborted_while_loading: dict[str, Request] = {}
+        self.inflight_prefills: dict[str, Request] = {}
+        self.finished_since_schedule: list[Request] = []
 
     @property
     def has_unfinished_requests(self) -> bool:
         """True while anything is waiting or running."""
-        return bool(self.running) or len(self.waiting) > 0
+        return bool(self.running) or len(self.waiting) > 0 or len(self.kv_holding) > 0
+
+    @property
+    def has_offload_work(self) -> bool:
+        """With CPU offloading the engine also steps while a transfer is in flight, a request
+        aborted during its load still holds blocks, or a finish is still to be planned."""
+        offload = self.offload
+        return offload is not None and (
+            offload.has_jobs_in_flight
+            or bool(self.aborted_while_loading)
+            or bool(self.finished_since_schedule)
+        )
 
     @property
     def has_requests(self) -> bool:
         """True while the engine loop steps: requests unfinished or a finish to flush (§12.3)."""
-        return bool(self.running) or len(self.waiting) > 0 or bool(self.finished_req_ids)
+        return self.has_unfinished_requests or bool(self.finished_req_ids) or self.has_offload_work
 
     def add_request(self, request: Request) -> None:
         """Queue a new request (its prompt must be shorter than max_model_len)."""
@@ -155,6 +195,8 @@ class Scheduler:
             )
         self.requests[request.request_id] = request
         self.waiting.add(request)
+        if self.offload is not None:
+            self.offload.add_request(request)
 
     def abort_request(self, request_id: str, now: float = 0.0) -> Request | None:
         """Drop a request wherever it is and free its blocks; None (nothing changes) for an
@@ -166,14 +208,40 @@ class Scheduler:
             self.lazy.materialize(request)
         if request.status is RequestStatus.RUNNING:
             self.running.remove(request)
+        elif self._holds_blocks(request):
+            self.kv_holding.remove(request)
         else:
             self.waiting.remove(request)
-        self.kv_cache_manager.free(request)
+        loading = (
+            request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
+            and request.request_id not in self.loaded_ids
+        )
+        if loading:
+            self.aborted_while_loading[request.request_id] = request  # freed when it lands
+        else:
+            self.kv_cache_manager.free(request)
         self.deferred_ids.discard(request_id)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
         self.finished_req_ids.add(request_id)
+        self._offload_finished(request)
         return request
+
+    @staticmethod
+    def _holds_blocks(request: Request) -> bool:
+        # Waiting requests with blocks: a load in flight, or done but not yet scheduled.
+        return (
+            request.num_computed_tokens > 0
+            or request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
+        )
+
+    def _offload_finished(self, request: Request) -> None:
+        if self.offload is None:
+            return
+        self.loaded_ids.discard(request.request_id)
+        self.inflight_prefills.pop(request.request_id, None)
+        self.offload.request_finished(request.request_id)
+        self.finished_since_schedule.append(request)
 
     def schedule(self, now: float = 0.0) -> SchedulerOutput:
         """Choose this step's requests and token counts, allocating their KV blocks."""
@@ -185,11 +253,20 @@ class Scheduler:
             budget = self._advance_lazy_decoders(output, budget, threshold)
         budget = self._schedule_running(output, budget, threshold, hold_prefill, now)
         if not output.preempted:
-            self._schedule_waiting(output, budget, threshold, hold_prefill, now)
+            if self.offload is None:
+                self._schedule_waiting(output, budget, threshold, hold_prefill, now)
+            else:
+                self._schedule_waiting_offload(output, budget, threshold, hold_prefill, now)
             if not hold_prefill:
-                num_waiting = len(self.waiting)
+                num_waiting = len(self.waiting) + len(self.kv_holding)
                 self.prefill_capacity_bound = num_waiting > len(self.deferred_ids)
+        if self.offload is not None:
+            output.transfers = self._plan_transfers(output)
         self._update_after_schedule(output)
+        if self.inflight_prefills:
+            for request in output.scheduled:
+                if not request.is_prefill_chunk:
+                    self.inflight_prefills.pop(request.request_id, None)
         self.finished_req_ids.clear()
         return output
 
@@ -197,7 +274,7 @@ class Scheduler:
         """The step's chunk cap: none when at most one request is eligible (spec §12.1),
         raised to a fair share of the budget when adaptive (§12.8)."""
         config = self.config
-        num_eligible = len(self.running) + len(self.waiting)
+        num_eligible = len(self.running) + len(self.waiting) + len(self.kv_holding)
         if num_eligible <= 1:
             return 0
         threshold = config.long_prefill_token_threshold
@@ -355,9 +432,9 @@ class Scheduler:
                 continue
             demand += num_new_tokens
             num_slots = min(num_computed + num_new_tokens, max_model_len)
-            held = manager.req_to_blocks[request.request_id]
-            if num_slots > len(held) * block_size:
-                blocks_needed += -(-num_slots // block_size) - len(held)
+            num_held = manager.num_held_blocks(request.request_id)
+            if num_slots > num_held * block_size:
+                blocks_needed += -(-num_slots // block_size) - num_held
         return demand <= budget and blocks_needed <= manager.num_free_blocks
 
     def _schedule_waiting(
@@ -408,19 +485,7 @@ class Scheduler:
                 break  # head-of-line blocking on KV capacity
             manager.record_prefix_cache_stats(request, num_hit_tokens)
             waiting.pop()
-            self.deferred_ids.discard(request.request_id)
-            running.append(request)
-            if num_computed < request.num_tokens - 1:
-                output.carries_prefill = True
-            resumed = request.status is RequestStatus.PREEMPTED
-            request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_computed
-            if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_computed
-            if request.first_scheduled_at is None:
-                request.first_scheduled_at = now
-            output.admitted.append(Admission(request, num_hit_tokens, resumed))
-            output.add(request, num_new_tokens)
+            self._admit(output, request, num_computed, num_new_tokens, now)
             budget -= num_new_tokens
         if skipped:
             waiting.prepend_all(skipped)
@@ -461,6 +526,178 @@ class Scheduler:
             if output.carries_prefill:
                 self.last_prefill_step = self.num_executed_steps
 
+    def _admit(
+        self,
+        output: SchedulerOutput,
+        request: Request,
+        num_computed: int,
+        num_new_tokens: int,
+        now: float,
+        *,
+        after_load: bool = False,
+    ) -> None:
+        """Move an admitted request into running: `num_computed` tokens already in KV (its
+        hit), `num_new_tokens` scheduled."""
+        self.deferred_ids.discard(request.request_id)
+        self.running.append(request)
+        if num_computed < request.num_tokens - 1:
+            output.carries_prefill = True
+        resumed = request.status is RequestStatus.PREEMPTED
+        output.admitted.append(Admission(request, num_computed, resumed, after_load))
+        request.status = RequestStatus.RUNNING
+        request.num_computed_tokens = num_computed
+        if request.num_cached_tokens < 0:
+            request.num_cached_tokens = num_computed
+        if request.first_scheduled_at is None:
+            request.first_scheduled_at = now
+        output.add(request, num_new_tokens)
+
+    def _schedule_waiting_offload(
+        self,
+        output: SchedulerOutput,
+        budget: int,
+        threshold: int,
+        hold_prefill: bool,
+        now: float,
+    ) -> None:
+        """The waiting pass with a CPU tier (spec §13.7, vLLM's connector path): requests
+        holding blocks first; a CPU hit is admitted as an async load that waits in
+        WAITING_FOR_REMOTE_KVS; a request whose hit is still being stored or loaded, or whose
+        own transfers are in flight, is skipped (not head of line) and retried next step."""
+        config = self.config
+        manager = self.kv_cache_manager
+        # Offload runs use the reference core (see __init__), whose allocate_slots takes the
+        # CPU tier's external tokens, delayed caching and reserved blocks.
+        assert isinstance(manager, KVCacheManager)
+        offload = self.offload
+        assert offload is not None
+        running = self.running
+        skipped_holding: list[Request] = []
+        skipped_waiting: list[Request] = []
+
+        def skip(queue: FcfsQueue | PriorityQueue) -> None:
+            request = queue.pop()
+            self.deferred_ids.add(request.request_id)
+            (skipped_holding if self._holds_blocks(request) else skipped_waiting).append(request)
+
+        while budget > 0:
+            queue = self.kv_holding if len(self.kv_holding) else self.waiting
+            if not len(queue) or len(running) >= config.max_num_admitted_seqs:
+                break
+            request = queue.peek()
+            after_load = request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
+            if after_load:
+                if request.request_id not in self.loaded_ids:
+                    skip(queue)
+                    continue
+                self._finish_load(request, now)
+            looked_up = request.num_computed_tokens == 0
+            num_external = 0
+            if looked_up:
+                hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
+                found = offload.lookup(request, num_hit_tokens)
+                if request.skip_reading_prefix_cache:
+                    found = 0
+                if found is None:
+                    skip(queue)
+                    continue
+                num_external = found
+            else:
+                hit_blocks, num_hit_tokens = [], 0
+            num_computed = request.num_computed_tokens + num_hit_tokens + num_external
+            load_async = num_external > 0
+            reserved = 0
+            if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
+                break
+            if load_async:
+                num_new_tokens = 0
+                reserved = sum(
+                    manager.num_blocks_to_allocate(
+                        held.request_id, min(held.num_tokens, config.max_model_len), ()
+                    )
+                    for held in self.inflight_prefills.values()
+                )
+            else:
+                num_new_tokens = request.num_tokens - num_computed
+                if 0 < threshold < num_new_tokens:
+                    num_new_tokens = threshold
+                if not config.enable_chunked_prefill and num_new_tokens > budget:
+                    break
+                num_new_tokens = min(num_new_tokens, budget)
+            new_blocks = manager.allocate_slots(
+                request,
+                num_new_tokens,
+                num_hit_tokens,
+                hit_blocks,
+                full_sequence_must_fit=config.scheduler_reserve_full_isl,
+                has_running_requests=bool(running),
+                num_external_computed_tokens=num_external,
+                delay_cache_blocks=load_async,
+                reserved_blocks=reserved,
+                now=now,
+            )
+            if new_blocks is None:
+                break  # head-of-line blocking on KV capacity
+            offload.after_admission(
+                request,
+                manager.get_block_ids(request.request_id),
+                num_hit_tokens,
+                num_external,
+            )
+            if looked_up:
+                offload.record_admission(
+                    request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
+                )
+                manager.record_prefix_cache_stats(request, num_hit_tokens)
+                if request.num_cached_tokens < 0:
+                    request.num_host_cached_tokens = num_external
+            if load_async:
+                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                request.num_computed_tokens = num_computed
+                self.inflight_prefills[request.request_id] = request
+                skip(queue)
+                continue
+            queue.pop()
+            self._admit(output, request, num_computed, num_new_tokens, now, after_load=after_load)
+            if num_computed + num_new_tokens < request.num_tokens:
+                self.inflight_prefills[request.request_id] = request
+            budget -= num_new_tokens
+        self.kv_holding.prepend_all(skipped_holding)
+        self.waiting.prepend_all(skipped_waiting)
+
+    def _finish_load(self, request: Request, now: float) -> None:
+        """A load reported done: its blocks enter the GPU cache; a hit that covers the whole
+        sequence recomputes its last token; the request waits again, ready to run."""
+        self.loaded_ids.discard(request.request_id)
+        if self.kv_cache_manager.enable_caching:
+            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens, now)
+        if request.num_computed_tokens == request.num_tokens:
+            request.num_computed_tokens -= 1
+        request.status = (
+            RequestStatus.PREEMPTED if request.num_preemptions else RequestStatus.WAITING
+        )
+
+    def _plan_transfers(self, output: SchedulerOutput) -> StepTransfers:
+        offload = self.offload
+        assert offload is not None
+        manager = self.kv_cache_manager
+        scheduled = [
+            (
+                request,
+                output.num_scheduled_tokens[request.request_id],
+                manager.get_block_ids(request.request_id),
+            )
+            for request in output.scheduled
+        ]
+        transfers = offload.plan_step(
+            scheduled,
+            {admission.request.request_id for admission in output.admitted},
+            [request.request_id for request in output.preempted],
+            self.finished_since_schedule,
+        )
+        self.finished_since_schedule = []
+        return transfers
+
     def _pick_victim(self) -> Request:
         # FCFS preempts the last running request; priority the largest (priority, arrival),
         # the earliest in running among equals (spec §12.5).
@@ -469,6 +706,7 @@ class Scheduler:
         return self.running[-1]
 
     def _preempt(self, request: Request, now: float) -> None:
+        self.inflight_prefills.pop(request.request_id, None)
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
@@ -478,8 +716,11 @@ class Scheduler:
         self.num_preemptions += 1
         self.waiting.prepend(request)
 
-    def update_from_output(self, output: SchedulerOutput, now: float = 0.0) -> StepResult:
-        """Sample one planned token for each request that reached its end; free finished ones.
+    def update_from_output(
+        self, output: SchedulerOutput, now: float = 0.0, completed_jobs: Sequence[int] = ()
+    ) -> StepResult:
+        """Sample one planned token for each request that reached its end; free finished ones;
+        then apply the offload transfers the workers report done in this step.
 
         With async scheduling `output` is the oldest step in flight: requests aborted or
         finished since are skipped, and a preempted request still receives its token.
@@ -531,6 +772,13 @@ class Scheduler:
                 finished.append(request)
         if finished:
             self._drop_finished(finished)
+        if self.offload is not None and completed_jobs:
+            for request_id in self.offload.complete(completed_jobs):
+                aborted = self.aborted_while_loading.pop(request_id, None)
+                if aborted is not None:
+                    self.kv_cache_manager.free(aborted)
+                else:
+                    self.loaded_ids.add(request_id)
         if lazy is not None:
             step = lazy.num_completed_steps
             for request in sampled:
@@ -545,6 +793,7 @@ class Scheduler:
         self.finished_req_ids.add(request.request_id)
         self.deferred_ids.discard(request.request_id)
         request.finished_at = now
+        self._offload_finished(request)
 
     def _drop_finished(self, finished: list[Request]) -> None:
         """Take finished requests out of their queues (after the step's walk, as vLLM does)."""

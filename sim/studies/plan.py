@@ -209,15 +209,18 @@ def plan_base(
     return scenario, sweep.base_dir, tuple(sweep.spec.seeds or ())
 
 
-def with_setting(scenario: Scenario, dotted_path: str, value: Any) -> Scenario:
-    """The scenario with one setting replaced, validated like a scenario file."""
+def with_setting(
+    scenario: Scenario, dotted_path: str, value: Any, base_dir: Path = Path()
+) -> Scenario:
+    """The scenario with one setting replaced, validated like a scenario file in `base_dir`
+    (where its relative paths, e.g. a trace's, resolve)."""
     data = scenario.resolved()
     *parents, last = dotted_path.split(".")
     target = data
     for part in parents:
         target = target[part]
     target[last] = value
-    return validate_scenario_data(ScenarioSource(data, Path(f"<{dotted_path}={value}>")))
+    return validate_scenario_data(ScenarioSource(data, base_dir / f"<{dotted_path}={value}>"))
 
 
 def kv_memory_range_gib(scenario: Scenario) -> tuple[float, float]:

@@ -30,7 +30,11 @@ def test_short_run_reports_its_counts():
     assert {name: figure.unit for name, figure in figures.items()} == {
         "simulated (arrivals, then drain)": "s",
         "wall": "s",
+        "CPU": "s",
         "simulated per wall second": "x real time",
+        "simulated per CPU second": "x real time",
+        "python core: CPU": "s",
+        "python core: simulated per CPU second": "x real time",
         "request rate (simulated)": "req/s",
         "requests": "",
         "engine steps": "",

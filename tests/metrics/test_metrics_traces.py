@@ -69,9 +69,10 @@ def test_requests_rows_hold_ids_times_counts_and_latencies(tmp_path, make_reques
             "tpot_s": 2.75 / 19,  # decode time over the 19 tokens after the first
             "itl_max_s": 0.5,
             "replica": 3,
+            "num_host_cached_tokens": 0,
         },
         {
-            # The fixture's defaults (no session or tenant, replica 0) copied as given.
+            # The fixture's defaults (no session or tenant, replica 0, nothing host-cached).
             **{column: getattr(solo, column) for column in _record_columns()},
             "ttft_s": 0.5,
             "e2e_s": 2.0,
@@ -105,6 +106,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
         num_evictions=3,
         cached_free_usage=0.25,
         replica=2,
+        num_external_queries=504,
+        num_external_hits=64,
     )
     writer.on_step(step)
     writer.close(end_at=1.0)
@@ -125,6 +128,8 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
             "num_evictions": 3,
             "cached_free_usage": 0.25,
             "replica": 2,
+            "num_external_queries": 504,
+            "num_external_hits": 64,
         }
     ]
 

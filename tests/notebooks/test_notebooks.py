@@ -35,6 +35,7 @@ EXPECTED_FILES = {
         "capacity_planning_study.json",
         "capacity_planning_study.png",
     ),
+    "offload_study.ipynb": ("offload_study.csv", "offload_study.png"),
     "prompt_layout_study.ipynb": (
         "chat-layout/manifest.parquet",
         "rag-documents/manifest.parquet",

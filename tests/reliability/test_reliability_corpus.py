@@ -202,10 +202,10 @@ CLI_CASES = (
     ),
     (
         "set_unknown_key",
-        "run {valid} --set engine.colour=red",
-        "--set engine.colour=red",
+        "run {valid} --set engine.paint=red",
+        "--set engine.paint=red",
         None,
-        ("engine.colour: unknown key 'colour'; allowed: ",),
+        ("engine.paint: unknown key 'paint'; allowed: ",),
     ),
     (
         "set_yaml11_float",

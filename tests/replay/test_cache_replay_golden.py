@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from golden import differences, load_golden, load_golden_header, trace_paths
 
+from sim.native import CORES
 from sim.replay.cache_replay import replay_cache
 
 TRACES = trace_paths()
@@ -16,11 +17,12 @@ def test_all_25_fidelity_traces_are_present():
     assert [path.name[:3] for path in TRACES] == [f"s{number:02d}" for number in range(1, 26)]
 
 
+@pytest.mark.parametrize("core", CORES)
 @pytest.mark.parametrize("trace", TRACES, ids=[path.stem for path in TRACES])
-def test_trace_replays_to_golden_output(trace):
+def test_trace_replays_to_golden_output(trace, core):
     """Every field vLLM printed (hashes, labels, block ids, free queue, stats) is equal, line by
-    line, and the header's config, NONE_HASH and seed are too."""
-    lines = [replayed.line for replayed in replay_cache(trace)]
+    line, and the header's config, NONE_HASH and seed are too, on both cache cores."""
+    lines = [replayed.line for replayed in replay_cache(trace, core)]
     assert differences(load_golden(trace.stem), lines[1:]) == []
     golden_header = load_golden_header(trace.stem)
     assert {field: lines[0][field] for field in HEADER_FIELDS} == {

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from golden import FIDELITY_DIR, differences, load_golden
 
+from sim.native import CORES, DEFAULT_CORE
 from sim.replay.engine_replay import replay_engine
 
 WORKLOADS = (
@@ -22,10 +23,10 @@ WORKLOADS = (
 )
 
 
-def replayed(name: str) -> list[dict[str, Any]]:
+def replayed(name: str, core: str = DEFAULT_CORE) -> list[dict[str, Any]]:
     """Our output lines for one workload, header excluded (as load_golden does)."""
     path = FIDELITY_DIR / "workloads" / f"{name}.jsonl"
-    return [line.line for line in replay_engine(path) if line.line["op"] != "header"]
+    return [line.line for line in replay_engine(path, core) if line.line["op"] != "header"]
 
 
 def test_every_workload_file_is_covered() -> None:
@@ -33,9 +34,10 @@ def test_every_workload_file_is_covered() -> None:
     assert on_disk == list(WORKLOADS)
 
 
+@pytest.mark.parametrize("core", CORES)
 @pytest.mark.parametrize("name", WORKLOADS)
-def test_replay_equals_golden_on_every_field(name: str) -> None:
-    assert differences(load_golden(name), replayed(name)) == []
+def test_replay_equals_golden_on_every_field(name: str, core: str) -> None:
+    assert differences(load_golden(name), replayed(name, core)) == []
 
 
 # spec §10 rows w01-w05, read off our summary line: (steps, cumulative counters,

@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
+from sim.native import CORES
 from sim.sched import POLICIES, Request, Scheduler, SchedulerConfig
 
 
@@ -36,6 +37,7 @@ def configs(draw: st.DrawFn) -> SchedulerConfig:
         watermark=draw(st.sampled_from([0.0, 0.0, 0.25])),
         scheduler_reserve_full_isl=draw(st.booleans()),
         enable_caching=draw(st.booleans()),
+        core=draw(st.sampled_from(CORES)),
     )
 
 
@@ -58,12 +60,14 @@ def check_blocks(scheduler: Scheduler) -> None:
     """free + held = usable, and each held block's ref_cnt counts its holders."""
     manager = scheduler.kv_cache_manager
     holders = Counter(
-        block.block_id for blocks in manager.req_to_blocks.values() for block in blocks
+        block_id
+        for request_id in scheduler.requests
+        for block_id in manager.get_block_ids(request_id)
     )
     pool = manager.block_pool
     assert manager.num_free_blocks + len(holders) == pool.num_usable_blocks
     for block_id, count in holders.items():
-        assert pool.blocks[block_id].ref_cnt == count
+        assert pool.ref_cnt(block_id) == count
     assert 0 not in holders  # the null block is never handed out
 
 
@@ -149,12 +153,15 @@ def test_random_sequences_keep_invariants_and_drain(
     # Under priority, requests tied on (priority, arrival) can preempt each other forever, as
     # in vLLM (tests/fixtures/sched_rules/tied_priority_livelock); all others drain.
     keys = {(request.priority, request.arrival_at) for request in added.values()}
+    drained = not scheduler.has_unfinished_requests
     if config.policy == "fcfs" or len(keys) == len(added):
-        assert not scheduler.has_unfinished_requests
+        assert drained
     # Steer generation towards the interesting cases: preemptions and prefix hits.
     stats = scheduler.kv_cache_manager.cumulative_stats
     target(float(scheduler.num_preemptions), label="preemptions")
     target(float(stats.hits + stats.preempted_hits), label="hit tokens")
+    if not drained:
+        return  # the tied-priority livelock allowed above still holds its blocks
     assert scheduler.kv_cache_manager.num_free_blocks == config.num_gpu_blocks - 1
     for request_id, request in added.items():
         if request_id in aborted:

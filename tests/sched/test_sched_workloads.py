@@ -25,7 +25,7 @@ def test_w01_second_turn_hits_the_first_turns_prompt_and_outputs() -> None:
     assert rest[45].finished == ["A"]
     assert (driver.stats.queries, driver.stats.hits) == (75, 0)
     assert a.num_computed_tokens == 119
-    assert len(driver.scheduler.kv_cache_manager.block_pool.cached_blocks) == 7
+    assert driver.scheduler.kv_cache_manager.block_pool.num_cached_hashes == 7
     assert driver.num_free_blocks == 63
 
     assert driver.step().scheduled == {}  # idle engine step

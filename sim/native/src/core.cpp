@@ -1,0 +1,756 @@
+// prefixsim's compiled cache core: block hashing and vLLM v1's block pool and KV cache manager.
+//
+// The same decisions as sim/kvcache (the readable reference), block for block: the free queue
+// order, eviction, no de-duplication, the lookup of the oldest cached copy, the admission
+// checks. Blocks are ids into flat arrays instead of Python objects; requests stay Python
+// objects and are read through their attributes.
+#include <dlfcn.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "serialise.hpp"
+#include "sha256.hpp"
+
+namespace nb = nanobind;
+using namespace prefixsim;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers over the Python C API
+
+struct Names {
+    PyObject* request_id;
+    PyObject* all_token_ids;
+    PyObject* block_hashes;
+    PyObject* num_computed_tokens;
+    PyObject* status;
+    PyObject* skip_reading_prefix_cache;
+    PyObject* is_empty;
+    PyObject* on_block_event;
+    PyObject* stored;
+    PyObject* hit;
+    PyObject* evicted;
+    PyObject* cleared;
+};
+
+Names names;
+
+void intern_names() {
+    names.request_id = PyUnicode_InternFromString("request_id");
+    names.all_token_ids = PyUnicode_InternFromString("all_token_ids");
+    names.block_hashes = PyUnicode_InternFromString("block_hashes");
+    names.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
+    names.status = PyUnicode_InternFromString("status");
+    names.skip_reading_prefix_cache = PyUnicode_InternFromString("skip_reading_prefix_cache");
+    names.is_empty = PyUnicode_InternFromString("is_empty");
+    names.on_block_event = PyUnicode_InternFromString("on_block_event");
+    names.stored = PyUnicode_InternFromString("stored");
+    names.hit = PyUnicode_InternFromString("hit");
+    names.evicted = PyUnicode_InternFromString("evicted");
+    names.cleared = PyUnicode_InternFromString("cleared");
+}
+
+nb::object attr(nb::handle object, PyObject* name) {
+    PyObject* value = PyObject_GetAttr(object.ptr(), name);
+    if (value == nullptr) throw nb::python_error();
+    return nb::steal(value);
+}
+
+int64_t int_attr(nb::handle object, PyObject* name) {
+    nb::object value = attr(object, name);
+    int64_t result = PyLong_AsLongLong(value.ptr());
+    if (result == -1 && PyErr_Occurred()) throw nb::python_error();
+    return result;
+}
+
+Py_ssize_t length(nb::handle object) {
+    Py_ssize_t size = PyObject_Length(object.ptr());
+    if (size < 0) throw nb::python_error();
+    return size;
+}
+
+// A request's block hashes, which must be a list.
+nb::object hash_list(nb::handle request) {
+    nb::object hashes = attr(request, names.block_hashes);
+    if (!PyList_Check(hashes.ptr())) throw nb::type_error("request.block_hashes must be a list");
+    return hashes;
+}
+
+// A request id viewed as UTF-8 without a copy.
+std::string_view id_view(nb::handle request_id) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(request_id.ptr(), &size);
+    if (data == nullptr) throw nb::python_error();
+    return std::string_view(data, size_t(size));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Digests
+
+// libcrypto's low-level SHA-256 (SHA instructions where the CPU has them) when the process has
+// it loaded, as Python's hashlib does; its one-shot SHA256() looks the algorithm up on every call.
+using Sha256Init = int (*)(void*);
+using Sha256Update = int (*)(void*, const void*, size_t);
+using Sha256Final = int (*)(unsigned char*, void*);
+
+struct Libcrypto {
+    Sha256Init init = nullptr;
+    Sha256Update update = nullptr;
+    Sha256Final final = nullptr;
+};
+
+Libcrypto libcrypto;
+
+void find_libcrypto() {
+    const char* libraries[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
+    for (const char* library : libraries) {
+        void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+        if (handle == nullptr) continue;
+        auto init = reinterpret_cast<Sha256Init>(dlsym(handle, "SHA256_Init"));
+        auto update = reinterpret_cast<Sha256Update>(dlsym(handle, "SHA256_Update"));
+        auto final = reinterpret_cast<Sha256Final>(dlsym(handle, "SHA256_Final"));
+        if (init != nullptr && update != nullptr && final != nullptr) {
+            libcrypto = Libcrypto{init, update, final};
+            return;
+        }
+    }
+}
+
+void sha256(const std::string& data, uint8_t* out) {
+    if (libcrypto.init != nullptr) {
+        alignas(16) unsigned char context[256];  // SHA256_CTX is 112 bytes
+        libcrypto.init(context);
+        libcrypto.update(context, data.data(), data.size());
+        libcrypto.final(out, context);
+    } else {
+        sha256_portable(reinterpret_cast<const uint8_t*>(data.data()), data.size(), out);
+    }
+}
+
+// A block hash as the pool keys it: up to 32 bytes (sha256) or 16 (xxh3_128).
+struct Digest {
+    uint8_t size = 0;
+    uint8_t bytes[32] = {0};
+
+    bool operator==(const Digest& other) const {
+        return size == other.size && std::memcmp(bytes, other.bytes, size) == 0;
+    }
+};
+
+struct DigestHash {
+    size_t operator()(const Digest& digest) const {
+        uint64_t prefix = 0;
+        std::memcpy(&prefix, digest.bytes, 8);  // digests are uniformly distributed
+        return size_t(prefix ^ digest.size);
+    }
+};
+
+Digest digest_of(PyObject* bytes) {
+    if (!PyBytes_Check(bytes)) throw nb::type_error("block hashes must be bytes");
+    Py_ssize_t size = PyBytes_GET_SIZE(bytes);
+    if (size > 32) throw nb::value_error("block hashes longer than 32 bytes are not supported");
+    Digest digest;
+    digest.size = uint8_t(size);
+    std::memcpy(digest.bytes, PyBytes_AS_STRING(bytes), size_t(size));
+    return digest;
+}
+
+nb::object digest_bytes(const Digest& digest) {
+    return nb::steal(
+        PyBytes_FromStringAndSize(reinterpret_cast<const char*>(digest.bytes), digest.size));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block hashing
+
+enum class Algo { kSha256Pickle, kSha256Cbor, kXxhashPickle, kXxhashCbor };
+
+Algo parse_algo(const std::string& algo) {
+    if (algo == "sha256") return Algo::kSha256Pickle;
+    if (algo == "sha256_cbor") return Algo::kSha256Cbor;
+    if (algo == "xxhash") return Algo::kXxhashPickle;
+    if (algo == "xxhash_cbor") return Algo::kXxhashCbor;
+    throw nb::value_error("unknown hash_algo");
+}
+
+// Chained block hashes of plain blocks; requests with extra keys, tokens beyond int64 or
+// non-int tokens go to the reference hasher (the Python BlockHasher), which gives the same bytes.
+class NativeHasher {
+  public:
+    NativeHasher(const std::string& algo, int64_t block_size, nb::bytes none_hash,
+                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest)
+        : algo_(parse_algo(algo)),
+          block_size_(block_size),
+          none_hash_(none_hash),
+          reference_(reference),
+          no_hash_keys_(no_hash_keys),
+          xxh3_128_digest_(xxh3_128_digest) {
+        if (block_size < 1) throw nb::value_error("block_size must be >= 1");
+        tokens_.resize(size_t(block_size));
+    }
+
+    int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
+        nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
+        if ((!keys.is(no_hash_keys_) && !nb::cast<bool>(attr(keys, names.is_empty))) ||
+            block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
+            return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+        }
+        nb::object sequence = nb::steal(PySequence_Fast(token_ids.ptr(), "tokens must be a sequence"));
+        if (!sequence.is_valid()) throw nb::python_error();
+        Py_ssize_t num_tokens = PySequence_Fast_GET_SIZE(sequence.ptr());
+        PyObject** items = PySequence_Fast_ITEMS(sequence.ptr());
+        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
+        Py_ssize_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        for (Py_ssize_t i = start_block * block_size_; i < num_full_blocks * block_size_; ++i) {
+            if (!PyLong_CheckExact(items[i])) {
+                return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+            }
+            int overflow = 0;
+            PyLong_AsLongLongAndOverflow(items[i], &overflow);
+            if (overflow != 0) {
+                return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+            }
+        }
+        nb::object parent = start_block > 0
+                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
+                                : nb::object(none_hash_);
+        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
+            PyObject** block = items + index * block_size_;
+            for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
+            parent = hash_block(parent.ptr());
+            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+        }
+        return num_full_blocks - start_block;
+    }
+
+    // The hash of one block whose tokens are in tokens_, chained to `parent`.
+    nb::object hash_block(PyObject* parent) {
+        const auto* parent_bytes = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(parent));
+        size_t parent_size = size_t(PyBytes_GET_SIZE(parent));
+        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
+            pickle_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+        } else {
+            cbor_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+        }
+        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
+            uint8_t out[32];
+            sha256(buffer_, out);
+            return nb::steal(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(out), 32));
+        }
+        nb::object data = nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
+        return xxh3_128_digest_(data);
+    }
+
+  private:
+    Algo algo_;
+    int64_t block_size_;
+    nb::bytes none_hash_;
+    nb::object reference_;
+    nb::object no_hash_keys_;
+    nb::object xxh3_128_digest_;
+    std::vector<int64_t> tokens_;
+    std::string buffer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The block pool and KV cache manager
+
+// Blocks carrying one hash, oldest cached first (first, then more[0], more[1], ...).
+struct CacheEntry {
+    int32_t first;
+    std::vector<int32_t> more;
+
+    bool contains(int32_t block) const {
+        return first == block || std::find(more.begin(), more.end(), block) != more.end();
+    }
+
+    // Drop `block`; true when the entry is left empty.
+    bool erase(int32_t block) {
+        if (first == block) {
+            if (more.empty()) return true;
+            first = more.front();
+            more.erase(more.begin());
+            return false;
+        }
+        more.erase(std::find(more.begin(), more.end(), block));
+        return false;
+    }
+};
+
+struct RequestBlocks {
+    std::vector<int32_t> blocks;
+    int64_t num_cached_blocks = 0;  // leading blocks already registered in the cache
+};
+
+struct IdHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view id) const { return std::hash<std::string_view>()(id); }
+};
+
+struct IdEqual {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+};
+
+class CacheCore {
+  public:
+    CacheCore(int64_t num_gpu_blocks, int64_t block_size, int64_t max_model_len,
+              bool enable_caching, int64_t watermark_blocks, nb::object observer,
+              nb::object waiting_status, nb::object preempted_status)
+        : num_gpu_blocks_(int32_t(num_gpu_blocks)),
+          block_size_(block_size),
+          max_model_len_(max_model_len),
+          enable_caching_(enable_caching),
+          watermark_blocks_(watermark_blocks),
+          observer_(observer),
+          waiting_status_(waiting_status),
+          preempted_status_(preempted_status) {
+        size_t size = size_t(num_gpu_blocks) + 2;  // two sentinels: head and tail of the queue
+        ref_cnt_.assign(size, 0);
+        prev_.assign(size, -1);
+        next_.assign(size, -1);
+        hashed_.assign(size, 0);
+        hash_.resize(size);
+        num_tokens_.assign(size, 0);
+        head_ = num_gpu_blocks_;
+        tail_ = num_gpu_blocks_ + 1;
+        int32_t last = head_;
+        for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
+            next_[last] = block;
+            prev_[block] = last;
+            last = block;
+        }
+        next_[last] = tail_;
+        prev_[tail_] = last;
+        num_free_ = num_gpu_blocks_;
+        // vLLM takes the first free block as the null block; it never returns to the queue.
+        null_block_ = popleft();
+        cached_.reserve(size_t(std::min<int64_t>(num_gpu_blocks, 1 << 22)));
+    }
+
+    // --- pool state -------------------------------------------------------------------------
+
+    int64_t num_free_blocks() const { return num_free_; }
+    double usage() const { return 1.0 - double(num_free_) / double(num_gpu_blocks_ - 1); }
+    // Free blocks that still hold a cached prefix, as a fraction of the usable blocks.
+    double cached_free_usage() const {
+        return double(num_cached_free_) / double(num_gpu_blocks_ - 1);
+    }
+
+    nb::list free_queue_entries() const {
+        nb::list entries;
+        for (int32_t block = next_[head_]; block != tail_; block = next_[block]) {
+            nb::object hash = hashed_[block] ? digest_bytes(hash_[block]) : nb::none();
+            entries.append(nb::make_tuple(block, hash));
+        }
+        return entries;
+    }
+
+    nb::object block_hash(int32_t block) const {
+        check_block(block);
+        return hashed_[block] ? digest_bytes(hash_[block]) : nb::none();
+    }
+
+    int64_t ref_cnt(int32_t block) const {
+        check_block(block);
+        return ref_cnt_[block];
+    }
+
+    // --- manager ----------------------------------------------------------------------------
+
+    nb::tuple get_computed_blocks(nb::handle request) {
+        nb::list hits;
+        if (!enable_caching_ || nb::cast<bool>(attr(request, names.skip_reading_prefix_cache))) {
+            return nb::make_tuple(hits, 0);
+        }
+        int64_t num_tokens = length(attr(request, names.all_token_ids));
+        int64_t max_blocks = (num_tokens - 1) / block_size_;
+        nb::object hashes = hash_list(request);
+        PyObject* list = hashes.ptr();
+        int64_t count = std::min<int64_t>(max_blocks, PyList_GET_SIZE(list));
+        for (int64_t index = 0; index < count; ++index) {
+            auto found = cached_.find(digest_of(PyList_GET_ITEM(list, index)));
+            if (found == cached_.end()) break;
+            nb::object block = nb::steal(PyLong_FromLong(found->second.first));
+            if (PyList_Append(hits.ptr(), block.ptr()) != 0) throw nb::python_error();
+        }
+        return nb::make_tuple(hits, PyList_GET_SIZE(hits.ptr()) * block_size_);
+    }
+
+    int64_t num_blocks_to_allocate(nb::handle request_id, int64_t num_tokens,
+                                   nb::handle hit_blocks) {
+        std::vector<int32_t> hits = block_ids(hit_blocks);
+        return blocks_to_allocate(id_view(request_id), num_tokens, hits);
+    }
+
+    nb::object allocate_slots(nb::handle request, int64_t num_new_tokens,
+                              int64_t num_new_computed_tokens, nb::handle new_computed_blocks,
+                              bool full_sequence_must_fit, bool has_running_requests,
+                              double now) {
+        nb::object request_id = attr(request, names.request_id);
+        std::string_view id = id_view(request_id);
+        std::vector<int32_t> hits = block_ids(new_computed_blocks);
+        int64_t num_tokens = length(attr(request, names.all_token_ids));
+        int64_t num_local_computed =
+            std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens,
+                     max_model_len_);
+        int64_t watermark = 0;
+        if (has_running_requests) {
+            nb::object status = attr(request, names.status);
+            if (status.is(waiting_status_) || status.is(preempted_status_)) {
+                watermark = watermark_blocks_;
+            }
+        }
+        if (full_sequence_must_fit) {
+            int64_t needed = blocks_to_allocate(id, std::min(num_tokens, max_model_len_), hits);
+            if (needed + watermark > num_free_) return nb::none();
+        }
+        int64_t num_slots = std::min(num_local_computed + num_new_tokens, max_model_len_);
+        if (blocks_to_allocate(id, num_slots, hits) + watermark > num_free_) return nb::none();
+
+        auto found = requests_.find(id);
+        if (found == requests_.end()) found = requests_.emplace(std::string(id), RequestBlocks()).first;
+        RequestBlocks& state = found->second;
+        if (!hits.empty()) {
+            touch(hits);
+            state.blocks.insert(state.blocks.end(), hits.begin(), hits.end());
+            state.num_cached_blocks = int64_t(state.blocks.size());
+            if (!observer_.is_none()) {
+                for (int32_t block : hits) emit(names.hit, hash_[block], block, now);
+            }
+        }
+        int64_t num_new_blocks = ceil_div(num_slots) - int64_t(state.blocks.size());
+        nb::list new_ids;
+        if (num_new_blocks > 0) {
+            size_t first_new = state.blocks.size();
+            get_new_blocks(num_new_blocks, now, state.blocks);
+            for (size_t i = first_new; i < state.blocks.size(); ++i) {
+                nb::object block = nb::steal(PyLong_FromLong(state.blocks[i]));
+                PyList_Append(new_ids.ptr(), block.ptr());
+            }
+        }
+        if (enable_caching_) {
+            cache_request_blocks(request, state,
+                                 std::min(num_local_computed + num_new_tokens, num_tokens), now);
+        }
+        return new_ids;
+    }
+
+    bool allocate_one_slot(nb::handle request, double now) {
+        RequestBlocks& state = held(attr(request, names.request_id));
+        int64_t num_slots = int_attr(request, names.num_computed_tokens) + 1;
+        if (num_slots > int64_t(state.blocks.size()) * block_size_) {
+            if (num_free_ < 1) return false;
+            get_new_blocks(1, now, state.blocks);
+        }
+        if (!enable_caching_) return true;
+        // Async scheduling runs a token ahead of the known ones: cache what is known, checked
+        // every time then (the block filled may be the one before the slot's).
+        int64_t num_cacheable = std::min(num_slots, length(attr(request, names.all_token_ids)));
+        if (num_cacheable < num_slots || num_cacheable % block_size_ == 0) {
+            cache_request_blocks(request, state, num_cacheable, now);
+        }
+        return true;
+    }
+
+    void cache_blocks(nb::handle request, int64_t num_tokens, double now) {
+        cache_request_blocks(request, held(attr(request, names.request_id)), num_tokens, now);
+    }
+
+    void free(nb::handle request) {
+        nb::object request_id = attr(request, names.request_id);
+        auto found = requests_.find(id_view(request_id));
+        if (found == requests_.end()) return;
+        std::vector<int32_t> blocks = std::move(found->second.blocks);
+        requests_.erase(found);
+        free_blocks_reversed(blocks);
+    }
+
+    nb::list get_block_ids(nb::handle request_id) {
+        nb::list ids;
+        auto found = requests_.find(id_view(request_id));
+        if (found != requests_.end()) {
+            for (int32_t block : found->second.blocks) ids.append(block);
+        }
+        return ids;
+    }
+
+    int64_t num_held_blocks(nb::handle request_id) {
+        auto found = requests_.find(id_view(request_id));
+        return found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
+    }
+
+    bool reset_prefix_cache(double now) {
+        if (num_free_ != num_gpu_blocks_ - 1) return false;
+        for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
+            if (!hashed_[block]) continue;
+            if (!observer_.is_none()) emit(names.cleared, hash_[block], block, now);
+            hashed_[block] = 0;
+        }
+        cached_.clear();
+        num_cached_free_ = 0;
+        return true;
+    }
+
+    int64_t num_evictions = 0;
+    int64_t num_stored = 0;
+    int64_t num_gpu_blocks() const { return num_gpu_blocks_; }
+    int64_t num_cached_hashes() const { return int64_t(cached_.size()); }
+    int64_t block_size() const { return block_size_; }
+    int64_t max_model_len() const { return max_model_len_; }
+    bool enable_caching() const { return enable_caching_; }
+    int64_t watermark_blocks() const { return watermark_blocks_; }
+    nb::object observer() const { return observer_; }
+
+  private:
+    int64_t ceil_div(int64_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+
+    void check_block(int32_t block) const {
+        if (block < 0 || block >= num_gpu_blocks_) throw nb::index_error("no such block");
+    }
+
+    std::vector<int32_t> block_ids(nb::handle blocks) const {
+        std::vector<int32_t> ids;
+        for (nb::handle block : blocks) {
+            int32_t id = nb::cast<int32_t>(block);
+            check_block(id);
+            ids.push_back(id);
+        }
+        return ids;
+    }
+
+    RequestBlocks& held(nb::handle request_id) {
+        auto found = requests_.find(id_view(request_id));
+        if (found == requests_.end()) throw nb::key_error("request holds no blocks");
+        return found->second;
+    }
+
+    int64_t blocks_to_allocate(std::string_view id, int64_t num_tokens,
+                               const std::vector<int32_t>& hits) const {
+        auto found = requests_.find(id);
+        int64_t num_held = found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
+        // Free hit blocks leave the free queue when touched, so they count against capacity.
+        int64_t num_evictable_hits = 0;
+        for (int32_t block : hits) num_evictable_hits += ref_cnt_[block] == 0;
+        return std::max<int64_t>(ceil_div(num_tokens) - int64_t(hits.size()) - num_held, 0) +
+               num_evictable_hits;
+    }
+
+    void cache_request_blocks(nb::handle request, RequestBlocks& state, int64_t num_tokens,
+                              double now) {
+        nb::object hashes = hash_list(request);
+        int64_t num_hashes = PyList_GET_SIZE(hashes.ptr());
+        int64_t num_full = std::min(num_tokens, num_hashes * block_size_) / block_size_;
+        if (num_full <= state.num_cached_blocks) return;
+        for (int64_t index = state.num_cached_blocks; index < num_full; ++index) {
+            int32_t block = state.blocks[size_t(index)];
+            if (block == null_block_) continue;
+            PyObject* hash_object = PyList_GET_ITEM(hashes.ptr(), index);
+            Digest digest = digest_of(hash_object);
+            hashed_[block] = 1;
+            hash_[block] = digest;
+            num_tokens_[block] = (index + 1) * block_size_;
+            auto found = cached_.find(digest);
+            if (found == cached_.end()) {
+                cached_.emplace(digest, CacheEntry{block, {}});
+            } else if (found->second.contains(block)) {
+                continue;
+            } else {
+                found->second.more.push_back(block);
+            }
+            ++num_stored;
+            if (!observer_.is_none()) emit(names.stored, digest, block, now);
+        }
+        state.num_cached_blocks = num_full;
+    }
+
+    void emit(PyObject* kind, const Digest& digest, int32_t block, double now) {
+        observer_.attr(names.on_block_event)(nb::handle(kind), digest_bytes(digest), block,
+                                             num_tokens_[block], now);
+    }
+
+    // --- free queue ----------------------------------------------------------------------------
+
+    void unlink(int32_t block) {
+        int32_t previous = prev_[block], following = next_[block];
+        if (previous < 0 || following < 0) throw nb::value_error("block is not in the free queue");
+        next_[previous] = following;
+        prev_[following] = previous;
+        prev_[block] = next_[block] = -1;
+        --num_free_;
+    }
+
+    int32_t popleft() {
+        int32_t block = next_[head_];
+        if (block == tail_) throw nb::index_error("no free blocks");
+        unlink(block);
+        return block;
+    }
+
+    void get_new_blocks(int64_t count, double now, std::vector<int32_t>& out) {
+        if (count > num_free_) throw nb::index_error("not enough free blocks");
+        for (int64_t i = 0; i < count; ++i) {
+            int32_t block = popleft();
+            if (hashed_[block]) evict(block, now);
+            ref_cnt_[block] = 1;
+            out.push_back(block);
+        }
+    }
+
+    void evict(int32_t block, double now) {
+        auto found = cached_.find(hash_[block]);
+        if (found->second.erase(block)) cached_.erase(found);
+        hashed_[block] = 0;
+        ++num_evictions;
+        --num_cached_free_;  // only free blocks are evicted
+        if (!observer_.is_none()) emit(names.evicted, hash_[block], block, now);
+    }
+
+    void touch(const std::vector<int32_t>& blocks) {
+        for (int32_t block : blocks) {
+            if (ref_cnt_[block] == 0 && block != null_block_) {
+                unlink(block);
+                --num_cached_free_;  // a hit block carries a hash
+            }
+            ++ref_cnt_[block];
+        }
+    }
+
+    // Release in reverse holding order: unhashed blocks to the queue front (keeping their
+    // order), cached ones to the back.
+    void free_blocks_reversed(const std::vector<int32_t>& blocks) {
+        std::vector<int32_t> unhashed;
+        int32_t last = prev_[tail_];
+        for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+            int32_t block = *it;
+            if (block == null_block_) continue;
+            if (--ref_cnt_[block] != 0) continue;
+            if (enable_caching_ && hashed_[block]) {
+                next_[last] = block;
+                prev_[block] = last;
+                last = block;
+                ++num_free_;
+                ++num_cached_free_;
+            } else {
+                unhashed.push_back(block);
+            }
+        }
+        next_[last] = tail_;
+        prev_[tail_] = last;
+        if (unhashed.empty()) return;
+        int32_t first = next_[head_];
+        int32_t previous = head_;
+        for (int32_t block : unhashed) {
+            next_[previous] = block;
+            prev_[block] = previous;
+            previous = block;
+        }
+        next_[previous] = first;
+        prev_[first] = previous;
+        num_free_ += int64_t(unhashed.size());
+    }
+
+    int32_t num_gpu_blocks_;
+    int64_t block_size_;
+    int64_t max_model_len_;
+    bool enable_caching_;
+    int64_t watermark_blocks_;
+    nb::object observer_;
+    nb::object waiting_status_;
+    nb::object preempted_status_;
+    std::vector<int32_t> ref_cnt_, prev_, next_;
+    std::vector<uint8_t> hashed_;
+    std::vector<Digest> hash_;
+    std::vector<int64_t> num_tokens_;
+    int32_t head_, tail_, null_block_;
+    int64_t num_free_ = 0;
+    int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
+    std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
+    std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
+};
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+    intern_names();
+    find_libcrypto();
+    // Managers still referenced at interpreter exit (module globals, uncollected cycles) are
+    // normal for a Python object; nanobind would report each as a leak on stderr.
+    nb::set_leak_warnings(false);
+    m.doc() = "prefixsim's compiled cache core (block hashing, block pool, KV cache manager)";
+
+    m.def("sha256_portable", [](nb::bytes data) {
+        uint8_t out[32];
+        sha256_portable(reinterpret_cast<const uint8_t*>(data.c_str()), data.size(), out);
+        return nb::bytes(reinterpret_cast<const char*>(out), 32);
+    });
+    m.def("sha256", [](nb::bytes data) {
+        uint8_t out[32];
+        sha256(std::string(data.c_str(), data.size()), out);
+        return nb::bytes(reinterpret_cast<const char*>(out), 32);
+    });
+    m.def("uses_libcrypto", []() { return libcrypto.init != nullptr; });
+    m.def("serialise_block", [](const std::string& algo, nb::bytes parent, std::vector<int64_t> tokens) {
+        std::string out;
+        const auto* parent_bytes = reinterpret_cast<const uint8_t*>(parent.c_str());
+        if (algo == "pickle") {
+            pickle_block(out, parent_bytes, parent.size(), tokens.data(), tokens.size());
+        } else {
+            cbor_block(out, parent_bytes, parent.size(), tokens.data(), tokens.size());
+        }
+        return nb::bytes(out.data(), out.size());
+    });
+
+    nb::class_<NativeHasher>(m, "HasherCore")
+        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object>())
+        .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
+             nb::arg("keys").none() = nb::none());
+
+    nb::class_<CacheCore>(m, "CacheCore")
+        .def(nb::init<int64_t, int64_t, int64_t, bool, int64_t, nb::object, nb::object,
+                      nb::object>(),
+             nb::arg("num_gpu_blocks"), nb::arg("block_size"), nb::arg("max_model_len"),
+             nb::arg("enable_caching"), nb::arg("watermark_blocks"), nb::arg("observer").none(),
+             nb::arg("waiting_status"), nb::arg("preempted_status"))
+        .def_prop_ro("num_free_blocks", &CacheCore::num_free_blocks)
+        .def_prop_ro("usage", &CacheCore::usage)
+        .def_prop_ro("cached_free_usage", &CacheCore::cached_free_usage)
+        .def_prop_ro("num_gpu_blocks", &CacheCore::num_gpu_blocks)
+        .def_prop_ro("num_cached_hashes", &CacheCore::num_cached_hashes)
+        .def_prop_ro("block_size", &CacheCore::block_size)
+        .def_prop_ro("max_model_len", &CacheCore::max_model_len)
+        .def_prop_ro("enable_caching", &CacheCore::enable_caching)
+        .def_prop_ro("watermark_blocks", &CacheCore::watermark_blocks)
+        .def_prop_ro("observer", &CacheCore::observer)
+        .def_ro("num_evictions", &CacheCore::num_evictions)
+        .def_ro("num_stored", &CacheCore::num_stored)
+        .def("free_queue_entries", &CacheCore::free_queue_entries)
+        .def("block_hash", &CacheCore::block_hash)
+        .def("ref_cnt", &CacheCore::ref_cnt)
+        .def("get_computed_blocks", &CacheCore::get_computed_blocks)
+        .def("num_blocks_to_allocate", &CacheCore::num_blocks_to_allocate)
+        .def("allocate_slots", &CacheCore::allocate_slots, nb::arg("request"),
+             nb::arg("num_new_tokens"), nb::arg("num_new_computed_tokens") = 0,
+             nb::arg("new_computed_blocks") = nb::tuple(), nb::kw_only(),
+             nb::arg("full_sequence_must_fit") = false, nb::arg("has_running_requests") = false,
+             nb::arg("now") = 0.0)
+        .def("allocate_one_slot", &CacheCore::allocate_one_slot, nb::arg("request"),
+             nb::arg("now") = 0.0)
+        .def("cache_blocks", &CacheCore::cache_blocks, nb::arg("request"), nb::arg("num_tokens"),
+             nb::arg("now") = 0.0)
+        .def("free", &CacheCore::free)
+        .def("get_block_ids", &CacheCore::get_block_ids)
+        .def("num_held_blocks", &CacheCore::num_held_blocks)
+        .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+}

@@ -1,0 +1,209 @@
+"""The compiled KV cache manager makes the reference's decisions on random op streams.
+
+Hypothesis draws a pool (size, block size, watermark, caching on or off) and a stream of cache
+ops on requests sharing prefixes: arrive, schedule (an admission with its prefix lookup, or a
+chunk of a running request), append outputs, a decode slot, preempt, finish, reset. Both cores
+get the same stream; after every op every observable must be equal: return values, block ids,
+the free queue in order with its hashes, counters, per-request block tables and the observer's
+events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.kvcache import CacheRequest, RequestStatus
+from sim.native import make_hasher, make_manager
+
+SHARED_RUNS = [list(range(1000 * run, 1000 * run + 64)) for run in range(3)]
+
+
+class EventLog:
+    """Every block event, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def on_block_event(
+        self, kind: str, block_hash: bytes, block_id: int, num_tokens: int, now: float
+    ) -> None:
+        self.events.append((kind, block_hash, block_id, num_tokens, now))
+
+
+class Side:
+    """One core's manager, hasher and requests."""
+
+    def __init__(self, core: str, pool: dict[str, Any]) -> None:
+        self.events = EventLog()
+        self.hasher = make_hasher(core, "sha256", pool["block_size"])
+        self.manager = make_manager(
+            core,
+            pool["num_gpu_blocks"],
+            pool["block_size"],
+            max_model_len=pool["max_model_len"],
+            enable_caching=pool["enable_caching"],
+            watermark=pool["watermark"],
+            observer=self.events,
+        )
+        self.requests: dict[str, CacheRequest] = {}
+        self.now = 0.0
+
+    def apply(self, op: tuple[Any, ...]) -> Any:
+        """Run one op; returns what it decided."""
+        self.now += 1.0
+        name, index = op[0], op[1]
+        manager = self.manager
+        if name == "arrive":
+            request_id = f"r{len(self.requests)}"
+            prompt = SHARED_RUNS[op[2]][: op[3]] + op[4]
+            if not prompt:
+                return None
+            self.requests[request_id] = CacheRequest(
+                request_id, prompt, self.hasher, skip_reading_prefix_cache=op[5]
+            )
+            return request_id
+        live = [r for r in self.requests.values() if not r.status.is_finished]
+        if name == "reset":
+            return manager.reset_prefix_cache(self.now)
+        if not live:
+            return None
+        request = live[index % len(live)]
+        if name == "schedule":
+            return self._schedule(request, op[2])
+        if name == "output":
+            return request.append_output_token_ids(op[2])
+        if name == "one_slot":
+            if (
+                request.status is not RequestStatus.RUNNING
+                or request.num_computed_tokens != request.num_tokens - 1
+            ):
+                return None
+            placed = manager.allocate_one_slot(request, self.now)
+            if placed:
+                request.num_computed_tokens += 1
+            return placed
+        manager.free(request)
+        if name == "preempt":
+            request.status = RequestStatus.PREEMPTED
+            request.num_computed_tokens = 0
+            request.num_preemptions += 1
+        else:
+            request.status = RequestStatus.FINISHED_STOPPED
+        return None
+
+    def _schedule(self, request: CacheRequest, fraction: float) -> Any:
+        manager = self.manager
+        admission = request.status is not RequestStatus.RUNNING
+        hits, num_hit_tokens = manager.get_computed_blocks(request) if admission else ([], 0)
+        remaining = request.num_tokens - request.num_computed_tokens - num_hit_tokens
+        if remaining <= 0:
+            return None
+        num_new_tokens = max(1, int(remaining * fraction))
+        has_running = any(r.status is RequestStatus.RUNNING for r in self.requests.values())
+        new_blocks = manager.allocate_slots(
+            request,
+            num_new_tokens,
+            num_hit_tokens,
+            hits,
+            full_sequence_must_fit=admission,
+            has_running_requests=has_running,
+            now=self.now,
+        )
+        decision = (manager.block_ids(hits), num_hit_tokens, new_blocks is not None)
+        if new_blocks is None:
+            return decision
+        if admission:
+            manager.record_prefix_cache_stats(request, num_hit_tokens)
+            request.status = RequestStatus.RUNNING
+            request.num_computed_tokens = num_hit_tokens
+        request.num_computed_tokens += num_new_tokens
+        return (*decision, manager.block_ids(new_blocks))
+
+    def state(self) -> dict[str, Any]:
+        """Everything observable about the cache."""
+        manager = self.manager
+        pool = manager.block_pool
+        return {
+            "free_queue": pool.free_queue_entries(),
+            "num_free_blocks": manager.num_free_blocks,
+            "usage": manager.usage,
+            "cached_free_usage": pool.cached_free_usage,
+            "num_evictions": pool.num_evictions,
+            "num_stored": pool.num_stored,
+            "num_cached_hashes": pool.num_cached_hashes,
+            "tables": {rid: manager.get_block_ids(rid) for rid in self.requests},
+            "held": {rid: manager.num_held_blocks(rid) for rid in self.requests},
+            "stats": manager.cumulative_stats.as_dict(),
+            "events": list(self.events.events),
+        }
+
+
+POOLS = st.fixed_dictionaries(
+    {
+        "num_gpu_blocks": st.integers(2, 24),
+        "block_size": st.sampled_from([1, 2, 4, 16]),
+        "max_model_len": st.sampled_from([64, 128, 4096]),
+        "enable_caching": st.booleans(),
+        "watermark": st.sampled_from([0.0, 0.0, 0.1]),
+    }
+)
+ARRIVE = st.tuples(
+    st.just("arrive"),
+    st.just(0),
+    st.integers(0, 2),
+    st.integers(0, 64),
+    st.lists(st.integers(0, 3), max_size=10),
+    st.booleans(),
+)
+OPS = st.lists(
+    st.one_of(
+        ARRIVE,
+        ARRIVE,
+        st.tuples(st.just("schedule"), st.integers(0, 50), st.sampled_from([0.3, 1.0, 1.0])),
+        st.tuples(st.just("schedule"), st.integers(0, 50), st.just(1.0)),
+        st.tuples(st.just("output"), st.integers(0, 50), st.lists(st.integers(0, 3), max_size=6)),
+        st.tuples(st.just("one_slot"), st.integers(0, 50)),
+        st.tuples(st.sampled_from(["preempt", "finish"]), st.integers(0, 50)),
+        st.tuples(st.just("reset"), st.just(0)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pool=POOLS, ops=OPS)
+def test_both_cores_decide_the_same_on_random_op_streams(
+    pool: dict[str, Any], ops: list[tuple[Any, ...]]
+) -> None:
+    reference, native = Side("python", pool), Side("native", pool)
+    for op in ops:
+        assert native.apply(op) == reference.apply(op), op
+        assert native.state() == reference.state(), op
+
+
+def test_an_eviction_stream_is_equal_and_evicts() -> None:
+    """Ten 65-token requests rotating over three prefixes through 8 usable blocks (block 16):
+    each stores its 4 full blocks (40 in all), LRU thrashes (0 hits), and after the first, which
+    evicts 1, every request evicts 4 (33 in all); the second takes blocks 5, 6, 7, 8, 4."""
+    pool = {
+        "num_gpu_blocks": 9,
+        "block_size": 16,
+        "max_model_len": 4096,
+        "enable_caching": True,
+        "watermark": 0.0,
+    }
+    sides = [Side("python", pool), Side("native", pool)]
+    decisions: list[list[Any]] = [[], []]
+    for number in range(10):
+        for side, decided in zip(sides, decisions, strict=True):
+            side.apply(("arrive", 0, number % 3, 64, [number], False))
+            decided.append(side.apply(("schedule", number, 1.0)))
+            side.apply(("finish", number))
+    assert decisions[0] == decisions[1]
+    assert decisions[1][1] == ([], 0, True, [5, 6, 7, 8, 4])
+    state = sides[1].state()
+    assert sides[0].state() == state
+    assert (state["num_stored"], state["stats"]["hits"], state["num_evictions"]) == (40, 0, 33)

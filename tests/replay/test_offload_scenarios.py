@@ -1,0 +1,108 @@
+"""The scheduler-level offload examples of spec §13.10 (s1-s7), replayed by prefixsim: every
+step equal to what vLLM 0.33.0 printed, and the spec's numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim.replay.engine_replay import replay_engine
+
+SCENARIOS = Path(__file__).parents[1] / "fixtures" / "offload" / "sched"
+
+
+def replay(name: str) -> list[dict[str, Any]]:
+    return [line.line for line in replay_engine(SCENARIOS / f"{name}.jsonl")]
+
+
+def steps(lines: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {line["step"]: line for line in lines if line["op"] == "step"}
+
+
+def last_step(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    return [line for line in lines if line["op"] == "step"][-1]
+
+
+@pytest.mark.parametrize("name", ["s1", "s2", "s3", "s4", "s5", "s6", "s7"])
+def test_every_line_equals_vllm(name: str) -> None:
+    expected = [
+        json.loads(line) for line in (SCENARIOS / f"{name}.vllm.jsonl").read_text().splitlines()
+    ]
+    actual = replay(name)
+    assert len(actual) == len(expected)
+    for want, got in zip(expected[1:], actual[1:], strict=True):  # headers differ in format
+        assert {field: got.get(field) for field in want} == want
+
+
+def test_s1_cpu_hit_reaches_num_tokens_and_waits_for_its_load() -> None:
+    """D = A's 64-token prompt after C evicted A#1-A#3 from a 5-block GPU: GPU 16 + CPU 48."""
+    lines = replay("s1")
+    by_step = steps(lines)
+    assert by_step[1]["stores"] == [[0, "A", 4]]
+    assert by_step[5]["loads"] == [[2, "D", 3]]
+    assert by_step[5]["waiting_kv"] == by_step[6]["waiting_kv"] == ["D"]
+    assert by_step[7]["scheduled"] == {"D": 1}
+    final = last_step(lines)
+    assert (final["cum"]["queries"], final["cum"]["hits"]) == (192, 16)
+    assert final["ext"] == {
+        "queries": 176,
+        "hits": 48,
+        "preempted_queries": 0,
+        "preempted_hits": 0,
+        "host": 48,
+    }
+
+
+def test_s2_same_prompt_waits_for_the_pending_store() -> None:
+    """B = A's prompt while A#3's store is pending: skipped in steps 2-4, then GPU 48 + a
+    1-block load, B:1 at step 7 (without offloading it would compute 16 at step 2)."""
+    lines = replay("s2")
+    by_step = steps(lines)
+    for step in (2, 3, 4):
+        assert "B" not in by_step[step]["scheduled"] and by_step[step]["waiting"] == ["B"]
+    assert by_step[5]["loads"] == [[1, "B", 1]]
+    assert by_step[7]["scheduled"]["B"] == 1
+    final = last_step(lines)
+    assert (final["cum"]["queries"], final["cum"]["hits"]) == (128, 48)
+    assert (final["ext"]["queries"], final["ext"]["hits"]) == (80, 16)
+
+
+def test_s3_partial_tail_needs_no_cpu() -> None:
+    """A 70-token prompt: B is admitted at step 2 with GPU hit 64 and computes 6."""
+    lines = replay("s3")
+    assert steps(lines)[2]["admitted"] == [{"id": "B", "hit_tokens": 64, "resumed": False}]
+    assert steps(lines)[2]["scheduled"]["B"] == 6
+    assert (last_step(lines)["ext"]["queries"], last_step(lines)["ext"]["hits"]) == (76, 0)
+
+
+def test_s4_offers_larger_than_the_tier_store_nothing() -> None:
+    """3 CPU chunks: every 4-chunk offer is refused; D gets GPU 16 and computes 48."""
+    lines = replay("s4")
+    assert all(not line.get("stores") for line in lines if line["op"] == "step")
+    assert steps(lines)[5]["scheduled"] == {"D": 48}
+    assert last_step(lines)["cpu"] == {"order": []}
+
+
+def test_s5_prompt_only_storing_keeps_decode_blocks_off_the_tier() -> None:
+    """A: 20 prompt + 40 outputs; only A#0 reaches the tier, so A2 gets GPU 16, CPU 0."""
+    lines = replay("s5")
+    assert steps(lines)[44]["admitted"] == [{"id": "A2", "hit_tokens": 16, "resumed": False}]
+    assert last_step(lines)["ext"]["hits"] == 0
+
+
+def test_s6_decode_blocks_stored_when_prompt_only_is_off() -> None:
+    """A#1 is stored at step 13 and A#2 at step 29; A2 then gets GPU 16 + CPU 32."""
+    by_step = steps(replay("s6"))
+    assert by_step[13]["stores"] == [[1, "A", 1]]
+    assert by_step[29]["stores"] == [[2, "A", 1]]
+    assert by_step[44]["loads"] == [[4, "A2", 2]]
+    assert by_step[46]["scheduled"] == {"A2": 16}
+
+
+def test_s7_gpu_only_hit_refreshes_the_cpu_copies() -> None:
+    """8 chunks hold A and C; A's GPU-only re-run re-offers its chunks, so E evicts C's."""
+    final = last_step(replay("s7"))
+    assert sorted(final["cpu"]["order"]) == ["A#0", "A#1", "A#2", "A#3", "E#0", "E#1", "E#2", "E#3"]

@@ -1,0 +1,96 @@
+"""`prefixsim offload`: the sweep reaches a plateau, the answer is the smallest size meeting the
+goal, and the shipped scenarios run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sim.cli import load_commands
+from sim.config import load_scenario
+from sim.errors import InputError
+from sim.studies.offload import OffloadSettings, check_offload_settings, offload_study
+
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+# Multi-turn chat on a 300-block GPU cache (0.58 GiB of Llama-3.1-8B KV): later turns'
+# histories fall out of the GPU, so the CPU tier adds hits until it holds them all.
+CHAT = """
+name: offload-study
+seed: 3
+duration_s: 40
+warmup_s: 5
+deployment: {model: llama-3.1-8b, gpu: h100, tp: 1}
+cost_model: auto
+engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096, async_scheduling: false}
+workload:
+  source: {kind: chat, common: {system_prompt_tokens: 512}}
+  arrivals: {process: poisson, rate_per_s: 2.0}
+outputs: {events: false}
+"""
+
+
+def test_answer_is_the_smallest_size_reaching_the_goal(tmp_path: Path) -> None:
+    path = tmp_path / "chat.yaml"
+    path.write_text(CHAT)
+    loaded = load_scenario(path)
+    result = offload_study(
+        loaded.scenario,
+        loaded.base_dir,
+        OffloadSettings(target_fraction=0.99),
+        scratch_dir=tmp_path / "scratch",
+    )
+    points = result.sorted_points()
+    sizes = [point.size_gib for point in points]
+    assert sizes[0] == 0.0 and points[0].hit_rate_cpu == 0.0
+    assert result.gpu_kv_gib == pytest.approx(299 * 2 / 1024)  # 299 blocks of 2 MiB
+    # Doubling from the GPU cache's size (0.58 GiB) until two doublings add nothing.
+    assert sizes[1] == 0.58 and 0.58 * 16 in sizes
+    assert result.unbounded_hit_rate == max(point.hit_rate for point in points)
+    assert points[-1].hit_rate == result.unbounded_hit_rate
+    goal = result.goal_hit_rate
+    assert goal == pytest.approx(0.99 * result.unbounded_hit_rate)
+    answer = result.answer
+    assert answer is not None and answer.hit_rate >= goal and answer.size_gib > 0
+    assert all(point.hit_rate < goal for point in points if point.size_gib < answer.size_gib)
+    assert answer.hit_rate_cpu > 0
+    assert not list((tmp_path / "scratch").glob("probe-*"))  # probe runs are cleaned up
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (OffloadSettings(target_fraction=0.0), "--target 0: must be in (0, 100]"),
+        (OffloadSettings(start_gib=-1.0), "--start-gib -1.0: must be a positive number"),
+        (OffloadSettings(growth_tol=0.0), "--growth-tol 0.0: must be > 0"),
+    ],
+)
+def test_bad_settings_are_refused(settings: OffloadSettings, message: str) -> None:
+    with pytest.raises(InputError, match=None) as error:
+        check_offload_settings(settings)
+    assert message in str(error.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        ("study_offload_chat.yaml", ["duration_s=40", "warmup_s=10"]),
+        ("study_offload_agent.yaml", ["duration_s=40", "warmup_s=10"]),
+        ("study_offload_mooncake.yaml", ["workload.source.max_requests=30"]),
+    ],
+)
+def test_shipped_scenarios_run_through_the_cli(
+    name: str, overrides: list[str], tmp_path: Path
+) -> None:
+    args = ["offload", str(SCENARIOS / name), "--out", str(tmp_path)]
+    for override in overrides:
+        args += ["--set", override]
+    result = CliRunner().invoke(load_commands(["offload"]), args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "offload.json").read_text())
+    assert data["points"][0]["size_gib"] == 0.0 and len(data["points"]) >= 4
+    assert (tmp_path / "offload.png").stat().st_size > 0
+    assert "| host memory | hit rate |" in (tmp_path / "offload.md").read_text()

@@ -1,10 +1,13 @@
-"""The error workloads/ raises for bad input, on a located-message base sim.errors shares."""
+"""The error workloads/ raises for bad configuration or trace input (the CLI shows one line)."""
 
 from __future__ import annotations
 
 
-class LocatedError(Exception):
-    """An error whose message starts with where the bad input is: `source:line: ` or `source: `."""
+class WorkloadError(ValueError):
+    """Bad workload input: the message names the field or line, the bad value and what is allowed.
+
+    A ValueError, so the CLI layer can turn it into its InputError with the same location.
+    """
 
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
         location = ""
@@ -14,10 +17,3 @@ class LocatedError(Exception):
         self.message = message
         self.source = source
         self.line = line
-
-
-class WorkloadError(LocatedError, ValueError):
-    """Bad workload input: the message names the field or line, the bad value and what is allowed.
-
-    A ValueError, so the CLI layer can turn it into its InputError with the same location.
-    """

@@ -64,13 +64,31 @@ class PrefixCacheStats:
         }
 
 
-class PrefixLookupCounting:
-    """The counting half of a KV cache manager, shared by the reference and the native core."""
+class _CountingHost(Protocol):
+    """What a manager using PrefixLookupCounting provides: the counters and two core hooks."""
 
     stats: PrefixCacheStats
     cumulative_stats: PrefixCacheStats
 
-    def record_prefix_cache_stats(self, request: _LookupRequest, num_hit_tokens: int) -> None:
+    def _caches(self) -> bool:
+        """Whether prefix caching is on (an attribute in one core, a property in the other)."""
+        ...
+
+    def _reset_pool(self, now: float) -> bool:
+        """Drop every cached hash unless a block is held (the pool's part of the reset)."""
+        ...
+
+
+class PrefixLookupCounting:
+    """The counting half of a KV cache manager, shared by the reference and the native core;
+    the manager provides `_caches` and `_reset_pool` (`_CountingHost`)."""
+
+    stats: PrefixCacheStats
+    cumulative_stats: PrefixCacheStats
+
+    def record_prefix_cache_stats(
+        self: _CountingHost, request: _LookupRequest, num_hit_tokens: int
+    ) -> None:
         """Count an admitted request's lookup (skipped lookups are not counted)."""
         if not self._caches() or request.skip_reading_prefix_cache:
             return
@@ -83,17 +101,9 @@ class PrefixLookupCounting:
         stats, self.stats = self.stats, PrefixCacheStats()
         return stats
 
-    def reset_prefix_cache(self, now: float = 0.0) -> bool:
+    def reset_prefix_cache(self: _CountingHost, now: float = 0.0) -> bool:
         """Clear the cache if no request holds a block."""
         if not self._reset_pool(now):
             return False
         self.stats.reset = True
         return True
-
-    def _caches(self) -> bool:
-        """Whether prefix caching is on (an attribute in one core, a property in the other)."""
-        raise NotImplementedError
-
-    def _reset_pool(self, now: float) -> bool:
-        """Drop every cached hash unless a block is held (the pool's part of the reset)."""
-        raise NotImplementedError

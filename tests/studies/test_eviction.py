@@ -331,7 +331,7 @@ def shared_prefix_streams(draw: st.DrawFn) -> tuple[list[RequestSpec], int]:
     shared_suffixes = [tokens(90_000 + 100 * index, BLOCK_SIZE + index) for index in range(2)]
     specs: list[RequestSpec] = []
     for index in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["fresh", "fresh", "shared", "follow-up", "repeat"]))
+        kind = draw(st.sampled_from(["fresh", "fresh", "common-suffix", "follow-up", "repeat"]))
         unique = tokens(1_000_000 + 1000 * index, draw(lengths))
         if kind in ("follow-up", "repeat") and specs:
             previous = specs[draw(st.integers(0, len(specs) - 1))]
@@ -341,7 +341,7 @@ def shared_prefix_streams(draw: st.DrawFn) -> tuple[list[RequestSpec], int]:
                 prompt = [*previous.prompt_tokens(), *previous.output_tokens, *unique]
         else:
             prompt = list(draw(st.sampled_from(system_prompts)))
-            prompt += draw(st.sampled_from(shared_suffixes)) if kind == "shared" else unique
+            prompt += draw(st.sampled_from(shared_suffixes)) if kind == "common-suffix" else unique
         if not prompt:
             prompt = [7]
         outputs = tokens(5_000_000 + 1000 * index, draw(st.integers(0, 2 * BLOCK_SIZE)))

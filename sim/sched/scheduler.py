@@ -466,12 +466,10 @@ class Scheduler:
             num_computed = request.num_computed_tokens + num_hit_tokens
             if hold_prefill and num_computed < request.num_tokens - 1:
                 break
-            num_new_tokens = request.num_tokens - num_computed
-            if 0 < threshold < num_new_tokens:
-                num_new_tokens = threshold
-            if not config.enable_chunked_prefill and num_new_tokens > budget:
+            chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
+            if chunk is None:
                 break
-            num_new_tokens = min(num_new_tokens, budget)
+            num_new_tokens = chunk
             new_blocks = manager.allocate_slots(
                 request,
                 num_new_tokens,
@@ -489,6 +487,17 @@ class Scheduler:
             budget -= num_new_tokens
         if skipped:
             waiting.prepend_all(skipped)
+
+    def _prefill_chunk(self, num_remaining: int, threshold: int, budget: int) -> int | None:
+        """Tokens a waiting request gets this step: its remaining prefill, capped by the
+        long-prefill threshold and the budget; None when it must not be chunked and does not
+        fit (the waiting pass stops there)."""
+        num_new_tokens = num_remaining
+        if 0 < threshold < num_new_tokens:
+            num_new_tokens = threshold
+        if not self.config.enable_chunked_prefill and num_new_tokens > budget:
+            return None
+        return min(num_new_tokens, budget)
 
     def _update_after_schedule(self, output: SchedulerOutput) -> None:
         """Advance each scheduled request's progress and record the batch shape."""
@@ -618,12 +627,10 @@ class Scheduler:
                     for held in self.inflight_prefills.values()
                 )
             else:
-                num_new_tokens = request.num_tokens - num_computed
-                if 0 < threshold < num_new_tokens:
-                    num_new_tokens = threshold
-                if not config.enable_chunked_prefill and num_new_tokens > budget:
+                chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
+                if chunk is None:
                     break
-                num_new_tokens = min(num_new_tokens, budget)
+                num_new_tokens = chunk
             new_blocks = manager.allocate_slots(
                 request,
                 num_new_tokens,

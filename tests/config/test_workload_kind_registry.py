@@ -19,8 +19,9 @@ REPO_DIR = Path(__file__).resolve().parents[2]
 
 def test_each_generator_kind_has_a_scenario_model_that_builds_its_config() -> None:
     names = [get_args(model.model_fields["kind"].annotation)[0] for model in GENERATOR_SOURCES]
-    assert names == [kind.name for kind in GENERATOR_KINDS] == ["chat", "agent", "rag"]
-    assert [model.__name__ for model in GENERATOR_SOURCES] == [
+    assert names == [kind.name for kind in GENERATOR_KINDS]
+    assert names[:3] == ["chat", "agent", "rag"]  # the shipped kinds come first
+    assert [model.__name__ for model in GENERATOR_SOURCES[:3]] == [
         "ChatSource",
         "AgentSource",
         "RagSource",

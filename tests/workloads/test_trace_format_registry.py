@@ -13,7 +13,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "trace_formats.md"
 
 
 def test_the_registry_holds_the_three_readers_in_order() -> None:
-    assert TRACE_FORMATS == ("mooncake", "dynamo", "azure")
+    assert TRACE_FORMATS[:3] == ("mooncake", "dynamo", "azure")  # shipped first; more may follow
     assert all(TRACE_FORMAT_REGISTRY[name].name == name for name in TRACE_FORMATS)
 
 

@@ -32,5 +32,5 @@ def config_problem(where: str, config: object, *others: type) -> WorkloadError |
     """The error for a `config` of no registered kind (nor one of `others`), or None."""
     if kind_of_config(config) is not None or isinstance(config, others):
         return None
-    allowed = ", ".join(config_class.__name__ for config_class in (*generator_configs(), *others))
+    allowed = ", ".join(config_class.__name__ for config_class in (*others, *generator_configs()))
     return WorkloadError(f"{where}: {config!r} is not allowed; use one of {allowed}")

@@ -268,6 +268,8 @@ def generator_source_model(kind: GeneratorKind) -> type[GeneratorSourceSettings]
 
 # One scenario model per registered workload kind, in registry order.
 GENERATOR_SOURCES = tuple(generator_source_model(kind) for kind in GENERATOR_KINDS)
+# Pickling a scenario (sweep worker processes) finds each model by its module and name.
+globals().update({model.__name__: model for model in GENERATOR_SOURCES})
 _SOURCE_OF_KIND = {model.generator.name: model for model in GENERATOR_SOURCES}
 DEFAULT_KIND = "chat"
 if TYPE_CHECKING:

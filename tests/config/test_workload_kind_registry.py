@@ -4,6 +4,7 @@ new kind is its module plus one registry line."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,8 @@ def test_each_generator_kind_has_a_scenario_model_that_builds_its_config() -> No
     for model, kind in zip(GENERATOR_SOURCES, GENERATOR_KINDS, strict=True):
         assert type(model(kind=kind.name).build()) is kind.config
         assert model(kind=kind.name).build() == kind.config()
+        # Sweeps send scenarios to worker processes: the derived models pickle by name.
+        assert pickle.loads(pickle.dumps(model(kind=kind.name))) == model(kind=kind.name)
 
 
 def test_the_schema_offers_the_generator_kinds_a_mix_and_a_trace() -> None:

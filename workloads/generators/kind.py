@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +21,6 @@ from workloads.generators.common import CommonSlots
 from workloads.layout import PromptLayout
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec
-from workloads.tags import TenantSpec
 
 # Keys of a config field's metadata (see `setting`).
 _DESCRIPTION = "description"
@@ -84,18 +83,14 @@ class UnitBuilder(Protocol):
 
 
 class GeneratorConfig(Protocol):
-    """The fields every generator config has (a frozen dataclass of its kind's module)."""
+    """A generator config: a frozen dataclass of its kind's module. Besides its own fields it has
+    the ones every scenario source offers: name, common, layout, tenants, prompt_logprobs_fraction.
+    """
 
-    @property
-    def name(self) -> str: ...
     @property
     def common(self) -> CommonSlots: ...
     @property
     def layout(self) -> PromptLayout: ...
-    @property
-    def tenants(self) -> Sequence[TenantSpec]: ...
-    @property
-    def prompt_logprobs_fraction(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,39 +206,26 @@ def test_seed_scenario_is_valid(tmp_path):
     assert load_scenario(path).scenario.workload.num_arrivals == 100
 
 
+# What the loader is fed, as file bytes: any bytes; random sequences of YAML syntax (anchors,
+# tags, flow collections, documents, tabs); any YAML document (scalars, lists, mappings at the
+# top level); a valid scenario with fields replaced by wrong values, removed, or unknown keys.
+LOADER_FILES = {
+    "bytes": st.binary(max_size=300),
+    "text": yaml_like_text.map(str.encode),
+    "document": yaml_values.map(lambda document: yaml.safe_dump(document).encode()),
+    "mutated": mutated_scenario().map(
+        lambda document: yaml.safe_dump(document, allow_unicode=True).encode()
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADER_FILES))
 @FUZZ
-@given(data=st.binary(max_size=300))
-def test_scenario_loader_random_bytes(data, scratch):
-    """Any bytes as a scenario file."""
-    path = scratch / "bytes.yaml"
-    path.write_bytes(data)
-    _load(path)
-
-
-@FUZZ
-@given(text=yaml_like_text)
-def test_scenario_loader_yaml_shaped_text(text, scratch):
-    """Random sequences of YAML syntax: anchors, tags, flow collections, documents, tabs."""
-    path = scratch / "text.yaml"
-    path.write_text(text)
-    _load(path)
-
-
-@FUZZ
-@given(document=yaml_values)
-def test_scenario_loader_random_documents(document, scratch):
-    """Any YAML document: scalars, lists, mappings at the top level."""
-    path = scratch / "document.yaml"
-    path.write_text(yaml.safe_dump(document))
-    _load(path)
-
-
-@FUZZ
-@given(document=mutated_scenario())
-def test_scenario_loader_mutated_scenario(document, scratch):
-    """A valid scenario with fields replaced by wrong values, removed, or unknown keys added."""
-    path = scratch / "mutated.yaml"
-    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+@given(data=st.data())
+def test_scenario_loader_fuzzed_file(kind, data, scratch):
+    """A fuzzed scenario file of each kind: it loads, or fails with one InputError line."""
+    path = scratch / f"{kind}.yaml"
+    path.write_bytes(data.draw(LOADER_FILES[kind]))
     _load(path)
 
 

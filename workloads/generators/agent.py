@@ -20,9 +20,9 @@ from workloads.calibration import (
     DYNAMO_AGENT_STEP_GAP_S,
 )
 from workloads.distributions import Distribution, LogNormal, Uniform
-from workloads.generators.common import CommonSlots, validate_session_config
+from workloads.generators.common import CommonSlots
 from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
-from workloads.generators.session import SessionBuilder, Turn
+from workloads.generators.session import SessionBuilder, Turn, validate_session_config
 from workloads.layout import AGENT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.tags import TenantSpec
@@ -51,16 +51,7 @@ class AgentConfig:
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        validate_session_config(
-            self,
-            (
-                "steps_per_agent",
-                "task_tokens",
-                "action_tokens",
-                "observation_tokens",
-                "tool_latency_s",
-            ),
-        )
+        validate_session_config(self)
 
 
 class AgentBuilder(SessionBuilder):

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
-from workloads.generators.common import CommonSlots, validate_session_config
+from workloads.generators.common import CommonSlots
 from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
-from workloads.generators.session import SessionBuilder, Turn
+from workloads.generators.session import SessionBuilder, Turn, validate_session_config
 from workloads.layout import CHAT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.tags import TenantSpec
@@ -46,10 +46,7 @@ class ChatConfig:
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        validate_session_config(
-            self,
-            ("turns_per_session", "user_message_tokens", "answer_tokens", "think_time_s"),
-        )
+        validate_session_config(self)
 
 
 class ChatBuilder(SessionBuilder):

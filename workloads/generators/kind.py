@@ -60,10 +60,10 @@ class ConfigField:
     bounds: Mapping[str, float]
 
 
-def config_fields(config: type) -> list[ConfigField]:
+def config_fields(config: type) -> tuple[ConfigField, ...]:
     """The fields of a generator config class, in declaration order, with their `setting` data."""
     hints = typing.get_type_hints(config)
-    return [
+    return tuple(
         ConfigField(
             field.name,
             hints[field.name],
@@ -71,7 +71,7 @@ def config_fields(config: type) -> list[ConfigField]:
             field.metadata.get(_BOUNDS, {}),
         )
         for field in dataclasses.fields(config)
-    ]
+    )
 
 
 class UnitBuilder(Protocol):
@@ -101,6 +101,11 @@ class GeneratorKind:
     summary: str
     config: type
     builder: Callable[[Any, np.random.Generator, np.random.Generator, TokenMode], UnitBuilder]
+
+
+def distribution_fields(config: Any) -> list[str]:
+    """The names of a config's fields typed Distribution (token counts and times it draws)."""
+    return [field.name for field in config_fields(type(config)) if field.annotation == Distribution]
 
 
 def shortest_prompt_tokens(config: GeneratorConfig) -> int:

@@ -28,7 +28,7 @@ from workloads.generators.common import (
     require_layout,
     require_name,
 )
-from workloads.generators.kind import GeneratorKind, setting
+from workloads.generators.kind import GeneratorKind, distribution_fields, setting
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
@@ -83,7 +83,7 @@ class RagConfig:
                 f"RagConfig.top_k: {self.top_k} is not allowed; use at most corpus_size "
                 f"({self.corpus_size})"
             )
-        for name in ("document_tokens", "question_tokens", "answer_tokens"):
+        for name in distribution_fields(self):
             require_distribution("RagConfig", name, getattr(self, name))
         require_choice("RagConfig", "document_order", self.document_order, DOCUMENT_ORDERS)
         require_layout(

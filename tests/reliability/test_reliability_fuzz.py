@@ -325,22 +325,21 @@ def _replay(replay, path: Path) -> None:
         assert "\n" not in str(error)
 
 
-@FUZZ
-@given(lines=st.lists(op_line(CACHE_OP_FIELDS), max_size=12))
-def test_cache_replay_random_ops(lines, scratch):
-    """Random cache op scripts: configs anywhere, unknown ids, broken fields, junk lines."""
-    path = scratch / "cache_ops.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    _replay(replay_cache, path)
+# Random op scripts of each harness: configs anywhere, unknown ids (aborts of unknown ids for
+# the engine), broken fields, junk lines.
+REPLAYS = {"cache": (replay_cache, CACHE_OP_FIELDS), "engine": (replay_engine, ENGINE_OP_FIELDS)}
 
 
+@pytest.mark.parametrize("harness", sorted(REPLAYS))
 @FUZZ
-@given(lines=st.lists(op_line(ENGINE_OP_FIELDS), max_size=12))
-def test_engine_replay_random_ops(lines, scratch):
-    """Random engine op scripts: configs anywhere, aborts of unknown ids, broken fields."""
-    path = scratch / "engine_ops.jsonl"
+@given(data=st.data())
+def test_replay_random_ops(harness, data, scratch):
+    """A random op script for each replay harness: replayed, or one InputError line."""
+    replay, fields_of = REPLAYS[harness]
+    lines = data.draw(st.lists(op_line(fields_of), max_size=12))
+    path = scratch / f"{harness}_ops.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    _replay(replay_engine, path)
+    _replay(replay, path)
 
 
 def _fidelity_scripts(folder: str) -> list[list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sim.kvcache import OFFLOAD_POLICIES, CpuOffloadTier, RequestStatus
 from sim.replay.ops import Op
-from sim.sched import OffloadConnector, Scheduler, SchedulerOutput
+from sim.sched import OffloadConnector, OffloadStats, Scheduler, SchedulerOutput, StepTransfers
 
 OFFLOAD_CONFIG_KEYS = frozenset(
     {"offload_chunks", "offload_policy", "store_delay", "load_delay", "offload_prompt_only"}
@@ -57,8 +57,9 @@ class OffloadReplayConfig:
 
 
 class FixedDelayWorker:
-    """Reports a job done in the output of step S + delay, S being the step that planned it;
-    a job the step flushes is reported in that step's output."""
+    """Reports a job done in the output of step S + delay, S being the step that planned it,
+    or of the first step processed after that (async: a step number may be an iteration that
+    only processed); a job the step flushes is reported in that step's output."""
 
     __slots__ = ("config", "due")
 
@@ -74,7 +75,9 @@ class FixedDelayWorker:
             self.due.setdefault(step + self.config.store_delay, []).append(job.job_id)
         for job in transfers.loads:
             self.due.setdefault(step + self.config.load_delay, []).append(job.job_id)
-        done = self.due.pop(step, [])
+        done: list[int] = []
+        for due_step in sorted(due_step for due_step in self.due if due_step <= step):
+            done.extend(self.due.pop(due_step))
         flush = transfers.flush
         if flush:
             for due_step in sorted(self.due):
@@ -97,12 +100,20 @@ def make_connector(
 
 
 def offload_step_fields(
-    scheduler: Scheduler, output: SchedulerOutput, done: list[int], labels: dict[bytes, str]
+    scheduler: Scheduler,
+    scheduled: SchedulerOutput | None,
+    done: list[int],
+    labels: dict[bytes, str],
+    reported: OffloadStats,
 ) -> dict[str, Any]:
-    """The offload fields of one step line."""
+    """The offload fields of one iteration's line: the transfers of the step it scheduled (if
+    any), the jobs reported done by the step it processed, and the counters as the latest
+    processed step reported them."""
     offload = scheduler.offload
-    transfers = output.transfers
-    assert offload is not None and transfers is not None
+    assert offload is not None
+    transfers = scheduled.transfers if scheduled is not None else None
+    if transfers is None:
+        transfers = StepTransfers()
     tier = offload.tier
 
     def label(key: bytes) -> str:
@@ -112,7 +123,7 @@ def offload_step_fields(
         name: [label(key) for key in value] if isinstance(value, list) else value
         for name, value in tier.policy.snapshot().items()
     }
-    stats = offload.stats
+    stats = reported
     return {
         "waiting_kv": sorted(
             request_id

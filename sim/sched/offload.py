@@ -15,12 +15,6 @@ from dataclasses import dataclass, field
 
 from sim.kvcache import CacheRequest, CpuOffloadTier, RequestStatus, external_hit_tokens
 
-# CPU offloading is modelled with vLLM's sync scheduler only.
-ASYNC_OFFLOAD_PROBLEM = (
-    "CPU offloading with async scheduling is not modelled yet; set async_scheduling: false "
-    "(offload runs follow vLLM's sync scheduler)"
-)
-
 
 @dataclass(slots=True)
 class TransferJob:

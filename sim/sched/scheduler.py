@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 from sim.kvcache import CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
 from sim.native import make_hasher, make_manager
+from sim.sched.block_fence import BlockFreeFence
 from sim.sched.config import SchedulerConfig
 from sim.sched.lazy_decode import LazyDecoders
-from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM, OffloadConnector, StepTransfers
+from sim.sched.offload import OffloadConnector, StepTransfers
 from sim.sched.queues import FcfsQueue, PriorityQueue
 from sim.sched.request import Request
 
@@ -101,8 +102,6 @@ class Scheduler:
         fast_decode_path: bool = False,
         offload: OffloadConnector | None = None,
     ) -> None:
-        if offload is not None and config.async_scheduling:
-            raise ValueError(ASYNC_OFFLOAD_PROBLEM)
         self.config = config
         self.offload = offload
         self.async_scheduling = config.async_scheduling
@@ -164,6 +163,11 @@ class Scheduler:
         self.aborted_while_loading: dict[str, Request] = {}
         self.inflight_prefills: dict[str, Request] = {}
         self.finished_since_schedule: list[Request] = []
+        # A connector that loads KV counts as a consumer: with two steps in flight vLLM defers
+        # block frees until the steps writing the blocks are processed (spec §13.9).
+        self.block_fence = (
+            BlockFreeFence() if offload is not None and config.async_scheduling else None
+        )
 
     @property
     def has_unfinished_requests(self) -> bool:
@@ -219,7 +223,7 @@ class Scheduler:
         if loading:
             self.aborted_while_loading[request.request_id] = request  # freed when it lands
         else:
-            self.kv_cache_manager.free(request)
+            self._free_blocks(request)
         self.deferred_ids.discard(request_id)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
@@ -234,6 +238,16 @@ class Scheduler:
             request.num_computed_tokens > 0
             or request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
         )
+
+    def _free_blocks(self, request: Request) -> None:
+        """Release the request's blocks, or fence them while a step in flight writes them."""
+        fence = self.block_fence
+        if fence is None:
+            self.kv_cache_manager.free(request)
+        else:
+            manager = self.kv_cache_manager
+            assert isinstance(manager, KVCacheManager)  # offload runs use the reference core
+            fence.free(request, manager)
 
     def _offload_finished(self, request: Request) -> None:
         if self.offload is None:
@@ -263,6 +277,8 @@ class Scheduler:
         if self.offload is not None:
             output.transfers = self._plan_transfers(output)
         self._update_after_schedule(output)
+        if self.block_fence is not None and output.total_num_scheduled_tokens:
+            self.block_fence.step_scheduled(output.scheduled)
         if self.inflight_prefills:
             for request in output.scheduled:
                 if not request.is_prefill_chunk:
@@ -368,7 +384,7 @@ class Scheduler:
                 output.add(request, num_new_tokens)
                 budget -= num_new_tokens
                 index += 1
-            elif self.config.policy != "priority":
+            elif self.config.policy != "priority" or request.status is not RequestStatus.PREEMPTED:
                 break
             # Under priority a request that preempted itself ends nothing: the pass goes on
             # with the next running request, now at `index` (spec §12.6).
@@ -397,8 +413,11 @@ class Scheduler:
         preempted requests gave back to the budget)."""
         running = self.running
         returned = 0
+        fence = self.block_fence
         while self.kv_cache_manager.allocate_slots(request, num_new_tokens, now=now) is None:
             victim = self._pick_victim()
+            if fence is not None and not fence.can_free_now(victim):
+                return False, index, returned  # its free would come too late to help
             position = running.index(victim)
             del running[position]
             if position < index:
@@ -600,6 +619,9 @@ class Scheduler:
                     skip(queue)
                     continue
                 self._finish_load(request, now)
+            if request.num_stale_output_tokens:
+                skip(queue)  # async: its pre-preemption step is still in flight
+                continue
             looked_up = request.num_computed_tokens == 0
             num_external = 0
             if looked_up:
@@ -714,7 +736,7 @@ class Scheduler:
 
     def _preempt(self, request: Request, now: float) -> None:
         self.inflight_prefills.pop(request.request_id, None)
-        self.kv_cache_manager.free(request)
+        self._free_blocks(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         request.num_stale_output_tokens = request.num_in_flight_tokens
@@ -742,6 +764,9 @@ class Scheduler:
         lazy = self.lazy
         if lazy is not None:
             lazy.record_step_end(now)
+        if self.block_fence is not None and output.total_num_scheduled_tokens:
+            assert isinstance(manager, KVCacheManager)  # offload runs use the reference core
+            self.block_fence.step_processed(manager)
         for request in output.scheduled:
             request_id = request.request_id
             stale = False
@@ -783,7 +808,7 @@ class Scheduler:
             for request_id in self.offload.complete(completed_jobs):
                 aborted = self.aborted_while_loading.pop(request_id, None)
                 if aborted is not None:
-                    self.kv_cache_manager.free(aborted)
+                    self._free_blocks(aborted)
                 else:
                     self.loaded_ids.add(request_id)
         if lazy is not None:
@@ -796,7 +821,7 @@ class Scheduler:
     def _finish(self, request: Request, now: float) -> None:
         """A request that produced its last token: blocks freed at once, in step order."""
         del self.requests[request.request_id]
-        self.kv_cache_manager.free(request)
+        self._free_blocks(request)
         self.finished_req_ids.add(request.request_id)
         self.deferred_ids.discard(request.request_id)
         request.finished_at = now

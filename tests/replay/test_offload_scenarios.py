@@ -1,5 +1,6 @@
 """The scheduler-level offload examples of spec §13.10 (s1-s7), replayed by prefixsim: every
-step equal to what vLLM 0.33.0 printed, and the spec's numbers."""
+step equal to what vLLM 0.33.0 printed (its sync Scheduler, and its AsyncScheduler for the
+`.async` variants), and the spec's numbers."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def last_step(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return [line for line in lines if line["op"] == "step"][-1]
 
 
-@pytest.mark.parametrize("name", ["s1", "s2", "s3", "s4", "s5", "s6", "s7"])
+@pytest.mark.parametrize(
+    "name",
+    [f"s{index}{mode}" for mode in ("", ".async") for index in range(1, 8)],
+)
 def test_every_line_equals_vllm(name: str) -> None:
     expected = [
         json.loads(line) for line in (SCENARIOS / f"{name}.vllm.jsonl").read_text().splitlines()
@@ -106,3 +110,26 @@ def test_s7_gpu_only_hit_refreshes_the_cpu_copies() -> None:
     """8 chunks hold A and C; A's GPU-only re-run re-offers its chunks, so E evicts C's."""
     final = last_step(replay("s7"))
     assert sorted(final["cpu"]["order"]) == ["A#0", "A#1", "A#2", "A#3", "E#0", "E#1", "E#2", "E#3"]
+
+
+def test_async_load_completion_costs_one_more_step() -> None:
+    """s1 with async scheduling (spec §13.7.3): D's load is admitted in step 9 and reported by
+    step 10's output, which is processed after step 11 was scheduled, so D:1 runs in step 12
+    (M+2; sync: admitted 5, reported 6, D:1 in 7). The counters are the sync ones."""
+    by_step = steps(replay("s1.async"))
+    assert by_step[9]["loads"] == [[2, "D", 3]]
+    assert [step for step, line in by_step.items() if line["waiting_kv"] == ["D"]] == [9, 10, 11]
+    assert by_step[11]["processed_step"] == 10 and by_step[11]["done"] == [2]
+    assert by_step[12]["scheduled"] == {"D": 1}
+    final = last_step(replay("s1.async"))
+    assert (final["cum"]["queries"], final["cum"]["hits"]) == (192, 16)
+    assert (final["ext"]["queries"], final["ext"]["hits"], final["ext"]["host"]) == (176, 48, 48)
+
+
+def test_async_s2_pending_store_then_load_two_steps_later() -> None:
+    """s2 with async scheduling: A#3's store (planned in step 1, reported by step 4's output,
+    processed in iteration 5) holds B; B's 1-block load starts in step 6 and B:1 runs in 9."""
+    by_step = steps(replay("s2.async"))
+    assert by_step[5]["done"] == [0]
+    assert by_step[6]["loads"] == [[1, "B", 1]]
+    assert by_step[9]["scheduled"] == {"A": 1, "B": 1}

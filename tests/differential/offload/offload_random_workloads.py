@@ -4,7 +4,8 @@ Scheduler with the OffloadingConnector (vllm_offload_sched_oracle.py); oracle ve
 
 The workloads of tests/differential/oracle/random_workloads.py (small GPU caches, shared
 prefixes, twins, multi-turn continuations, chunked prefill, long-prefill thresholds, FCFS and
-priority, preemption, aborts), sync scheduling, plus a CPU tier of 2 to 96 chunks, LRU or ARC,
+priority, preemption, aborts), sync scheduling or with --async-scheduling vLLM's
+AsyncScheduler, plus a CPU tier of 2 to 96 chunks, LRU or ARC,
 and store/load delays of 0-3 steps. Usage and output as random_workloads.py; files are named
 ow<seed>_<index>.jsonl.
 """
@@ -24,7 +25,7 @@ from vllm_offload_sched_oracle import OffloadSchedOracle  # noqa: E402
 
 class OffloadWorkloadGen(rw.WorkloadGen):
     def __init__(self, rng, async_scheduling: bool = False) -> None:
-        super().__init__(rng, False)
+        super().__init__(rng, async_scheduling)
         num_blocks = self.cfg["num_blocks"]
         self.cfg["offload_chunks"] = rng.choice([2, 4, 8, 16, 32, 96, 2 * num_blocks])
         self.cfg["offload_policy"] = rng.choice(["lru", "arc"])

@@ -157,6 +157,7 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
         prompt_only=engine.kv_offload_prompt_only,
         link=get_host_link(deployment.host_link or gpu.key),
         chunk_bytes_per_gpu=block_bytes_per_gpu,
+        sync_load_budget_bytes=engine.kv_offload_sync_load_budget_bytes,
     )
 
 

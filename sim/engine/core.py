@@ -261,6 +261,7 @@ class EngineCore:
         duration_s = 0.0
         if clock is not None and output.transfers is not None:
             duration_s = clock.flush_wait_s(output.transfers, now)
+            duration_s += clock.sync_load_wait_s(output.transfers)
         if output.total_num_scheduled_tokens:
             duration_s += self.cost_model.step_time_s(
                 BatchShape(

@@ -9,20 +9,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any
 
-from sim.kvcache import KVBlock
+from sim.kvcache import CacheManager
 from sim.sched.request import Request
-
-
-class PoppableManager(Protocol):
-    """The two manager calls a deferred free needs."""
-
-    def pop_blocks(self, request_id: str) -> list[KVBlock]: ...
-
-    def release_blocks(self, blocks: Sequence[KVBlock]) -> None: ...
-
-    def free(self, request: Request) -> None: ...
 
 
 class BlockFreeFence:
@@ -34,7 +24,8 @@ class BlockFreeFence:
     def __init__(self) -> None:
         self.sched_step_seq = 0
         self.processed_step_seq = 0
-        self.pending: deque[tuple[int, list[KVBlock]]] = deque()
+        # Blocks are the manager's handles: KVBlock objects or ids, depending on the core.
+        self.pending: deque[tuple[int, list[Any]]] = deque()
 
     def step_scheduled(self, scheduled: Sequence[Request]) -> None:
         """A step with tokens was scheduled: its requests are written until it is processed."""
@@ -43,7 +34,7 @@ class BlockFreeFence:
         for request in scheduled:
             request.last_sched_seq = seq
 
-    def step_processed(self, manager: PoppableManager) -> None:
+    def step_processed(self, manager: CacheManager) -> None:
         """A step with tokens was processed: release the frees it fenced, in order."""
         self.processed_step_seq += 1
         pending = self.pending
@@ -54,7 +45,7 @@ class BlockFreeFence:
         """Whether no unprocessed step still writes the request's blocks."""
         return request.last_sched_seq <= self.processed_step_seq
 
-    def free(self, request: Request, manager: PoppableManager) -> None:
+    def free(self, request: Request, manager: CacheManager) -> None:
         """Free the request's blocks now, or once the latest scheduled step is processed."""
         if self.can_free_now(request):
             manager.free(request)

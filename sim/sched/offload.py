@@ -25,6 +25,8 @@ class TransferJob:
     request_id: str
     keys: list[bytes]
     is_store: bool
+    # A load done inside the step that admits its request, before the forward (spec §13.7.6).
+    is_sync_load: bool = False
 
 
 @dataclass(slots=True)
@@ -70,6 +72,8 @@ class OffloadConnector:
         *,
         offload_prompt_only: bool = True,
         gpu_prefix_caching: bool = True,
+        sync_load_budget_bytes: int = 0,
+        kv_bytes_per_token: int = 0,
     ) -> None:
         self.tier = tier
         self.tokens_per_chunk = tokens_per_chunk
@@ -88,6 +92,12 @@ class OffloadConnector:
         self.job_block_ids: dict[int, list[int]] = {}
         self.step = StepTransfers()
         self.step_allocated_block_ids: set[int] = set()
+        # Sync loads (spec §13.7.6, off at 0): the per-step byte budget (one worker's bytes),
+        # the requests whose hit it took this step and the bytes they took.
+        self.sync_load_budget_bytes = sync_load_budget_bytes
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.sync_load_ids: set[str] = set()
+        self.sync_load_bytes = 0
 
     @property
     def has_jobs_in_flight(self) -> bool:
@@ -114,16 +124,42 @@ class OffloadConnector:
         state.next_stored_chunk = 0
         if state.jobs:
             return None
-        if request.skip_reading_prefix_cache:
-            return 0
-        return external_hit_tokens(
-            self.tier,
-            request.block_hashes,
-            num_local_hit_tokens,
-            request.num_tokens,
-            self.tokens_per_chunk,
-            self.loading_keys,
+        found = (
+            0
+            if request.skip_reading_prefix_cache
+            else external_hit_tokens(
+                self.tier,
+                request.block_hashes,
+                num_local_hit_tokens,
+                request.num_tokens,
+                self.tokens_per_chunk,
+                self.loading_keys,
+            )
         )
+        self._reserve_sync_load(request, num_local_hit_tokens, found)
+        return found
+
+    def _reserve_sync_load(
+        self, request: CacheRequest, num_local_hit_tokens: int, found: int | None
+    ) -> None:
+        """Take the step's sync-load budget for this hit if it fits and leaves a token to
+        compute; reserved at lookup, as vLLM does, even if the allocation then fails."""
+        self.sync_load_ids.discard(request.request_id)
+        if (
+            not self.sync_load_budget_bytes
+            or not found
+            or num_local_hit_tokens + found >= request.num_tokens
+        ):
+            return
+        num_bytes = found * self.kv_bytes_per_token
+        if self.sync_load_bytes + num_bytes > self.sync_load_budget_bytes:
+            return
+        self.sync_load_bytes += num_bytes
+        self.sync_load_ids.add(request.request_id)
+
+    def is_sync_load(self, request_id: str) -> bool:
+        """Whether the request's CPU hit found at its lookup this step is loaded in the step."""
+        return request_id in self.sync_load_ids
 
     def after_admission(
         self,
@@ -143,8 +179,9 @@ class OffloadConnector:
         keys = list(request.block_hashes[first:end])
         self.tier.prepare_load(request.request_id, keys, first)
         job = self._new_job(request.request_id, keys, is_store=False)
+        job.is_sync_load = request.request_id in self.sync_load_ids
         self.step.loads.append(job)
-        if self.track_loading:
+        if self.track_loading and not job.is_sync_load:  # a sync load is over before others look
             self.loading_keys.update(keys)
         state.next_stored_chunk = end
         self.stats.chunks_loaded += len(keys)
@@ -212,6 +249,8 @@ class OffloadConnector:
                 del self.states[request.request_id]
         self.step = StepTransfers()
         self.step_allocated_block_ids = set()
+        self.sync_load_ids = set()
+        self.sync_load_bytes = 0
         return step
 
     def request_finished(self, request_id: str) -> None:
@@ -224,7 +263,8 @@ class OffloadConnector:
                 self.jobs_reading_block.setdefault(block_id, set()).add(job_id)
 
     def complete(self, job_ids: Iterable[int]) -> list[str]:
-        """Apply finished transfers to the tier; returns the requests whose load is done."""
+        """Apply finished transfers to the tier; returns the requests whose async load is
+        done."""
         loaded: list[str] = []
         for job_id in job_ids:
             job = self.jobs.pop(job_id)
@@ -234,7 +274,8 @@ class OffloadConnector:
             else:
                 self.tier.complete_load(job.keys)
                 self.loading_keys.difference_update(job.keys)
-                loaded.append(job.request_id)
+                if not job.is_sync_load:  # a sync load's request is running already
+                    loaded.append(job.request_id)
             for block_id in self.job_block_ids.pop(job_id, ()):
                 readers = self.jobs_reading_block.get(block_id)
                 if readers is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import CacheObserver, KVCacheManager, PrefixCacheStats, RequestStatus
+from sim.kvcache import CacheObserver, PrefixCacheStats, RequestStatus
 from sim.native import make_hasher, make_manager
 from sim.sched.block_fence import BlockFreeFence
 from sim.sched.config import SchedulerConfig
@@ -116,18 +116,15 @@ class Scheduler:
             if fast_decode_path and not config.async_scheduling and offload is None
             else None
         )
-        # The compiled core has no CPU-tier hooks (external tokens, delayed caching, reserved
-        # blocks), so runs with offloading use the reference core; results are the same.
-        core = config.core if offload is None else "python"
         self.hasher = make_hasher(
-            core,
+            config.core,
             config.hash_algo,
             config.block_size,
             config.hash_seed,
             memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
         )
         self.kv_cache_manager = make_manager(
-            core,
+            config.core,
             config.num_gpu_blocks,
             config.block_size,
             max_model_len=config.max_model_len,
@@ -245,9 +242,7 @@ class Scheduler:
         if fence is None:
             self.kv_cache_manager.free(request)
         else:
-            manager = self.kv_cache_manager
-            assert isinstance(manager, KVCacheManager)  # offload runs use the reference core
-            fence.free(request, manager)
+            fence.free(request, self.kv_cache_manager)
 
     def _offload_finished(self, request: Request) -> None:
         if self.offload is None:
@@ -594,9 +589,6 @@ class Scheduler:
         own transfers are in flight, is skipped (not head of line) and retried next step."""
         config = self.config
         manager = self.kv_cache_manager
-        # Offload runs use the reference core (see __init__), whose allocate_slots takes the
-        # CPU tier's external tokens, delayed caching and reserved blocks.
-        assert isinstance(manager, KVCacheManager)
         offload = self.offload
         assert offload is not None
         running = self.running
@@ -636,7 +628,7 @@ class Scheduler:
             else:
                 hit_blocks, num_hit_tokens = [], 0
             num_computed = request.num_computed_tokens + num_hit_tokens + num_external
-            load_async = num_external > 0
+            load_async = num_external > 0 and not offload.is_sync_load(request.request_id)
             reserved = 0
             if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
                 break
@@ -765,7 +757,6 @@ class Scheduler:
         if lazy is not None:
             lazy.record_step_end(now)
         if self.block_fence is not None and output.total_num_scheduled_tokens:
-            assert isinstance(manager, KVCacheManager)  # offload runs use the reference core
             self.block_fence.step_processed(manager)
         for request in output.scheduled:
             request_id = request.request_id

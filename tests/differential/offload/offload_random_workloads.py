@@ -5,9 +5,9 @@ Scheduler with the OffloadingConnector (vllm_offload_sched_oracle.py); oracle ve
 The workloads of tests/differential/oracle/random_workloads.py (small GPU caches, shared
 prefixes, twins, multi-turn continuations, chunked prefill, long-prefill thresholds, FCFS and
 priority, preemption, aborts), sync scheduling or with --async-scheduling vLLM's
-AsyncScheduler, plus a CPU tier of 2 to 96 chunks, LRU or ARC,
-and store/load delays of 0-3 steps. Usage and output as random_workloads.py; files are named
-ow<seed>_<index>.jsonl.
+AsyncScheduler, plus a CPU tier of 2 to 96 chunks, LRU or ARC, store/load delays of 0-3
+steps, and a sync-load budget (none in three of seven). Usage and output as
+random_workloads.py; files are named ow<seed>_<index>.jsonl.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ class OffloadWorkloadGen(rw.WorkloadGen):
         self.cfg["offload_policy"] = rng.choice(["lru", "arc"])
         self.cfg["store_delay"] = rng.choice([1, 1, 2, 3])
         self.cfg["load_delay"] = rng.choice([0, 1, 1, 2, 3])
+        # Sync loads (off by default in vLLM): a per-step budget of 0 to 64 blocks' tokens.
+        self.cfg["sync_load_budget_tokens"] = rng.choice([0, 0, 0, 16, 48, 128, 1024])
         self.o = OffloadSchedOracle(self.cfg)
 
 

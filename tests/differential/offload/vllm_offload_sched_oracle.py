@@ -17,6 +17,8 @@ Extra config keys (the config op):
                              jobs vLLM asks to flush are reported in the output of the step
                              that flushes them
   "offload_prompt_only": true   false also stores blocks filled by decoding
+  "sync_load_budget_tokens": 0  sync_load_budget_bytes in tokens of the harness's layout; a
+                             sync load is reported done in the output of its own step
 
 Each step line adds: "loads" and "stores" ([job id, request, chunks] planned by the batch
 scheduled in this iteration, if any), "flush" (job ids), "done" (job ids reported by the batch
@@ -67,8 +69,10 @@ OFFLOAD_DEFAULTS = {
     "store_delay": 1,
     "load_delay": 1,
     "offload_prompt_only": True,
+    "sync_load_budget_tokens": 0,
 }
 PAGE_BYTES = 4096  # each chunk of the harness's tiny KV layout pads to one page
+KV_BYTES_PER_TOKEN = 8  # that layout: K and V of one float32 head of size 1
 
 
 class OrderedIdSet(dict):
@@ -114,6 +118,8 @@ class OffloadSchedOracle(base.SchedOracle):
                 "cpu_bytes_to_use": int(offload["offload_chunks"]) * PAGE_BYTES,
                 "eviction_policy": offload["offload_policy"],
                 "offload_prompt_only": bool(offload["offload_prompt_only"]),
+                "sync_load_budget_bytes": int(offload["sync_load_budget_tokens"])
+                * KV_BYTES_PER_TOKEN,
             },
         )
         kv_cfg = KVCacheConfig(
@@ -142,6 +148,7 @@ class OffloadSchedOracle(base.SchedOracle):
         self.sched.kv_event_publisher = self.publisher
         manager = self.sched.connector.scheduler.manager
         assert manager._num_chunks == int(offload["offload_chunks"])
+        assert self.sched.connector.scheduler.config.kv_bytes_per_token == KV_BYTES_PER_TOKEN
         # kv_both counts as a KV consumer: with two batches in flight frees are deferred.
         assert self.sched.defer_block_free == bool(c["async_scheduling"])
 
@@ -163,7 +170,9 @@ class OffloadSchedOracle(base.SchedOracle):
                 self.due.setdefault(step + self.store_delay, []).append((job_id, None))
             for job_id, job in meta.load_jobs.items():
                 loads.append([job_id, job.req_id, len(job.src_spec.block_ids)])
-                self.due.setdefault(step + self.load_delay, []).append((job_id, job.req_id))
+                # A sync load is done before the step's forward and not "received".
+                due = (step, None) if job.sync else (step + self.load_delay, job.req_id)
+                self.due.setdefault(due[0], []).append((job_id, due[1]))
             flush = sorted(meta.jobs_to_flush or ())
         batch.update(loads=loads, stores=stores, flush=flush)
         return batch

@@ -262,10 +262,7 @@ class Scheduler:
             budget = self._advance_lazy_decoders(output, budget, threshold)
         budget = self._schedule_running(output, budget, threshold, hold_prefill, now)
         if not output.preempted:
-            if self.offload is None:
-                self._schedule_waiting(output, budget, threshold, hold_prefill, now)
-            else:
-                self._schedule_waiting_offload(output, budget, threshold, hold_prefill, now)
+            self._schedule_waiting(output, budget, threshold, hold_prefill, now)
             if not hold_prefill:
                 num_waiting = len(self.waiting) + len(self.kv_holding)
                 self.prefill_capacity_bound = num_waiting > len(self.deferred_ids)
@@ -459,31 +456,72 @@ class Scheduler:
         hold_prefill: bool,
         now: float,
     ) -> None:
-        """The waiting pass: admit requests in policy order until one does not fit."""
+        """The waiting pass: admit requests in policy order until one does not fit (head of
+        line). A request whose pre-preemption step is still in flight (async) is skipped for
+        the step. With a CPU tier (spec §13.7, vLLM's connector path) requests holding blocks
+        go first; a CPU hit is admitted as an async load that waits in WAITING_FOR_REMOTE_KVS
+        (or, within the sync-load budget, runs at once); a request whose hit is still being
+        stored or loaded, or whose own transfers are in flight, is skipped."""
         config = self.config
         manager = self.kv_cache_manager
-        waiting = self.waiting
+        offload = self.offload
         running = self.running
-        skipped: list[Request] = []
-        max_num_admitted = config.max_num_admitted_seqs
-        while budget > 0 and len(waiting) > 0 and len(running) < max_num_admitted:
-            request = waiting.peek()
+        skipped_holding: list[Request] = []
+        skipped_waiting: list[Request] = []
+
+        def skip(queue: FcfsQueue | PriorityQueue) -> None:
+            request = queue.pop()
+            self.deferred_ids.add(request.request_id)
+            (skipped_holding if self._holds_blocks(request) else skipped_waiting).append(request)
+
+        while budget > 0:
+            queue = self.kv_holding if len(self.kv_holding) else self.waiting
+            if not len(queue) or len(running) >= config.max_num_admitted_seqs:
+                break
+            request = queue.peek()
+            after_load = request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
+            if after_load:
+                if request.request_id not in self.loaded_ids:
+                    skip(queue)
+                    continue
+                self._finish_load(request, now)
             if request.num_stale_output_tokens:
-                # Async: its pre-preemption step is still in flight (spec §12.8).
-                skipped.append(waiting.pop())
-                self.deferred_ids.add(request.request_id)
+                skip(queue)  # async: its pre-preemption step is still in flight (spec §12.8)
                 continue
-            if request.num_computed_tokens == 0:
+            looked_up = request.num_computed_tokens == 0
+            num_external = 0
+            if looked_up:
                 hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
+                if offload is not None:
+                    found = offload.lookup(request, num_hit_tokens)
+                    if request.skip_reading_prefix_cache:
+                        found = 0
+                    if found is None:
+                        skip(queue)
+                        continue
+                    num_external = found
             else:
                 hit_blocks, num_hit_tokens = [], 0
-            num_computed = request.num_computed_tokens + num_hit_tokens
-            if hold_prefill and num_computed < request.num_tokens - 1:
+            num_computed = request.num_computed_tokens + num_hit_tokens + num_external
+            load_async = num_external > 0 and not (
+                offload is not None and offload.is_sync_load(request.request_id)
+            )
+            reserved = 0
+            if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
                 break
-            chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
-            if chunk is None:
-                break
-            num_new_tokens = chunk
+            if load_async:
+                num_new_tokens = 0
+                reserved = sum(
+                    manager.num_blocks_to_allocate(
+                        held.request_id, min(held.num_tokens, config.max_model_len), ()
+                    )
+                    for held in self.inflight_prefills.values()
+                )
+            else:
+                chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
+                if chunk is None:
+                    break
+                num_new_tokens = chunk
             new_blocks = manager.allocate_slots(
                 request,
                 num_new_tokens,
@@ -491,16 +529,40 @@ class Scheduler:
                 hit_blocks,
                 full_sequence_must_fit=config.scheduler_reserve_full_isl,
                 has_running_requests=bool(running),
+                num_external_computed_tokens=num_external,
+                delay_cache_blocks=load_async,
+                reserved_blocks=reserved,
                 now=now,
             )
             if new_blocks is None:
                 break  # head-of-line blocking on KV capacity
-            manager.record_prefix_cache_stats(request, num_hit_tokens)
-            waiting.pop()
-            self._admit(output, request, num_computed, num_new_tokens, now)
+            if offload is not None:
+                offload.after_admission(
+                    request, manager.get_block_ids(request.request_id), num_hit_tokens, num_external
+                )
+            if looked_up:
+                if offload is not None:
+                    offload.record_admission(
+                        request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
+                    )
+                    if request.num_cached_tokens < 0:
+                        request.num_host_cached_tokens = num_external
+                manager.record_prefix_cache_stats(request, num_hit_tokens)
+            if load_async:
+                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                request.num_computed_tokens = num_computed
+                self.inflight_prefills[request.request_id] = request
+                skip(queue)
+                continue
+            queue.pop()
+            self._admit(output, request, num_computed, num_new_tokens, now, after_load=after_load)
+            if offload is not None and num_computed + num_new_tokens < request.num_tokens:
+                self.inflight_prefills[request.request_id] = request
             budget -= num_new_tokens
-        if skipped:
-            waiting.prepend_all(skipped)
+        if skipped_holding:
+            self.kv_holding.prepend_all(skipped_holding)
+        if skipped_waiting:
+            self.waiting.prepend_all(skipped_waiting)
 
     def _prefill_chunk(self, num_remaining: int, threshold: int, budget: int) -> int | None:
         """Tokens a waiting request gets this step: its remaining prefill, capped by the
@@ -574,117 +636,6 @@ class Scheduler:
         if request.first_scheduled_at is None:
             request.first_scheduled_at = now
         output.add(request, num_new_tokens)
-
-    def _schedule_waiting_offload(
-        self,
-        output: SchedulerOutput,
-        budget: int,
-        threshold: int,
-        hold_prefill: bool,
-        now: float,
-    ) -> None:
-        """The waiting pass with a CPU tier (spec §13.7, vLLM's connector path): requests
-        holding blocks first; a CPU hit is admitted as an async load that waits in
-        WAITING_FOR_REMOTE_KVS; a request whose hit is still being stored or loaded, or whose
-        own transfers are in flight, is skipped (not head of line) and retried next step."""
-        config = self.config
-        manager = self.kv_cache_manager
-        offload = self.offload
-        assert offload is not None
-        running = self.running
-        skipped_holding: list[Request] = []
-        skipped_waiting: list[Request] = []
-
-        def skip(queue: FcfsQueue | PriorityQueue) -> None:
-            request = queue.pop()
-            self.deferred_ids.add(request.request_id)
-            (skipped_holding if self._holds_blocks(request) else skipped_waiting).append(request)
-
-        while budget > 0:
-            queue = self.kv_holding if len(self.kv_holding) else self.waiting
-            if not len(queue) or len(running) >= config.max_num_admitted_seqs:
-                break
-            request = queue.peek()
-            after_load = request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
-            if after_load:
-                if request.request_id not in self.loaded_ids:
-                    skip(queue)
-                    continue
-                self._finish_load(request, now)
-            if request.num_stale_output_tokens:
-                skip(queue)  # async: its pre-preemption step is still in flight
-                continue
-            looked_up = request.num_computed_tokens == 0
-            num_external = 0
-            if looked_up:
-                hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
-                found = offload.lookup(request, num_hit_tokens)
-                if request.skip_reading_prefix_cache:
-                    found = 0
-                if found is None:
-                    skip(queue)
-                    continue
-                num_external = found
-            else:
-                hit_blocks, num_hit_tokens = [], 0
-            num_computed = request.num_computed_tokens + num_hit_tokens + num_external
-            load_async = num_external > 0 and not offload.is_sync_load(request.request_id)
-            reserved = 0
-            if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
-                break
-            if load_async:
-                num_new_tokens = 0
-                reserved = sum(
-                    manager.num_blocks_to_allocate(
-                        held.request_id, min(held.num_tokens, config.max_model_len), ()
-                    )
-                    for held in self.inflight_prefills.values()
-                )
-            else:
-                chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
-                if chunk is None:
-                    break
-                num_new_tokens = chunk
-            new_blocks = manager.allocate_slots(
-                request,
-                num_new_tokens,
-                num_hit_tokens,
-                hit_blocks,
-                full_sequence_must_fit=config.scheduler_reserve_full_isl,
-                has_running_requests=bool(running),
-                num_external_computed_tokens=num_external,
-                delay_cache_blocks=load_async,
-                reserved_blocks=reserved,
-                now=now,
-            )
-            if new_blocks is None:
-                break  # head-of-line blocking on KV capacity
-            offload.after_admission(
-                request,
-                manager.get_block_ids(request.request_id),
-                num_hit_tokens,
-                num_external,
-            )
-            if looked_up:
-                offload.record_admission(
-                    request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
-                )
-                manager.record_prefix_cache_stats(request, num_hit_tokens)
-                if request.num_cached_tokens < 0:
-                    request.num_host_cached_tokens = num_external
-            if load_async:
-                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
-                request.num_computed_tokens = num_computed
-                self.inflight_prefills[request.request_id] = request
-                skip(queue)
-                continue
-            queue.pop()
-            self._admit(output, request, num_computed, num_new_tokens, now, after_load=after_load)
-            if num_computed + num_new_tokens < request.num_tokens:
-                self.inflight_prefills[request.request_id] = request
-            budget -= num_new_tokens
-        self.kv_holding.prepend_all(skipped_holding)
-        self.waiting.prepend_all(skipped_waiting)
 
     def _finish_load(self, request: Request, now: float) -> None:
         """A load reported done: its blocks enter the GPU cache; a hit that covers the whole

@@ -34,7 +34,7 @@ from sim.sched import (
     defaults,
 )
 
-ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
+ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort", "reset_prefix_cache"})
 _CONFIG_KEYS = (
     frozenset(
         {
@@ -66,6 +66,7 @@ _OP_KEYS = {
     "step": frozenset({"n"}),
     "run_until_idle": frozenset({"max_steps"}),
     "abort": frozenset({"id"}),
+    "reset_prefix_cache": frozenset({"reset_external"}),
 }
 
 
@@ -193,6 +194,11 @@ class EngineReplay:
             yield self._add(op)
         elif op.name == "abort":
             yield self._abort(op)
+        elif op.name == "reset_prefix_cache":
+            reset = self.scheduler.reset_prefix_cache(
+                float(self.num_steps), reset_external=op.get_bool("reset_external", False)
+            )
+            yield {"op": "reset_prefix_cache", "reset": reset}
         elif op.name == "step":
             for _ in range(op.get_int("n", 1, minimum=1)):
                 line = self.step()

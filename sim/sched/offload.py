@@ -98,11 +98,40 @@ class OffloadConnector:
         self.kv_bytes_per_token = kv_bytes_per_token
         self.sync_load_ids: set[str] = set()
         self.sync_load_bytes = 0
+        # After a reset: jobs in flight then, whose reports the tier ignores (the engine steps
+        # until all are in), and which of them were async loads of waiting requests.
+        self.reset_fence: set[int] = set()
+        self.stale_loads: dict[int, str] = {}
 
     @property
     def has_jobs_in_flight(self) -> bool:
         """True while any transfer is unreported: the engine keeps stepping (§13.9)."""
-        return bool(self.jobs)
+        return bool(self.jobs) or bool(self.reset_fence)
+
+    def reset(self) -> None:
+        """vLLM's connector reset (spec §13.9): every job in flight is flushed by the next step
+        and its report ignored; finished requests get their finish now and are forgotten; the
+        tier is emptied at once; live requests offer from chunk 0 again."""
+        self.step.flush.update(self.jobs)
+        for request_id, state in list(self.states.items()):
+            if state.request.status.is_finished:
+                if not state.finished:
+                    self.tier.request_finished(request_id)
+                del self.states[request_id]
+        self.tier.reset()
+        for state in self.states.values():
+            state.next_stored_chunk = 0
+            state.jobs.clear()
+        self.reset_fence.update(self.jobs)
+        self.stale_loads.update(
+            (job_id, job.request_id)
+            for job_id, job in self.jobs.items()
+            if not job.is_store and not job.is_sync_load
+        )
+        self.jobs.clear()
+        self.jobs_reading_block.clear()
+        self.job_block_ids.clear()
+        self.loading_keys.clear()
 
     def add_request(self, request: CacheRequest) -> None:
         """A request reached the scheduler."""
@@ -267,6 +296,12 @@ class OffloadConnector:
         done."""
         loaded: list[str] = []
         for job_id in job_ids:
+            if job_id in self.reset_fence:
+                self.reset_fence.discard(job_id)
+                stale_load = self.stale_loads.pop(job_id, None)
+                if stale_load is not None:  # its request still waits for the report
+                    loaded.append(stale_load)
+                continue
             job = self.jobs.pop(job_id)
             state = self.states[job.request_id]
             if job.is_store:

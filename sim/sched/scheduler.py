@@ -228,6 +228,15 @@ class Scheduler:
         self._offload_finished(request)
         return request
 
+    def reset_prefix_cache(self, now: float = 0.0, *, reset_external: bool = False) -> bool:
+        """vLLM's `reset_prefix_cache` between steps, running requests left alone: the GPU
+        cache is reset only if no request holds blocks (the result); with `reset_external`
+        the CPU tier is reset whatever the GPU reset did (spec §13.9)."""
+        reset = self.kv_cache_manager.reset_prefix_cache(now)
+        if reset_external and self.offload is not None:
+            self.offload.reset()
+        return reset
+
     @staticmethod
     def _holds_blocks(request: Request) -> bool:
         # Waiting requests with blocks: a load in flight, or done but not yet scheduled.

@@ -1,6 +1,7 @@
-"""The scheduler-level offload examples of spec §13.10 (s1-s7), replayed by prefixsim: every
-step equal to what vLLM 0.33.0 printed (its sync Scheduler, and its AsyncScheduler for the
-`.async` variants), and the spec's numbers."""
+"""The scheduler-level offload examples of spec §13.10 (s1-s7) and two reset_prefix_cache
+workloads on s1 (§13.9), replayed by prefixsim: every step equal to what vLLM 0.33.0 printed
+(its sync Scheduler, and its AsyncScheduler for the `.async` variants), and the spec's
+numbers."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ def last_step(lines: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "name",
-    [f"s{index}{mode}" for mode in ("", ".async") for index in range(1, 8)],
+    [
+        f"{example}{mode}"
+        for mode in ("", ".async")
+        for example in [*(f"s{index}" for index in range(1, 8)), "reset", "reset_external"]
+    ],
 )
 def test_every_line_equals_vllm(name: str) -> None:
     expected = [
@@ -133,3 +138,45 @@ def test_async_s2_pending_store_then_load_two_steps_later() -> None:
     assert by_step[5]["done"] == [0]
     assert by_step[6]["loads"] == [[1, "B", 1]]
     assert by_step[9]["scheduled"] == {"A": 1, "B": 1}
+
+
+def resets(lines: list[dict[str, Any]]) -> list[bool]:
+    return [line["reset"] for line in lines if line["op"] == "reset_prefix_cache"]
+
+
+def test_reset_without_external_keeps_the_cpu_tier() -> None:
+    """s1 with a GPU reset after A's step and one while D waits for its load (it fails: D
+    holds 4 blocks): the tier keeps A's and C's chunks, so D loads all 64 tokens from it."""
+    lines = replay("reset")
+    assert resets(lines) == [True, False]
+    by_step = steps(lines)
+    assert by_step[5]["loads"] == [[2, "D", 4]]
+    assert by_step[7]["scheduled"] == {"D": 1}
+    assert last_step(lines)["ext"]["hits"] == 64
+
+
+def test_reset_external_empties_the_tier_and_flushes_its_jobs() -> None:
+    """With reset_external, after A's step: A's store (job 0) is flushed by the next step and
+    the tier is empty, so D later finds nothing on the CPU and computes its 64 tokens."""
+    lines = replay("reset_external")
+    assert resets(lines) == [True, True]
+    by_step = steps(lines)
+    assert by_step[2]["flush"] == [0] and by_step[2]["cpu"] == {"order": []}
+    assert by_step[5]["scheduled"] == {"D": 64}
+    assert last_step(lines)["ext"]["hits"] == 0
+
+
+def test_async_reset_external_restarts_live_offers_and_releases_a_waiting_load() -> None:
+    """Async: A's step is still in flight at the first reset (GPU reset fails); A, still live,
+    offers its 4 chunks again from chunk 0 when it finishes (job 1 in step 3). The second
+    reset empties the tier under D's 3-chunk load (job 3): the job is flushed in step 12, its
+    report releases D, and D:1 runs in step 14 with the 48 tokens it loaded."""
+    lines = replay("reset_external.async")
+    assert resets(lines) == [False, False]
+    by_step = steps(lines)
+    assert by_step[2]["flush"] == [0] and by_step[2]["cpu"] == {"order": []}
+    assert by_step[3]["stores"] == [[1, "A", 4]]
+    assert by_step[11]["loads"] == [[3, "D", 3]]
+    assert by_step[12]["flush"] == [3] and by_step[13]["done"] == [3]
+    assert by_step[14]["scheduled"] == {"D": 1}
+    assert last_step(lines)["ext"]["hits"] == 48

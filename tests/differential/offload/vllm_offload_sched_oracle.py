@@ -20,6 +20,10 @@ Extra config keys (the config op):
   "sync_load_budget_tokens": 0  sync_load_budget_bytes in tokens of the harness's layout; a
                              sync load is reported done in the output of its own step
 
+One more op: {"op": "reset_prefix_cache", "reset_external": false} calls the scheduler's
+reset_prefix_cache (running requests left alone; reset_connector = reset_external) between
+iterations and prints {"op": "reset_prefix_cache", "reset": <the result>}.
+
 Each step line adds: "loads" and "stores" ([job id, request, chunks] planned by the batch
 scheduled in this iteration, if any), "flush" (job ids), "done" (job ids reported by the batch
 processed in this iteration, if any), "waiting_kv" (requests in
@@ -256,6 +260,23 @@ class OffloadSchedOracle(base.SchedOracle):
             chunks = {**policy.t1, **policy.t2}
         pinned = {self._label_of_key(k): c.ref_cnt for k, c in chunks.items() if c.ref_cnt != 0}
         return {"cpu": state, "cpu_pinned": pinned}
+
+
+_base_apply_op = base.apply_op
+
+
+def apply_op(o: base.SchedOracle, op: dict, emit, lineno="?") -> dict | None:
+    """base.apply_op plus the reset_prefix_cache op (installed in its place, so the workload
+    generator, which calls base.apply_op, can emit it too)."""
+    if op.get("op") != "reset_prefix_cache":
+        return _base_apply_op(o, op, emit, lineno)
+    reset = o.sched.reset_prefix_cache(reset_connector=bool(op.get("reset_external", False)))
+    line = {"op": "reset_prefix_cache", "reset": reset}
+    emit(line)
+    return line
+
+
+base.apply_op = apply_op
 
 
 def run_workload(path: str, out) -> None:

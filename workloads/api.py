@@ -27,7 +27,7 @@ from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
 from workloads.traces.mooncake import MOONCAKE_BLOCK_SIZE, read_mooncake
-from workloads.traces.replay import TRACE_FORMATS, read_trace
+from workloads.traces.replay import TRACE_FORMATS, read_trace, trace_format_summaries
 from workloads.workload import TokenConfig, Workload, generate
 
 __all__ = [
@@ -76,4 +76,5 @@ __all__ = [
     "read_mooncake",
     "read_trace",
     "shortest_prompt_tokens",
+    "trace_format_summaries",
 ]

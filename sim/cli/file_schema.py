@@ -19,7 +19,7 @@ from pydantic.json_schema import models_json_schema
 from sim.config import Scenario
 from sim.studies.layout_config import LayoutStudySettings
 from sim.studies.side_channel_config import SideChannelSettings
-from workloads.api import GENERATOR_KINDS, TRACE_FORMATS
+from workloads.api import GENERATOR_KINDS, trace_format_summaries
 
 FIELD_DESCRIPTIONS = {
     "Scenario.description": "one line saying what the scenario shows",
@@ -87,7 +87,7 @@ FIELD_DESCRIPTIONS = {
     "MixPart.source": "the source",
     "TraceSource.kind": "replay a recorded trace",
     "TraceSource.path": "trace file, relative to the scenario file",
-    "TraceSource.format": f"the trace's format: {', '.join(TRACE_FORMATS)}",
+    "TraceSource.format": f"the trace's format, one of: {trace_format_summaries()}",
     "TraceSource.speedup": "divide the trace's timestamps by this",
     "TraceSource.max_requests": "read at most this many requests",
     "PoissonSettings.process": "exponential gaps",

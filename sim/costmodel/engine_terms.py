@@ -1,12 +1,12 @@
-"""The real-engine term on top of a kernel-derived or roofline step model (docs/cost_model.md,
-"Real engine").
+"""The real-engine term on top of a kernel-derived or roofline step model (docs/cost_model.md
+§5.7).
 
-Real vLLM prefill steps run slower than the sum of their kernels (eager launches, input
-preparation, sampling, all-reduce stalls that the kernel tables time in isolation): measured
-prefills sit about 1.5x above the kernel tables on every source, while decode steps of CUDA-graph
-engines match them. One factor scales the compute-bound coefficients (per token above the
-weight-streaming knee, per attention pair); the knee moves so that the weight-streaming floor,
-and with it every decode step, stays as the kernels say. It is fitted to real end-to-end
+Measured prefill steps run 1.3-1.7x the sum of their kernels on every real source prefixsim has
+(what the kernel tables time in isolation leaves out: eager launches, input preparation,
+sampling, all-reduces between real GEMMs), while the decode steps of CUDA-graph vLLM servers
+match it. One factor per GPU scales the compute-bound coefficients (per token, per attention
+pair) and moves the knee T* so that the weight-streaming floor b1 * T*, and every step below the
+knee (decode batches included), stays as the kernels say. It is fitted to real end-to-end
 measurements, never to kernel tables.
 """
 

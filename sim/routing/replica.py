@@ -21,9 +21,15 @@ class SchedulerReplica:
 
     @property
     def num_queued_tokens(self) -> int:
-        """Tokens of unfinished requests not yet scheduled: mostly prompts still to prefill."""
+        """Tokens of unfinished requests not yet scheduled: mostly prompts still to prefill.
+
+        With async scheduling a decode step in flight has computed a token that is not appended
+        yet (its output placeholder): counted, so that a decoding request is 1 either way.
+        """
         return sum(
-            len(request.all_token_ids) - request.num_computed_tokens
+            len(request.all_token_ids)
+            + request.num_output_placeholders
+            - request.num_computed_tokens
             for request in self.scheduler.requests.values()
         )
 

@@ -39,3 +39,24 @@ def test_load_and_cached_prefix_of_a_scheduler() -> None:
     assert replica.index == 3
     assert manager.stats.queries == queries_before
     assert (replica.num_unfinished_requests, replica.num_queued_tokens) == (2, 51)
+
+
+def test_queued_tokens_with_async_scheduling_count_a_decoding_request_once() -> None:
+    # Async scheduling: step 2 (a's first decode) is scheduled before step 1's output arrives,
+    # so a has computed 41 tokens while 40 are appended and 1 is a placeholder. A decoding
+    # request is 1 queued token, as with sync scheduling, never -1 (which made the busiest
+    # replica look least loaded to least_loaded and session_affinity routing).
+    config = SchedulerConfig(
+        num_gpu_blocks=33, block_size=16, max_model_len=256, async_scheduling=True
+    )
+    scheduler = Scheduler(config)
+    replica = SchedulerReplica(0, scheduler)
+    scheduler.add_request(make_request(scheduler, "a", list(range(40))))
+    prefill = scheduler.schedule(0.0)
+    decode = scheduler.schedule(0.0)
+    assert decode.num_scheduled_tokens == {"a": 1}
+    request = scheduler.requests["a"]
+    assert (len(request.all_token_ids), request.num_computed_tokens) == (40, 41)
+    assert replica.num_queued_tokens == 1
+    scheduler.update_from_output(prefill, 0.25)
+    assert replica.num_queued_tokens == 1

@@ -232,8 +232,8 @@ def bucket_label(edge: float) -> str:
     return repr(float(edge))
 
 
-# One exposition sample: (sample name, le label or None, finished_reason label or None, value).
-Sample = tuple[str, str | None, str | None, float]
+# What names one exposition sample: (sample name, le label or None, finished_reason label or None).
+SampleKey = tuple[str, str | None, str | None]
 
 
 class Histogram:
@@ -263,18 +263,22 @@ class Histogram:
         self.total += math.fsum(values)
         self.count += len(values)
 
-    def samples(self, name: str) -> list[Sample]:
-        """`_bucket` rows (edges ascending, then +Inf), then `_sum` and `_count`."""
+    def sample_keys(self, name: str) -> list[SampleKey]:
+        """The keys of `sample_values`: `_bucket` rows (edges ascending, then +Inf), then
+        `_sum` and `_count`."""
         bucket_name = f"{name}_bucket"
-        cumulative = accumulate(self.bucket_counts[:-1])
-        rows: list[Sample] = [
-            (bucket_name, label, None, float(count))
-            for label, count in zip(self._labels, cumulative, strict=True)
-        ]
-        rows.append((bucket_name, INF_LABEL, None, float(self.count)))
-        rows.append((f"{name}_sum", None, None, self.total))
-        rows.append((f"{name}_count", None, None, float(self.count)))
-        return rows
+        keys: list[SampleKey] = [(bucket_name, label, None) for label in self._labels]
+        keys.append((bucket_name, INF_LABEL, None))
+        keys.append((f"{name}_sum", None, None))
+        keys.append((f"{name}_count", None, None))
+        return keys
+
+    def sample_values(self, out: list[float]) -> None:
+        """Append the cumulative bucket counts, the +Inf bucket, sum and count to `out`."""
+        out.extend(accumulate(self.bucket_counts[:-1]))
+        out.append(self.count)
+        out.append(self.total)
+        out.append(self.count)
 
 
 class EngineState:
@@ -334,21 +338,24 @@ class EngineState:
         )
         histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
 
-    def samples(self) -> list[Sample]:
+    def sample_keys(self) -> list[SampleKey]:
         """Every series in a fixed order: counters, request_success, gauges, histograms."""
-        rows: list[Sample] = [
-            (family.sample_name, None, None, value) for family, value in self.counters.items()
-        ]
-        rows.extend(
-            (REQUEST_SUCCESS.sample_name, None, reason, value)
-            for reason, value in self.success_by_reason.items()
+        keys: list[SampleKey] = [(family.sample_name, None, None) for family in self.counters]
+        keys.extend(
+            (REQUEST_SUCCESS.sample_name, None, reason) for reason in self.success_by_reason
         )
-        rows.extend(
-            (family.sample_name, None, None, value) for family, value in self.gauges.items()
-        )
+        keys.extend((family.sample_name, None, None) for family in self.gauges)
         for family, histogram in self.histograms.items():
-            rows.extend(histogram.samples(family.name))
-        return rows
+            keys.extend(histogram.sample_keys(family.name))
+        return keys
+
+    def sample_values(self, out: list[float]) -> None:
+        """Append the value of every series to `out`, in the order of `sample_keys`."""
+        out.extend(self.counters.values())
+        out.extend(self.success_by_reason.values())
+        out.extend(self.gauges.values())
+        for histogram in self.histograms.values():
+            histogram.sample_values(out)
 
 
 class PrometheusState:
@@ -367,10 +374,17 @@ class PrometheusState:
         """Apply a finished request to its replica's state."""
         self.engines[request.replica].apply_finished_request(request)
 
-    def samples(self) -> list[tuple[int, Sample]]:
-        """(replica, sample) for every series of every replica, replicas in order."""
+    def sample_keys(self) -> list[tuple[int, SampleKey]]:
+        """(replica, key) of every series of every replica, replicas in order."""
         return [
-            (replica, sample)
+            (replica, key)
             for replica, engine in enumerate(self.engines)
-            for sample in engine.samples()
+            for key in engine.sample_keys()
         ]
+
+    def sample_values(self) -> list[float]:
+        """The value of every series of every replica, in the order of `sample_keys`."""
+        values: list[float] = []
+        for engine in self.engines:
+            engine.sample_values(values)
+        return values

@@ -13,11 +13,14 @@ pending scrape times, those scrapes are written first, with the state as it stoo
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from sim.errors import InputError
+from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
@@ -36,7 +39,11 @@ METRICS_SCHEMA = pa.schema(
 
 
 class MetricsScraper(NullRecorder):
-    """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid."""
+    """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid.
+
+    Every scrape has the same series in the same order, so a scrape is its time and a vector of
+    values; the name, replica and label columns are the same few arrays repeated, built once.
+    """
 
     def __init__(
         self,
@@ -52,6 +59,16 @@ class MetricsScraper(NullRecorder):
         self.scrape_interval_s = scrape_interval_s
         self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
         self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
+        keys = self.state.sample_keys()
+        self._key_columns = [
+            string_array([name for _, (name, _, _) in keys]),
+            numeric_array(np.array([replica for replica, _ in keys]), pa.int64()),
+            string_array([le for _, (_, le, _) in keys]),
+            string_array([reason for _, (_, _, reason) in keys]),
+        ]
+        # Scrapes not yet handed to the sink: their times and values, scrape after scrape.
+        self._pending_at = array("d")
+        self._pending_values = array("d")
         # Scrape times are index * interval, not repeated sums, so they do not drift.
         self._next_scrape_index = 1
         self._last_scrape_at: float | None = None
@@ -75,6 +92,7 @@ class MetricsScraper(NullRecorder):
             self._scrape_next()
         if self._last_scrape_at != end_at:
             self._scrape(end_at)
+        self._hand_over()
         self.sink.close()
 
     def _next_scrape_at(self) -> float:
@@ -90,10 +108,31 @@ class MetricsScraper(NullRecorder):
         self._next_scrape_index += 1
 
     def _scrape(self, at: float) -> None:
-        self.sink.extend(
+        self._pending_at.append(at)
+        self._pending_values.extend(self.state.sample_values())
+        self._last_scrape_at = at
+        if len(self._pending_values) >= self.sink.batch_rows:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give the pending scrapes to the sink as columns."""
+        num_scrapes = len(self._pending_at)
+        if num_scrapes == 0:
+            return
+        num_keys = len(self._key_columns[0])
+        repeat = numeric_array(np.tile(np.arange(num_keys), num_scrapes), pa.int64())
+        name, replica, le, reason = (column.take(repeat) for column in self._key_columns)
+        at = np.repeat(np.frombuffer(self._pending_at, dtype=np.float64), num_keys)
+        values = np.frombuffer(self._pending_values, dtype=np.float64).copy()
+        self.sink.extend_columns(
             [
-                (at, name, replica, le, reason, value)
-                for replica, (name, le, reason, value) in self.state.samples()
+                numeric_array(at, pa.float64()),
+                name,
+                replica,
+                le,
+                reason,
+                numeric_array(values, pa.float64()),
             ]
         )
-        self._last_scrape_at = at
+        self._pending_at = array("d")
+        self._pending_values = array("d")

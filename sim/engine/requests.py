@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Protocol
 
 from sim.errors import InputError
@@ -54,7 +55,7 @@ class SpecLike(Protocol):
     @property
     def priority(self) -> int: ...
 
-    def prompt_tokens(self) -> list[int]: ...
+    def prompt_token_array(self) -> array[int]: ...
 
     @property
     def num_prompt_tokens(self) -> int: ...
@@ -87,7 +88,7 @@ def request_from_spec(
     session's previous turn) lends the hashes of the blocks it shares with the prompt."""
     return Request(
         spec.request_id,
-        spec.prompt_tokens(),
+        spec.prompt_token_array(),
         spec.output_tokens,
         hasher,
         arrival_at=arrival_at,
@@ -104,7 +105,7 @@ def cache_request_from_spec(spec: SpecLike, hasher: Hasher) -> CacheRequest:
     """The cache-level request of `spec`, for cache-only replays (no timing, no outputs yet)."""
     return CacheRequest(
         spec.request_id,
-        spec.prompt_tokens(),
+        spec.prompt_token_array(),
         hasher,
         hash_keys=hash_keys_from_spec(spec),
         skip_reading_prefix_cache=spec.prompt_logprobs,

@@ -205,6 +205,21 @@ class NativeHasher {
             block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
             return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
         }
+        if (!PyList_Check(token_ids.ptr()) && PyObject_CheckBuffer(token_ids.ptr())) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(token_ids.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) {
+                throw nb::python_error();
+            }
+            std::string_view format = view.format == nullptr ? "B" : view.format;
+            if (view.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
+                                       format == "<l" || format == "=q" || format == "=l")) {
+                int64_t added = extend_from(block_hashes, static_cast<const int64_t*>(view.buf),
+                                            view.len / 8);
+                PyBuffer_Release(&view);
+                return added;
+            }
+            PyBuffer_Release(&view);
+        }
         nb::object sequence = nb::steal(PySequence_Fast(token_ids.ptr(), "tokens must be a sequence"));
         if (!sequence.is_valid()) throw nb::python_error();
         Py_ssize_t num_tokens = PySequence_Fast_GET_SIZE(sequence.ptr());
@@ -228,6 +243,24 @@ class NativeHasher {
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
+            parent = hash_block(parent.ptr());
+            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+        }
+        return num_full_blocks - start_block;
+    }
+
+    // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
+    // read. The buffer is only read here, and nothing here can run Python code that resizes it.
+    int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
+        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
+        Py_ssize_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        nb::object parent = start_block > 0
+                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
+                                : nb::object(none_hash_);
+        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
+            std::memcpy(tokens_.data(), token_ids + index * block_size_,
+                        size_t(block_size_) * sizeof(int64_t));
             parent = hash_block(parent.ptr());
             if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
         }

@@ -34,26 +34,55 @@ def numeric_array(
 
 def _numeric_column(values: Sequence[float | int | None], arrow_type: pa.DataType) -> pa.Array:
     dtype = _NUMPY_TYPES[arrow_type]
-    if None not in values:
-        return numeric_array(np.array(values, dtype=dtype), arrow_type)
+    try:
+        converted = np.array(values, dtype=dtype)  # None: NaN in a float array, an error in int
+    except TypeError:
+        converted = None
+    # A NaN may have been a None: only then look at the values one by one.
+    if converted is not None and (dtype is np.int64 or not np.isnan(converted).any()):
+        return numeric_array(converted, arrow_type)
     nulls = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
     filled = [0 if value is None else value for value in values]
     return numeric_array(np.array(filled, dtype=dtype), arrow_type, nulls)
 
 
-def string_array(values: Sequence[str | None]) -> pa.Array:
-    """A string array of `values` (UTF-8), null where a value is None."""
+# Integers above this do not survive a round trip through float64.
+_EXACT_FLOAT_INT = 2**53
+
+
+def numeric_columns(rows: Sequence[tuple[object, ...]], schema: pa.Schema) -> list[pa.Array] | None:
+    """The columns of rows whose every column is float64 or int64, converted as one float64
+    matrix in a single C call; None when a value is None or NaN, or an integer too large to
+    pass through float64 exactly (convert column by column then)."""
+    matrix = np.array(rows, dtype=np.float64)
+    if np.isnan(matrix).any():
+        return None
+    columns = []
+    for index, field in enumerate(schema):
+        column = matrix[:, index]
+        if field.type == pa.int64():
+            if np.abs(column).max(initial=0.0) >= _EXACT_FLOAT_INT:
+                return None
+            column = column.astype(np.int64)
+        columns.append(numeric_array(column, field.type))
+    return columns
+
+
+def string_array(values: Sequence[str | None], times: int = 1) -> pa.Array:
+    """A string array of `values` (UTF-8), null where a value is None, repeated `times` times
+    end to end (each value is encoded once however often it repeats)."""
     nulls = None
     present: Sequence[str | None] = values
     if None in values:
         nulls = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
         present = ["" if value is None else value for value in values]
     encoded = [value.encode("utf-8") for value in present]  # type: ignore[union-attr]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), out=offsets[1:])
-    validity = None if nulls is None else _validity(nulls)
-    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-    return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
+    lengths = np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded))
+    offsets = np.zeros(len(encoded) * times + 1, dtype=np.int32)
+    np.cumsum(np.tile(lengths, times), out=offsets[1:])
+    validity = None if nulls is None else _validity(np.tile(nulls, times))
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded) * times)]
+    return pa.Array.from_buffers(pa.string(), len(encoded) * times, buffers)
 
 
 def column_array(values: Sequence[object], arrow_type: pa.DataType) -> pa.Array:

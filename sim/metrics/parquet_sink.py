@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.fileio import writing
-from sim.metrics.columns import column_array
+from sim.metrics.columns import column_array, numeric_columns
 
 DEFAULT_BATCH_ROWS = 50_000
 
@@ -40,6 +40,7 @@ class ParquetSink:
         # Buffered column chunks, in order before the rows in _rows.
         self._chunks: list[list[pa.Array]] = []
         self._num_chunk_rows = 0
+        self._numeric = all(field.type in (pa.float64(), pa.int64()) for field in schema)
         with writing(self.path):
             self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
 
@@ -70,16 +71,17 @@ class ParquetSink:
             self._write_full_groups()
 
     def _chunk_rows(self) -> None:
-        """Move the buffered rows into a column chunk (transposed in C, by zip)."""
+        """Move the buffered rows into a column chunk (transposed in C, by numpy or zip)."""
         if not self._rows:
             return
-        columns = zip(*self._rows, strict=True)
-        self._chunks.append(
-            [
+        chunk = numeric_columns(self._rows, self.schema) if self._numeric else None
+        if chunk is None:
+            columns = zip(*self._rows, strict=True)
+            chunk = [
                 column_array(column, field.type)
                 for column, field in zip(columns, self.schema, strict=True)
             ]
-        )
+        self._chunks.append(chunk)
         self._num_chunk_rows += len(self._rows)
         self._rows.clear()
 

@@ -61,7 +61,9 @@ def request_tokens_bucket_edges(max_model_len: int) -> tuple[float, ...]:
         scale *= 10
 
 
-@dataclass(slots=True, frozen=True)
+# eq=False: families are module constants, keyed by identity; hashing three strings on every
+# counter update took a third of a step's recording time.
+@dataclass(slots=True, frozen=True, eq=False)
 class Family:
     """One exported metric family: its base name (as vLLM declares it), type and help text."""
 
@@ -189,6 +191,19 @@ GAUGES = (
     KV_CACHE_USAGE_PERC,
     KV_CACHE_CACHED_FREE_PERC,
 )
+# Positions in EngineState's value lists.
+_QUERIES, _HITS, _PREEMPTIONS, _PROMPT_TOKENS, _PROMPT_TOKENS_CACHED, _GENERATION_TOKENS = (
+    COUNTERS.index(family)
+    for family in (
+        PREFIX_CACHE_QUERIES,
+        PREFIX_CACHE_HITS,
+        NUM_PREEMPTIONS,
+        PROMPT_TOKENS,
+        PROMPT_TOKENS_CACHED,
+        GENERATION_TOKENS,
+    )
+)
+_SIMULATED_REASON = FINISHED_REASONS.index(SIMULATED_FINISHED_REASON)
 # Histograms with fixed edges; the token-count ones depend on max_model_len (see below).
 FIXED_HISTOGRAM_EDGES = {
     TIME_TO_FIRST_TOKEN_SECONDS: TTFT_BUCKET_EDGES,
@@ -292,36 +307,39 @@ class EngineState:
     """
 
     def __init__(self, max_model_len: int) -> None:
-        self.counters = dict.fromkeys(COUNTERS, 0.0)
-        self.success_by_reason = dict.fromkeys(FINISHED_REASONS, 0.0)
-        self.gauges = dict.fromkeys(GAUGES, 0.0)
+        # Values in the order of COUNTERS, FINISHED_REASONS and GAUGES (lists: a step updates
+        # them by position, without hashing a family per update).
+        self.counters = [0.0] * len(COUNTERS)
+        self.success_by_reason = [0.0] * len(FINISHED_REASONS)
+        self.gauges = [0.0] * len(GAUGES)
         token_edges = request_tokens_bucket_edges(max_model_len)
         self.histograms = {
             **{family: Histogram(edges) for family, edges in FIXED_HISTOGRAM_EDGES.items()},
             **{family: Histogram(token_edges) for family in TOKEN_COUNT_HISTOGRAMS},
         }
+        self._iteration_tokens = self.histograms[ITERATION_TOKENS_TOTAL]
 
     def apply_step(self, step: StepRecord) -> None:
         """Count the step's lookups, hits and preemptions; set the gauges."""
-        counters, gauges = self.counters, self.gauges
-        counters[PREFIX_CACHE_QUERIES] += step.num_queries
-        counters[PREFIX_CACHE_HITS] += step.num_hits
-        counters[NUM_PREEMPTIONS] += step.num_preemptions
-        gauges[KV_CACHE_USAGE_PERC] = step.usage
-        gauges[KV_CACHE_CACHED_FREE_PERC] = step.cached_free_usage
-        gauges[NUM_REQUESTS_RUNNING] = float(step.num_running)
-        gauges[NUM_REQUESTS_WAITING] = float(step.num_waiting)
-        self.histograms[ITERATION_TOKENS_TOTAL].observe(
-            step.num_prefill_tokens + step.num_decode_tokens
+        counters = self.counters
+        counters[_QUERIES] += step.num_queries
+        counters[_HITS] += step.num_hits
+        counters[_PREEMPTIONS] += step.num_preemptions
+        self.gauges[:] = (  # in the order of GAUGES
+            float(step.num_running),
+            float(step.num_waiting),
+            step.usage,
+            step.cached_free_usage,
         )
+        self._iteration_tokens.observe(step.num_prefill_tokens + step.num_decode_tokens)
 
     def apply_finished_request(self, request: RequestRecord) -> None:
         """Count the request's tokens and observe its latencies and sizes."""
         counters, histograms = self.counters, self.histograms
-        counters[PROMPT_TOKENS] += request.num_prompt_tokens
-        counters[PROMPT_TOKENS_CACHED] += request.num_cached_tokens
-        counters[GENERATION_TOKENS] += request.num_output_tokens
-        self.success_by_reason[SIMULATED_FINISHED_REASON] += 1
+        counters[_PROMPT_TOKENS] += request.num_prompt_tokens
+        counters[_PROMPT_TOKENS_CACHED] += request.num_cached_tokens
+        counters[_GENERATION_TOKENS] += request.num_output_tokens
+        self.success_by_reason[_SIMULATED_REASON] += 1
         histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
         histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
         histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
@@ -340,20 +358,18 @@ class EngineState:
 
     def sample_keys(self) -> list[SampleKey]:
         """Every series in a fixed order: counters, request_success, gauges, histograms."""
-        keys: list[SampleKey] = [(family.sample_name, None, None) for family in self.counters]
-        keys.extend(
-            (REQUEST_SUCCESS.sample_name, None, reason) for reason in self.success_by_reason
-        )
-        keys.extend((family.sample_name, None, None) for family in self.gauges)
+        keys: list[SampleKey] = [(family.sample_name, None, None) for family in COUNTERS]
+        keys.extend((REQUEST_SUCCESS.sample_name, None, reason) for reason in FINISHED_REASONS)
+        keys.extend((family.sample_name, None, None) for family in GAUGES)
         for family, histogram in self.histograms.items():
             keys.extend(histogram.sample_keys(family.name))
         return keys
 
     def sample_values(self, out: list[float]) -> None:
         """Append the value of every series to `out`, in the order of `sample_keys`."""
-        out.extend(self.counters.values())
-        out.extend(self.success_by_reason.values())
-        out.extend(self.gauges.values())
+        out.extend(self.counters)
+        out.extend(self.success_by_reason)
+        out.extend(self.gauges)
         for histogram in self.histograms.values():
             histogram.sample_values(out)
 

@@ -37,18 +37,45 @@ def content_seed(content_id: str) -> int:
     return int.from_bytes(digest, "little")
 
 
+_SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
 def _mix64(values: np.ndarray) -> np.ndarray:
-    # SplitMix64 finaliser: every input bit flips about half the output bits.
-    values = (values ^ (values >> np.uint64(30))) * _MIX_1
-    values = (values ^ (values >> np.uint64(27))) * _MIX_2
-    return values ^ (values >> np.uint64(31))
+    """SplitMix64's finaliser, in place: every input bit flips about half the output bits."""
+    shifted = values >> _SHIFT_1
+    values ^= shifted
+    values *= _MIX_1
+    np.right_shift(values, _SHIFT_2, out=shifted)
+    values ^= shifted
+    values *= _MIX_2
+    np.right_shift(values, _SHIFT_3, out=shifted)
+    values ^= shifted
+    return values
+
+
+class _Positions:
+    """(i + 1) * golden for i < n, computed once for the longest stream asked so far: most
+    streams are short, so this was a third of their cost."""
+
+    def __init__(self) -> None:
+        self._values = np.zeros(0, dtype=np.uint64)
+
+    def first(self, num_tokens: int) -> np.ndarray:
+        if num_tokens > len(self._values):
+            length = max(num_tokens, 2 * len(self._values), 4096)
+            self._values = np.arange(1, length + 1, dtype=np.uint64) * _GOLDEN
+        return self._values[:num_tokens]
+
+
+_POSITIONS = _Positions()
 
 
 def _token_matrix(seeds: list[int], num_tokens: int, vocab_size: int) -> np.ndarray:
     """Row r (int64) holds the first `num_tokens` ids of the stream seeded by seeds[r]."""
-    positions = np.arange(1, num_tokens + 1, dtype=np.uint64) * _GOLDEN
+    positions = _POSITIONS.first(num_tokens)
     mixed = _mix64(np.array(seeds, dtype=np.uint64)[:, None] + positions[None, :])
-    return (mixed % np.uint64(vocab_size)).astype(np.int64)
+    mixed %= np.uint64(vocab_size)
+    return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64
 
 
 def _shared(tokens: np.ndarray) -> TokenArray:

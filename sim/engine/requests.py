@@ -6,7 +6,7 @@ from array import array
 from typing import Protocol
 
 from sim.errors import InputError
-from sim.kvcache import CacheRequest, Hasher, HashKeys, cache_salt_problem
+from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys, cache_salt_problem
 from sim.sched import Request
 
 
@@ -71,6 +71,9 @@ def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
     if problem is not None:
         raise InputError(f"request {spec.request_id!r}: {problem}")
     lora = spec.lora
+    if lora is None and spec.cache_salt is None:
+        # The shared constant: the compiled hasher recognises it by identity.
+        return NO_HASH_KEYS
     return HashKeys(
         lora_name=lora.name if lora is not None else None,
         lora_path=lora.path if lora is not None else None,

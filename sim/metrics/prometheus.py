@@ -15,7 +15,6 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
 import numpy as np
 
@@ -288,12 +287,11 @@ class Histogram:
         keys.append((f"{name}_count", None, None))
         return keys
 
-    def sample_values(self, out: list[float]) -> None:
-        """Append the cumulative bucket counts, the +Inf bucket, sum and count to `out`."""
-        out.extend(accumulate(self.bucket_counts[:-1]))
-        out.append(self.count)
-        out.append(self.total)
-        out.append(self.count)
+    def raw_values(self) -> list[float]:
+        """The state behind `sample_keys`: the count of each bucket alone (the last: above
+        every edge), sum and count. Cumulated over the buckets, the counts are the `_bucket`
+        samples, the +Inf one included (`cumulate_buckets`)."""
+        return [*self.bucket_counts, self.total, self.count]
 
 
 class EngineState:
@@ -365,13 +363,22 @@ class EngineState:
             keys.extend(histogram.sample_keys(family.name))
         return keys
 
-    def sample_values(self, out: list[float]) -> None:
-        """Append the value of every series to `out`, in the order of `sample_keys`."""
-        out.extend(self.counters)
-        out.extend(self.success_by_reason)
-        out.extend(self.gauges)
+    def raw_values(self) -> list[float]:
+        """Every series' state in the order of `sample_keys`: the samples' values, except that
+        histogram buckets count alone (see `bucket_runs`)."""
+        values = self.counters + self.success_by_reason + self.gauges
         for histogram in self.histograms.values():
-            histogram.sample_values(out)
+            values += histogram.raw_values()
+        return values
+
+    def bucket_runs(self) -> list[tuple[int, int]]:
+        """(start, length) in `raw_values` of each histogram's buckets, the overflow included."""
+        runs = []
+        start = len(self.counters) + len(self.success_by_reason) + len(self.gauges)
+        for histogram in self.histograms.values():
+            runs.append((start, len(histogram.bucket_counts)))
+            start += len(histogram.bucket_counts) + 2
+        return runs
 
 
 class PrometheusState:
@@ -381,6 +388,14 @@ class PrometheusState:
         if num_replicas < 1:
             raise ValueError(f"need at least one replica, got {num_replicas}")
         self.engines = [EngineState(max_model_len) for _ in range(num_replicas)]
+        # (start, length) in `raw_values` of every histogram's buckets, all replicas.
+        self._bucket_runs: list[tuple[int, int]] = []
+        offset = 0
+        for engine in self.engines:
+            self._bucket_runs.extend(
+                (offset + start, length) for start, length in engine.bucket_runs()
+            )
+            offset += len(engine.raw_values())
 
     def apply_step(self, step: StepRecord) -> None:
         """Apply a step to its replica's state."""
@@ -398,9 +413,17 @@ class PrometheusState:
             for key in engine.sample_keys()
         ]
 
-    def sample_values(self) -> list[float]:
-        """The value of every series of every replica, in the order of `sample_keys`."""
+    def raw_values(self) -> list[float]:
+        """Every replica's `EngineState.raw_values`, replicas in order: a scrape's state, cheap
+        to take (list copies); `cumulate_buckets` turns scrapes of it into sample values."""
         values: list[float] = []
         for engine in self.engines:
-            engine.sample_values(values)
+            values += engine.raw_values()
         return values
+
+    def cumulate_buckets(self, scrapes: np.ndarray) -> None:
+        """Turn rows of `raw_values` into the values of `sample_keys`, in place: each
+        histogram's buckets summed cumulatively (exact: the counts are integers)."""
+        for start, length in self._bucket_runs:
+            run = scrapes[:, start : start + length]
+            np.cumsum(run, axis=1, out=run)

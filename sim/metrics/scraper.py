@@ -64,9 +64,9 @@ class MetricsScraper(NullRecorder):
         self._replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
         self._les = [le for _, (_, le, _) in keys]
         self._reasons = [reason for _, (_, _, reason) in keys]
-        # Scrapes not yet handed to the sink: their times and values, scrape after scrape.
+        # Scrapes not yet handed to the sink: their times and raw values.
         self._pending_at = array("d")
-        self._pending_values = array("d")
+        self._pending_values: list[list[float]] = []
         # Scrape times are index * interval, not repeated sums, so they do not drift.
         self._next_scrape_index = 1
         self._next_scrape_at = scrape_interval_s
@@ -110,9 +110,9 @@ class MetricsScraper(NullRecorder):
 
     def _scrape(self, at: float) -> None:
         self._pending_at.append(at)
-        self._pending_values.extend(self.state.sample_values())
+        self._pending_values.append(self.state.raw_values())
         self._last_scrape_at = at
-        if len(self._pending_values) >= self.sink.batch_rows:
+        if len(self._pending_values) * len(self._names) >= self.sink.batch_rows:
             self._hand_over()
 
     def _hand_over(self) -> None:
@@ -122,7 +122,9 @@ class MetricsScraper(NullRecorder):
             return
         num_keys = len(self._names)
         at = np.repeat(np.frombuffer(self._pending_at, dtype=np.float64), num_keys)
-        values = np.frombuffer(self._pending_values, dtype=np.float64).copy()
+        scrapes = np.array(self._pending_values, dtype=np.float64)
+        self.state.cumulate_buckets(scrapes)
+        values = scrapes.ravel()
         self.sink.extend_columns(
             [
                 numeric_array(at, pa.float64()),
@@ -134,4 +136,4 @@ class MetricsScraper(NullRecorder):
             ]
         )
         self._pending_at = array("d")
-        self._pending_values = array("d")
+        self._pending_values = []

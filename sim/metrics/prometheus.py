@@ -190,17 +190,9 @@ GAUGES = (
     KV_CACHE_USAGE_PERC,
     KV_CACHE_CACHED_FREE_PERC,
 )
-# Positions in EngineState's value lists.
-_QUERIES, _HITS, _PREEMPTIONS, _PROMPT_TOKENS, _PROMPT_TOKENS_CACHED, _GENERATION_TOKENS = (
-    COUNTERS.index(family)
-    for family in (
-        PREFIX_CACHE_QUERIES,
-        PREFIX_CACHE_HITS,
-        NUM_PREEMPTIONS,
-        PROMPT_TOKENS,
-        PROMPT_TOKENS_CACHED,
-        GENERATION_TOKENS,
-    )
+# Positions in EngineState's counter list: the order of COUNTERS.
+_QUERIES, _HITS, _PREEMPTIONS, _PROMPT_TOKENS, _PROMPT_TOKENS_CACHED, _GENERATION_TOKENS = range(
+    len(COUNTERS)
 )
 _SIMULATED_REASON = FINISHED_REASONS.index(SIMULATED_FINISHED_REASON)
 # Histograms with fixed edges; the token-count ones depend on max_model_len (see below).

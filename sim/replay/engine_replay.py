@@ -25,8 +25,8 @@ from sim.replay.offload_engine import (
 )
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 from sim.sched import (
-    ASYNC_OFFLOAD_PROBLEM,
     POLICIES,
+    OffloadStats,
     Request,
     Scheduler,
     SchedulerConfig,
@@ -34,7 +34,7 @@ from sim.sched import (
     defaults,
 )
 
-ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
+ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort", "reset_prefix_cache"})
 _CONFIG_KEYS = (
     frozenset(
         {
@@ -66,6 +66,7 @@ _OP_KEYS = {
     "step": frozenset({"n"}),
     "run_until_idle": frozenset({"max_steps"}),
     "abort": frozenset({"id"}),
+    "reset_prefix_cache": frozenset({"reset_external"}),
 }
 
 
@@ -149,6 +150,8 @@ class EngineReplay:
             ),
         )
         self.worker = FixedDelayWorker(offload) if offload else None
+        # The external counters as of the latest processed step (vLLM reports them with it).
+        self.reported_offload_stats = OffloadStats()
         self.labels: dict[bytes, str] = {}
         self.evicted_sequence: list[bytes] = []
         self.cumulative = PrefixCacheStats()
@@ -191,6 +194,11 @@ class EngineReplay:
             yield self._add(op)
         elif op.name == "abort":
             yield self._abort(op)
+        elif op.name == "reset_prefix_cache":
+            reset = self.scheduler.reset_prefix_cache(
+                float(self.num_steps), reset_external=op.get_bool("reset_external", False)
+            )
+            yield {"op": "reset_prefix_cache", "reset": reset}
         elif op.name == "step":
             for _ in range(op.get_int("n", 1, minimum=1)):
                 line = self.step()
@@ -270,7 +278,10 @@ class EngineReplay:
             if len(in_flight) < self.max_in_flight and (
                 output.total_num_scheduled_tokens or scheduler.has_requests
             ):
-                return self._step_line(output, None, [])
+                line = self._step_line(output, None, [])
+                if self.offload:
+                    line.update(self._offload_fields(output, []))
+                return line
         elif not in_flight:
             return None
         else:
@@ -286,8 +297,16 @@ class EngineReplay:
             self._label(request, 0)
         line = self._step_line(output, processed_step, result.finished, released)
         if self.offload:
-            line.update(offload_step_fields(scheduler, oldest, done, self.labels))
+            offload = scheduler.offload
+            assert offload is not None
+            self.reported_offload_stats = dataclasses.replace(offload.stats)
+            line.update(self._offload_fields(output, done))
         return line
+
+    def _offload_fields(self, scheduled: SchedulerOutput | None, done: list[int]) -> dict[str, Any]:
+        return offload_step_fields(
+            self.scheduler, scheduled, done, self.labels, self.reported_offload_stats
+        )
 
     def _step_line(
         self,
@@ -358,8 +377,6 @@ def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     config_op = first if first is not None and first.name == "config" else None
     config = dataclasses.replace(scheduler_config_from_op(config_op), core=core)
     offload = OffloadReplayConfig.from_op(config_op)
-    if offload is not None and config.async_scheduling and config_op is not None:
-        raise config_op.error(ASYNC_OFFLOAD_PROBLEM)
     replay = EngineReplay(config, offload)
     header = replay.header()
     yield ReplayLine(None, header, header)

@@ -3,18 +3,11 @@
 from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
 from sim.sched.defaults import engine_limit_problem
-from sim.sched.offload import (
-    ASYNC_OFFLOAD_PROBLEM,
-    OffloadConnector,
-    OffloadStats,
-    StepTransfers,
-    TransferJob,
-)
+from sim.sched.offload import OffloadConnector, OffloadStats, StepTransfers, TransferJob
 from sim.sched.request import Request
 from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
 
 __all__ = [
-    "ASYNC_OFFLOAD_PROBLEM",
     "POLICIES",
     "Admission",
     "OffloadConnector",

@@ -1,8 +1,10 @@
 """vLLM v1's scheduler without a clock: budgets, chunked prefill, preemption (no SimPy here)."""
 
+from sim.native import StepOutput
 from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
 from sim.sched.defaults import engine_limit_problem
+from sim.sched.native_scheduler import NativeScheduler, make_scheduler, native_scheduler_covers
 from sim.sched.offload import (
     ASYNC_OFFLOAD_PROBLEM,
     OffloadConnector,
@@ -17,15 +19,19 @@ __all__ = [
     "ASYNC_OFFLOAD_PROBLEM",
     "POLICIES",
     "Admission",
+    "NativeScheduler",
     "OffloadConnector",
     "OffloadStats",
     "Request",
     "Scheduler",
     "SchedulerConfig",
     "SchedulerOutput",
+    "StepOutput",
     "StepResult",
     "StepTransfers",
     "TransferJob",
     "defaults",
     "engine_limit_problem",
+    "make_scheduler",
+    "native_scheduler_covers",
 ]

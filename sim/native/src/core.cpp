@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <unordered_set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -680,6 +683,8 @@ class CacheCore {
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
 };
 
+#include "scheduler.hpp"
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -753,4 +758,6 @@ NB_MODULE(_core, m) {
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
         .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+
+    bind_scheduler(m);
 }

@@ -380,9 +380,9 @@ class SchedulerCore {
     // Tokens the victims had in this step go back to the budget.
     bool allocate_or_preempt(nb::handle request, int64_t num_new_tokens, int64_t& budget,
                              StepOutput& output, double now) {
-        while (manager_->allocate_slots(request, num_new_tokens, 0, empty_blocks_, false, false,
-                                        now)
-                   .is_none()) {
+        new_ids_.clear();
+        while (!manager_->allocate_slots_ids(request, num_new_tokens, 0, {}, false, false, now,
+                                             new_ids_)) {
             nb::object victim = running_.back();
             running_.pop_back();
             budget += output.take_back(victim);
@@ -420,13 +420,9 @@ class SchedulerCore {
                 continue;
             }
             int64_t num_computed = int_attr(request, snames.num_computed_tokens);
-            nb::object hit_blocks = empty_blocks_;
-            int64_t num_hit_tokens = 0;
-            if (num_computed == 0) {
-                nb::tuple lookup = manager_->get_computed_blocks(request);
-                hit_blocks = lookup[0];
-                num_hit_tokens = nb::cast<int64_t>(lookup[1]);
-            }
+            hit_blocks_.clear();
+            if (num_computed == 0) hit_blocks_ = manager_->computed_block_ids(request);
+            int64_t num_hit_tokens = int64_t(hit_blocks_.size()) * manager_->block_size();
             num_computed += num_hit_tokens;
             int64_t num_tokens = length(attr(request, snames.all_token_ids));
             if (hold_prefill && num_computed < num_tokens - 1) break;
@@ -434,10 +430,11 @@ class SchedulerCore {
             if (0 < threshold && threshold < num_new_tokens) num_new_tokens = threshold;
             if (!limits_.enable_chunked_prefill && num_new_tokens > budget) break;
             num_new_tokens = std::min(num_new_tokens, budget);
-            nb::object new_blocks = manager_->allocate_slots(
-                request, num_new_tokens, num_hit_tokens, hit_blocks,
-                limits_.scheduler_reserve_full_isl, !running_.empty(), now);
-            if (new_blocks.is_none()) break;  // head-of-line blocking on KV capacity
+            new_ids_.clear();
+            bool allocated = manager_->allocate_slots_ids(
+                request, num_new_tokens, num_hit_tokens, hit_blocks_,
+                limits_.scheduler_reserve_full_isl, !running_.empty(), now, new_ids_);
+            if (!allocated) break;  // head-of-line blocking on KV capacity
             manager_object_.attr(snames.record_prefix_cache_stats)(request, num_hit_tokens);
             waiting_.pop_front();
             admit(output, request, num_computed, num_tokens, num_new_tokens, now);
@@ -507,9 +504,15 @@ class SchedulerCore {
         nb::object token =
             nb::steal(PySequence_GetItem(planned.ptr(), Py_ssize_t(num_output_tokens)));
         if (!token.is_valid()) throw nb::python_error();
-        if (PyList_Append(tokens.ptr(), token.ptr()) != 0) throw nb::python_error();
+        if (PyList_CheckExact(tokens.ptr())) {
+            if (PyList_Append(tokens.ptr(), token.ptr()) != 0) throw nb::python_error();
+        } else {  // any other sequence with an append method (an int64 array)
+            PyObject* appended = PyObject_CallMethodOneArg(tokens.ptr(), snames.append, token.ptr());
+            if (appended == nullptr) throw nb::python_error();
+            Py_DECREF(appended);
+        }
         nb::object hashes = attr(request, snames.block_hashes);
-        if (PyList_GET_SIZE(tokens.ptr()) / manager_->block_size() <= length(hashes)) return;
+        if (length(tokens) / manager_->block_size() <= length(hashes)) return;
         nb::object hasher = attr(request, snames.hasher);
         hasher.attr(snames.extend)(hashes, tokens, attr(request, snames.hash_keys));
     }
@@ -530,7 +533,8 @@ class SchedulerCore {
     nb::dict requests_;
     nb::object running_status_, preempted_status_, finished_status_;
     nb::tuple finished_statuses_;
-    nb::tuple empty_blocks_;
+    // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
+    std::vector<int32_t> hit_blocks_, new_ids_;
     std::vector<nb::object> running_;
     std::deque<nb::object> waiting_;
     // Waiting requests the waiting pass skipped (async: output in flight), not yet admitted.

@@ -14,12 +14,12 @@ from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
 from sim.sched import (
-    NativeScheduler,
     Request,
     Scheduler,
     SchedulerConfig,
     SchedulerOutput,
     StepOutput,
+    apply_step_output,
     make_scheduler,
 )
 
@@ -292,12 +292,7 @@ class EngineCore:
             done = clock.take_done(now, output.transfers.flush)
             clock.now = now
             self._record_loads(done, now)
-        if isinstance(output, StepOutput):
-            assert isinstance(scheduler, NativeScheduler)
-            result = scheduler.update_from_output(output, now)
-        else:
-            assert isinstance(scheduler, Scheduler)
-            result = scheduler.update_from_output(output, now, done)
+        result = apply_step_output(scheduler, output, now, done)
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
         self.num_steps += 1

@@ -4,7 +4,12 @@ from sim.native import StepOutput
 from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
 from sim.sched.defaults import engine_limit_problem
-from sim.sched.native_scheduler import NativeScheduler, make_scheduler, native_scheduler_covers
+from sim.sched.native_scheduler import (
+    NativeScheduler,
+    apply_step_output,
+    make_scheduler,
+    native_scheduler_covers,
+)
 from sim.sched.offload import (
     ASYNC_OFFLOAD_PROBLEM,
     OffloadConnector,
@@ -30,6 +35,7 @@ __all__ = [
     "StepResult",
     "StepTransfers",
     "TransferJob",
+    "apply_step_output",
     "defaults",
     "engine_limit_problem",
     "make_scheduler",

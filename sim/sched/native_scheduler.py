@@ -16,23 +16,26 @@ from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput, make_has
 from sim.sched.config import SchedulerConfig
 from sim.sched.offload import OffloadConnector
 from sim.sched.request import Request
-from sim.sched.scheduler import HASH_MEMO_SIZE, Scheduler, StepResult
+from sim.sched.scheduler import (
+    HASH_MEMO_SIZE,
+    Admission,
+    Scheduler,
+    SchedulerOutput,
+    StepResult,
+)
 
 
-def native_scheduler_covers(
-    config: SchedulerConfig, *, fast_decode_path: bool, offload: OffloadConnector | None
-) -> bool:
+def native_scheduler_covers(config: SchedulerConfig, offload: OffloadConnector | None) -> bool:
     """True when the compiled scheduler runs this configuration (see the module docstring)."""
-    return (
-        config.core == "native" and fast_decode_path and offload is None and config.policy == "fcfs"
-    )
+    return config.core == "native" and offload is None and config.policy == "fcfs"
 
 
 class NativeScheduler:
     """vLLM's FCFS scheduling step (sync or async) in C++, on the compiled KV cache manager."""
 
     offload: OffloadConnector | None = None
-    fast_decode_path = True  # request state is exact between steps, as on that path
+    # Request state is exact after every step (no lazy decoders), as on either reference path.
+    fast_decode_path = True
 
     def __init__(self, config: SchedulerConfig, observer: CacheObserver | None = None) -> None:
         self.config = config
@@ -72,7 +75,13 @@ class NativeScheduler:
             preempted_status=RequestStatus.PREEMPTED,
             finished_status=RequestStatus.FINISHED_LENGTH_CAPPED,
             finished_statuses=tuple(status for status in RequestStatus if status.is_finished),
+            admission_type=Admission,
         )
+        # Ids finished or aborted since the last schedule(): the engine runs one more (flush)
+        # step for them (spec §12.3).
+        self.finished_req_ids: set[str] = set()
+        # Requests aborted while a CPU-tier load was in flight: never, without a CPU tier.
+        self.aborted_while_loading: dict[str, Request] = {}
 
     @property
     def running(self) -> list[Request]:
@@ -93,6 +102,11 @@ class NativeScheduler:
     def has_unfinished_requests(self) -> bool:
         """True while anything is waiting or running."""
         return bool(self.requests)
+
+    @property
+    def has_requests(self) -> bool:
+        """True while the engine loop steps: requests unfinished or a finish to flush (§12.3)."""
+        return bool(self.requests) or bool(self.finished_req_ids)
 
     @property
     def has_offload_work(self) -> bool:
@@ -118,11 +132,14 @@ class NativeScheduler:
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
+        self.finished_req_ids.add(request_id)
         return request
 
     def schedule(self, now: float = 0.0) -> StepOutput:
         """Choose this step's requests and token counts, allocating their KV blocks."""
-        return self.core.schedule(now)
+        output = self.core.schedule(now)
+        self.finished_req_ids.clear()
+        return output
 
     def update_from_output(
         self, output: StepOutput, now: float = 0.0, completed_jobs: Sequence[int] = ()
@@ -132,6 +149,7 @@ class NativeScheduler:
         if completed_jobs:
             raise ValueError("the compiled scheduler runs without a CPU offload tier")
         sampled, finished, stats = self.core.update_from_output(output, now)
+        self.finished_req_ids.update(request.request_id for request in finished)
         return StepResult(sampled, finished, stats)
 
 
@@ -142,7 +160,23 @@ def make_scheduler(
     fast_decode_path: bool = True,
     offload: OffloadConnector | None = None,
 ) -> Scheduler | NativeScheduler:
-    """The compiled scheduler where it covers `config`, else the reference Scheduler."""
-    if native_scheduler_covers(config, fast_decode_path=fast_decode_path, offload=offload):
+    """The compiled scheduler where it covers `config`, else the reference Scheduler.
+    `fast_decode_path=False` asks for the reference's straightforward path (what equivalence
+    tests compare against)."""
+    if fast_decode_path and native_scheduler_covers(config, offload):
         return NativeScheduler(config, observer)
     return Scheduler(config, observer, fast_decode_path=fast_decode_path, offload=offload)
+
+
+def apply_step_output(
+    scheduler: Scheduler | NativeScheduler,
+    output: SchedulerOutput | StepOutput,
+    now: float,
+    completed_jobs: Sequence[int] = (),
+) -> StepResult:
+    """`scheduler.update_from_output` for either scheduler and the output it scheduled."""
+    if isinstance(scheduler, NativeScheduler):
+        assert isinstance(output, StepOutput)
+        return scheduler.update_from_output(output, now, completed_jobs)
+    assert isinstance(output, SchedulerOutput)
+    return scheduler.update_from_output(output, now, completed_jobs)

@@ -210,8 +210,8 @@ def test_make_scheduler_falls_back_to_the_reference_outside_what_it_covers(
     config = replace(SchedulerConfig(core="native"), **changes)
     scheduler = make_scheduler(config)
     assert isinstance(scheduler, NativeScheduler) is covered
-    assert native_scheduler_covers(config, fast_decode_path=True, offload=None) is covered
-    assert not native_scheduler_covers(config, fast_decode_path=False, offload=None)
+    assert native_scheduler_covers(config, offload=None) is covered
+    assert not isinstance(make_scheduler(config, fast_decode_path=False), NativeScheduler)
 
 
 def test_abort_frees_blocks_and_marks_the_request() -> None:

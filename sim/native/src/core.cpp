@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 

@@ -108,6 +108,9 @@ struct StepOutput {
     std::vector<int64_t> prefill_context_tokens;
     std::vector<int64_t> decode_context_lens;
     std::vector<nb::object> preempted;
+    // Admissions in order: the request, its tokens already in KV (the prefix hit), resumed.
+    std::vector<std::tuple<nb::object, int64_t, bool>> admitted;
+    nb::object admission_type;  // sim.sched.Admission, built when Python reads `admitted`
     int64_t total_num_scheduled_tokens = 0;
     bool carries_prefill = false;
 
@@ -151,7 +154,8 @@ class SchedulerCore {
   public:
     SchedulerCore(nb::object manager, SchedulerLimits limits, nb::dict requests,
                   nb::object running_status, nb::object preempted_status,
-                  nb::object finished_status, nb::tuple finished_statuses)
+                  nb::object finished_status, nb::tuple finished_statuses,
+                  nb::object admission_type)
         : manager_object_(manager),
           manager_(nb::cast<CacheCore*>(manager)),
           limits_(limits),
@@ -160,6 +164,7 @@ class SchedulerCore {
           preempted_status_(preempted_status),
           finished_status_(finished_status),
           finished_statuses_(finished_statuses),
+          admission_type_(admission_type),
           last_prefill_step_(-limits.prefill_schedule_interval) {}
 
     int64_t num_running() const { return int64_t(running_.size()); }
@@ -190,6 +195,7 @@ class SchedulerCore {
 
     StepOutput* schedule(double now) {
         auto output = std::make_unique<StepOutput>();
+        output->admission_type = admission_type_;
         int64_t threshold = long_prefill_threshold();
         bool hold_prefill = hold_prefill_now();
         int64_t budget = limits_.max_num_batched_tokens;
@@ -448,6 +454,8 @@ class SchedulerCore {
         deferred_.erase(request.ptr());
         running_.push_back(nb::borrow(request));
         if (num_computed < num_tokens - 1) output.carries_prefill = true;
+        bool resumed = attr(request, snames.status).is(preempted_status_);
+        output.admitted.emplace_back(nb::borrow(request), num_computed, resumed);
         set_attr(request, snames.status, running_status_);
         set_int(request, snames.num_computed_tokens, num_computed);
         if (int_attr(request, snames.num_cached_tokens) < 0) {
@@ -533,6 +541,7 @@ class SchedulerCore {
     nb::dict requests_;
     nb::object running_status_, preempted_status_, finished_status_;
     nb::tuple finished_statuses_;
+    nb::object admission_type_;
     // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
     std::vector<int32_t> hit_blocks_, new_ids_;
     std::vector<nb::object> running_;
@@ -561,6 +570,14 @@ void bind_scheduler(nb::module_& m) {
                          nb::list requests;
                          for (const nb::object& request : out.scheduled) requests.append(request);
                          return requests;
+                     })
+        .def_prop_ro("admitted",
+                     [](const StepOutput& out) {
+                         nb::list admissions;
+                         for (const auto& [request, num_hit_tokens, resumed] : out.admitted) {
+                             admissions.append(out.admission_type(request, num_hit_tokens, resumed));
+                         }
+                         return admissions;
                      })
         .def_prop_ro("preempted",
                      [](const StepOutput& out) {
@@ -597,7 +614,7 @@ void bind_scheduler(nb::module_& m) {
                bool scheduler_reserve_full_isl, int64_t prefill_schedule_interval,
                bool async_scheduling, nb::dict requests, nb::object running_status,
                nb::object preempted_status, nb::object finished_status,
-               nb::tuple finished_statuses) {
+               nb::tuple finished_statuses, nb::object admission_type) {
                 SchedulerLimits limits{max_num_batched_tokens,
                                        max_num_admitted_seqs,
                                        max_model_len,
@@ -608,7 +625,8 @@ void bind_scheduler(nb::module_& m) {
                                        prefill_schedule_interval,
                                        async_scheduling};
                 new (self) SchedulerCore(manager, limits, requests, running_status,
-                                         preempted_status, finished_status, finished_statuses);
+                                         preempted_status, finished_status, finished_statuses,
+                                         admission_type);
             },
             nb::arg("manager"), nb::arg("max_num_batched_tokens"),
             nb::arg("max_num_admitted_seqs"), nb::arg("max_model_len"),
@@ -617,7 +635,7 @@ void bind_scheduler(nb::module_& m) {
             nb::arg("scheduler_reserve_full_isl"), nb::arg("prefill_schedule_interval"),
             nb::arg("async_scheduling"), nb::arg("requests"), nb::arg("running_status"),
             nb::arg("preempted_status"), nb::arg("finished_status"),
-            nb::arg("finished_statuses"))
+            nb::arg("finished_statuses"), nb::arg("admission_type"))
         .def_prop_ro("num_running", &SchedulerCore::num_running)
         .def_prop_ro("num_waiting", &SchedulerCore::num_waiting)
         .def_prop_ro("num_executed_steps", &SchedulerCore::num_executed_steps)

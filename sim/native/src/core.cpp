@@ -6,6 +6,7 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <structmember.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 

@@ -9,78 +9,129 @@
 //
 // Included by core.cpp inside its anonymous namespace, after CacheCore.
 
+// A request attribute: its name, and where the slot sits in a request of the type whose
+// slots were resolved (`slot_type`); -1 reads it through the generic attribute protocol.
+struct Field {
+    PyObject* name = nullptr;
+    Py_ssize_t offset = -1;
+};
+
 struct SchedulerNames {
-    PyObject* all_token_ids;
-    PyObject* num_prompt_tokens;
-    PyObject* num_computed_tokens;
-    PyObject* status;
-    PyObject* is_prefill_chunk;
-    PyObject* num_preemptions;
-    PyObject* num_cached_tokens;
-    PyObject* first_scheduled_at;
-    PyObject* num_computed_prefill_tokens;
-    PyObject* planned_output_token_ids;
-    PyObject* max_tokens;
-    PyObject* last_token_at;
-    PyObject* first_token_at;
-    PyObject* finished_at;
-    PyObject* inter_token_latencies_s;
-    PyObject* block_hashes;
-    PyObject* hash_keys;
-    PyObject* hasher;
-    PyObject* extend;
-    PyObject* append;
-    PyObject* request_id;
-    PyObject* record_prefix_cache_stats;
-    PyObject* num_output_placeholders;
-    PyObject* num_in_flight_tokens;
-    PyObject* num_stale_output_tokens;
+    Field all_token_ids;
+    Field num_prompt_tokens;
+    Field num_computed_tokens;
+    Field status;
+    Field is_prefill_chunk;
+    Field num_preemptions;
+    Field num_cached_tokens;
+    Field first_scheduled_at;
+    Field num_computed_prefill_tokens;
+    Field planned_output_token_ids;
+    Field max_tokens;
+    Field last_token_at;
+    Field first_token_at;
+    Field finished_at;
+    Field inter_token_latencies_s;
+    Field block_hashes;
+    Field hash_keys;
+    Field hasher;
+    Field extend;
+    Field append;
+    Field request_id;
+    Field record_prefix_cache_stats;
+    Field num_output_placeholders;
+    Field num_in_flight_tokens;
+    Field num_stale_output_tokens;
 };
 
 SchedulerNames snames;
+PyTypeObject* slot_type = nullptr;
 
 void intern_scheduler_names() {
-    snames.all_token_ids = PyUnicode_InternFromString("all_token_ids");
-    snames.num_prompt_tokens = PyUnicode_InternFromString("num_prompt_tokens");
-    snames.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
-    snames.status = PyUnicode_InternFromString("status");
-    snames.is_prefill_chunk = PyUnicode_InternFromString("is_prefill_chunk");
-    snames.num_preemptions = PyUnicode_InternFromString("num_preemptions");
-    snames.num_cached_tokens = PyUnicode_InternFromString("num_cached_tokens");
-    snames.first_scheduled_at = PyUnicode_InternFromString("first_scheduled_at");
-    snames.num_computed_prefill_tokens = PyUnicode_InternFromString("num_computed_prefill_tokens");
-    snames.planned_output_token_ids = PyUnicode_InternFromString("planned_output_token_ids");
-    snames.max_tokens = PyUnicode_InternFromString("max_tokens");
-    snames.last_token_at = PyUnicode_InternFromString("last_token_at");
-    snames.first_token_at = PyUnicode_InternFromString("first_token_at");
-    snames.finished_at = PyUnicode_InternFromString("finished_at");
-    snames.inter_token_latencies_s = PyUnicode_InternFromString("inter_token_latencies_s");
-    snames.block_hashes = PyUnicode_InternFromString("block_hashes");
-    snames.hash_keys = PyUnicode_InternFromString("hash_keys");
-    snames.hasher = PyUnicode_InternFromString("_hasher");
-    snames.extend = PyUnicode_InternFromString("extend");
-    snames.append = PyUnicode_InternFromString("append");
-    snames.request_id = PyUnicode_InternFromString("request_id");
-    snames.record_prefix_cache_stats = PyUnicode_InternFromString("record_prefix_cache_stats");
-    snames.num_output_placeholders = PyUnicode_InternFromString("num_output_placeholders");
-    snames.num_in_flight_tokens = PyUnicode_InternFromString("num_in_flight_tokens");
-    snames.num_stale_output_tokens = PyUnicode_InternFromString("num_stale_output_tokens");
+    snames.all_token_ids.name = PyUnicode_InternFromString("all_token_ids");
+    snames.num_prompt_tokens.name = PyUnicode_InternFromString("num_prompt_tokens");
+    snames.num_computed_tokens.name = PyUnicode_InternFromString("num_computed_tokens");
+    snames.status.name = PyUnicode_InternFromString("status");
+    snames.is_prefill_chunk.name = PyUnicode_InternFromString("is_prefill_chunk");
+    snames.num_preemptions.name = PyUnicode_InternFromString("num_preemptions");
+    snames.num_cached_tokens.name = PyUnicode_InternFromString("num_cached_tokens");
+    snames.first_scheduled_at.name = PyUnicode_InternFromString("first_scheduled_at");
+    snames.num_computed_prefill_tokens.name = PyUnicode_InternFromString("num_computed_prefill_tokens");
+    snames.planned_output_token_ids.name = PyUnicode_InternFromString("planned_output_token_ids");
+    snames.max_tokens.name = PyUnicode_InternFromString("max_tokens");
+    snames.last_token_at.name = PyUnicode_InternFromString("last_token_at");
+    snames.first_token_at.name = PyUnicode_InternFromString("first_token_at");
+    snames.finished_at.name = PyUnicode_InternFromString("finished_at");
+    snames.inter_token_latencies_s.name = PyUnicode_InternFromString("inter_token_latencies_s");
+    snames.block_hashes.name = PyUnicode_InternFromString("block_hashes");
+    snames.hash_keys.name = PyUnicode_InternFromString("hash_keys");
+    snames.hasher.name = PyUnicode_InternFromString("_hasher");
+    snames.extend.name = PyUnicode_InternFromString("extend");
+    snames.append.name = PyUnicode_InternFromString("append");
+    snames.request_id.name = PyUnicode_InternFromString("request_id");
+    snames.record_prefix_cache_stats.name = PyUnicode_InternFromString("record_prefix_cache_stats");
+    snames.num_output_placeholders.name = PyUnicode_InternFromString("num_output_placeholders");
+    snames.num_in_flight_tokens.name = PyUnicode_InternFromString("num_in_flight_tokens");
+    snames.num_stale_output_tokens.name = PyUnicode_InternFromString("num_stale_output_tokens");
 }
 
-void set_attr(nb::handle object, PyObject* name, nb::handle value) {
-    if (PyObject_SetAttr(object.ptr(), name, value.ptr()) != 0) throw nb::python_error();
+// Requests are slotted objects; reading and writing their slots directly skips the attribute
+// lookup (type dicts, descriptors) that dominates a step's cost. Resolved for the first
+// request type the scheduler sees; any other type goes through the generic protocol.
+void resolve_slots(PyTypeObject* type) {
+    if (slot_type != nullptr) return;
+    slot_type = type;
+    Field* all = reinterpret_cast<Field*>(&snames);
+    for (size_t i = 0; i < sizeof(SchedulerNames) / sizeof(Field); ++i) {
+        PyObject* descriptor = _PyType_Lookup(type, all[i].name);
+        if (descriptor != nullptr && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+            PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descriptor)->d_member;
+            if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
+                all[i].offset = member->offset;
+            }
+        }
+    }
 }
 
-void set_int(nb::handle object, PyObject* name, int64_t value) {
-    set_attr(object, name, nb::steal(PyLong_FromLongLong(value)));
+PyObject** slot(nb::handle object, const Field& field) {
+    if (field.offset < 0 || Py_TYPE(object.ptr()) != slot_type) return nullptr;
+    return reinterpret_cast<PyObject**>(reinterpret_cast<char*>(object.ptr()) + field.offset);
 }
 
-void set_float(nb::handle object, PyObject* name, double value) {
-    set_attr(object, name, nb::steal(PyFloat_FromDouble(value)));
+nb::object get(nb::handle object, const Field& field) {
+    if (PyObject** place = slot(object, field); place != nullptr && *place != nullptr) {
+        return nb::borrow(*place);
+    }
+    return attr(object, field.name);  // also raises the AttributeError of an unset slot
 }
 
-bool bool_attr(nb::handle object, PyObject* name) {
-    nb::object value = attr(object, name);
+int64_t get_int(nb::handle object, const Field& field) {
+    nb::object value = get(object, field);
+    int64_t result = PyLong_AsLongLong(value.ptr());
+    if (result == -1 && PyErr_Occurred()) throw nb::python_error();
+    return result;
+}
+
+void set_attr(nb::handle object, const Field& field, nb::handle value) {
+    if (PyObject** place = slot(object, field); place != nullptr) {
+        PyObject* old = *place;
+        *place = Py_NewRef(value.ptr());
+        Py_XDECREF(old);
+        return;
+    }
+    if (PyObject_SetAttr(object.ptr(), field.name, value.ptr()) != 0) throw nb::python_error();
+}
+
+void set_int(nb::handle object, const Field& field, int64_t value) {
+    set_attr(object, field, nb::steal(PyLong_FromLongLong(value)));
+}
+
+void set_float(nb::handle object, const Field& field, double value) {
+    set_attr(object, field, nb::steal(PyFloat_FromDouble(value)));
+}
+
+bool bool_attr(nb::handle object, const Field& field) {
+    nb::object value = get(object, field);
     int truth = PyObject_IsTrue(value.ptr());
     if (truth < 0) throw nb::python_error();
     return truth != 0;
@@ -184,7 +235,10 @@ class SchedulerCore {
         return out;
     }
 
-    void add_request(nb::handle request) { waiting_.push_back(nb::borrow(request)); }
+    void add_request(nb::handle request) {
+        resolve_slots(Py_TYPE(request.ptr()));
+        waiting_.push_back(nb::borrow(request));
+    }
 
     // Take `request` out of its queue (abort); the caller frees its blocks and marks it.
     void remove(nb::handle request) {
@@ -220,47 +274,47 @@ class SchedulerCore {
                 if (is_finished(request)) continue;  // aborted while its step was in flight
                 int64_t num_new_tokens = output.num_scheduled[i];
                 add_to(request, snames.num_in_flight_tokens, -num_new_tokens);
-                if (int_attr(request, snames.num_stale_output_tokens)) {
+                if (get_int(request, snames.num_stale_output_tokens)) {
                     add_to(request, snames.num_stale_output_tokens, -num_new_tokens);
                     stale = true;
                 }
             }
             if (output.partial[i]) continue;
-            nb::object tokens = attr(request, snames.all_token_ids);
+            nb::object tokens = get(request, snames.all_token_ids);
             int64_t num_tokens = length(tokens);
-            int64_t num_output_tokens = num_tokens - int_attr(request, snames.num_prompt_tokens);
+            int64_t num_output_tokens = num_tokens - get_int(request, snames.num_prompt_tokens);
             append_token(request, tokens, num_output_tokens);
             ++num_tokens;
-            nb::object last_token_at = attr(request, snames.last_token_at);
+            nb::object last_token_at = get(request, snames.last_token_at);
             nb::object now_object = nb::steal(PyFloat_FromDouble(now));
             if (last_token_at.is_none()) {
                 set_attr(request, snames.first_token_at, now_object);
             } else {
                 double gap = now - PyFloat_AsDouble(last_token_at.ptr());
-                nb::object itl = attr(request, snames.inter_token_latencies_s);
+                nb::object itl = get(request, snames.inter_token_latencies_s);
                 nb::object gap_object = nb::steal(PyFloat_FromDouble(gap));
                 PyObject* appended =
-                    PyObject_CallMethodOneArg(itl.ptr(), snames.append, gap_object.ptr());
+                    PyObject_CallMethodOneArg(itl.ptr(), snames.append.name, gap_object.ptr());
                 if (appended == nullptr) throw nb::python_error();
                 Py_DECREF(appended);
             }
             set_attr(request, snames.last_token_at, now_object);
             result.sampled.append(request);
             if (!stale) {
-                int64_t placeholders = int_attr(request, snames.num_output_placeholders);
+                int64_t placeholders = get_int(request, snames.num_output_placeholders);
                 if (placeholders) {
                     set_int(request, snames.num_output_placeholders, placeholders - 1);
                     if (manager_->enable_caching()) {
                         // The block this token completes registers now, a step after sync.
                         manager_->cache_blocks(
                             request,
-                            int_attr(request, snames.num_computed_tokens) -
-                                int_attr(request, snames.num_in_flight_tokens),
+                            get_int(request, snames.num_computed_tokens) -
+                                get_int(request, snames.num_in_flight_tokens),
                             now);
                     }
                 }
             }
-            if (num_output_tokens + 1 >= int_attr(request, snames.max_tokens) ||
+            if (num_output_tokens + 1 >= get_int(request, snames.max_tokens) ||
                 num_tokens >= limits_.max_model_len) {
                 finish(request, now);
                 result.finished.append(request);
@@ -268,7 +322,7 @@ class SchedulerCore {
         }
         // Finished requests leave their queues after the walk, as vLLM does.
         for (nb::handle request : result.finished) {
-            if (attr(request, snames.status).is(preempted_status_)) {
+            if (get(request, snames.status).is(preempted_status_)) {
                 erase_from(waiting_, request);  // async: finished by a step scheduled before
             } else {
                 erase_from(running_, request);
@@ -291,12 +345,12 @@ class SchedulerCore {
         return false;
     }
 
-    static void add_to(nb::handle request, PyObject* name, int64_t delta) {
-        set_int(request, name, int_attr(request, name) + delta);
+    static void add_to(nb::handle request, const Field& field, int64_t delta) {
+        set_int(request, field, get_int(request, field) + delta);
     }
 
     bool is_finished(nb::handle request) const {
-        nb::object status = attr(request, snames.status);
+        nb::object status = get(request, snames.status);
         for (nb::handle finished : finished_statuses_) {
             if (status.is(finished)) return true;
         }
@@ -334,8 +388,8 @@ class SchedulerCore {
                                        int64_t placeholders) {
         return placeholders > 0 &&
                num_computed + 2 - placeholders >=
-                   int_attr(request, snames.num_prompt_tokens) +
-                       int_attr(request, snames.max_tokens);
+                   get_int(request, snames.num_prompt_tokens) +
+                       get_int(request, snames.max_tokens);
     }
 
     int64_t schedule_running(StepOutput& output, int64_t budget, int64_t threshold,
@@ -344,9 +398,9 @@ class SchedulerCore {
         int64_t max_model_len = limits_.max_model_len;
         while (index < running_.size() && budget > 0) {
             nb::object request = running_[index];
-            int64_t num_computed = int_attr(request, snames.num_computed_tokens);
+            int64_t num_computed = get_int(request, snames.num_computed_tokens);
             int64_t placeholders =
-                limits_.async_scheduling ? int_attr(request, snames.num_output_placeholders) : 0;
+                limits_.async_scheduling ? get_int(request, snames.num_output_placeholders) : 0;
             bool is_prefill_chunk = bool_attr(request, snames.is_prefill_chunk);
             if (output_limit_in_flight(request, num_computed, placeholders) ||
                 (hold_prefill && is_prefill_chunk)) {
@@ -354,7 +408,7 @@ class SchedulerCore {
                 continue;
             }
             int64_t num_new_tokens =
-                length(attr(request, snames.all_token_ids)) + placeholders - num_computed;
+                length(get(request, snames.all_token_ids)) + placeholders - num_computed;
             if (num_new_tokens == 1 && num_computed < max_model_len - 1 &&
                 manager_->allocate_one_slot(request, now)) {
                 // A decode token (or a prefill's last): the same blocks and caching as
@@ -404,7 +458,7 @@ class SchedulerCore {
         set_attr(request, snames.status, preempted_status_);
         set_int(request, snames.num_computed_tokens, 0);
         set_int(request, snames.num_stale_output_tokens,
-                int_attr(request, snames.num_in_flight_tokens));
+                get_int(request, snames.num_in_flight_tokens));
         set_int(request, snames.num_output_placeholders, 0);
         add_to(request, snames.num_preemptions, 1);
         ++num_preemptions;
@@ -419,18 +473,18 @@ class SchedulerCore {
         while (budget > 0 && !waiting_.empty() &&
                int64_t(running_.size()) < limits_.max_num_admitted_seqs) {
             nb::object request = waiting_.front();
-            if (limits_.async_scheduling && int_attr(request, snames.num_stale_output_tokens)) {
+            if (limits_.async_scheduling && get_int(request, snames.num_stale_output_tokens)) {
                 waiting_.pop_front();
                 deferred_.insert(request.ptr());
                 skipped.push_back(request);
                 continue;
             }
-            int64_t num_computed = int_attr(request, snames.num_computed_tokens);
+            int64_t num_computed = get_int(request, snames.num_computed_tokens);
             hit_blocks_.clear();
             if (num_computed == 0) hit_blocks_ = manager_->computed_block_ids(request);
             int64_t num_hit_tokens = int64_t(hit_blocks_.size()) * manager_->block_size();
             num_computed += num_hit_tokens;
-            int64_t num_tokens = length(attr(request, snames.all_token_ids));
+            int64_t num_tokens = length(get(request, snames.all_token_ids));
             if (hold_prefill && num_computed < num_tokens - 1) break;
             int64_t num_new_tokens = num_tokens - num_computed;
             if (0 < threshold && threshold < num_new_tokens) num_new_tokens = threshold;
@@ -441,7 +495,7 @@ class SchedulerCore {
                 request, num_new_tokens, num_hit_tokens, hit_blocks_,
                 limits_.scheduler_reserve_full_isl, !running_.empty(), now, new_ids_);
             if (!allocated) break;  // head-of-line blocking on KV capacity
-            manager_object_.attr(snames.record_prefix_cache_stats)(request, num_hit_tokens);
+            manager_object_.attr(snames.record_prefix_cache_stats.name)(request, num_hit_tokens);
             waiting_.pop_front();
             admit(output, request, num_computed, num_tokens, num_new_tokens, now);
             budget -= num_new_tokens;
@@ -454,14 +508,14 @@ class SchedulerCore {
         deferred_.erase(request.ptr());
         running_.push_back(nb::borrow(request));
         if (num_computed < num_tokens - 1) output.carries_prefill = true;
-        bool resumed = attr(request, snames.status).is(preempted_status_);
+        bool resumed = get(request, snames.status).is(preempted_status_);
         output.admitted.emplace_back(nb::borrow(request), num_computed, resumed);
         set_attr(request, snames.status, running_status_);
         set_int(request, snames.num_computed_tokens, num_computed);
-        if (int_attr(request, snames.num_cached_tokens) < 0) {
+        if (get_int(request, snames.num_cached_tokens) < 0) {
             set_int(request, snames.num_cached_tokens, num_computed);
         }
-        if (attr(request, snames.first_scheduled_at).is_none()) {
+        if (get(request, snames.first_scheduled_at).is_none()) {
             set_float(request, snames.first_scheduled_at, now);
         }
         output.add(request, num_new_tokens);
@@ -475,12 +529,12 @@ class SchedulerCore {
         for (size_t i = 0; i < output.scheduled.size(); ++i) {
             nb::handle request = output.scheduled[i];
             int64_t num_new_tokens = output.num_scheduled[i];
-            int64_t num_computed = int_attr(request, snames.num_computed_tokens);
+            int64_t num_computed = get_int(request, snames.num_computed_tokens);
             int64_t placeholders =
-                async_scheduling ? int_attr(request, snames.num_output_placeholders) : 0;
-            int64_t sequence_end = length(attr(request, snames.all_token_ids)) + placeholders;
+                async_scheduling ? get_int(request, snames.num_output_placeholders) : 0;
+            int64_t sequence_end = length(get(request, snames.all_token_ids)) + placeholders;
             if (num_new_tokens == 1 && num_computed == sequence_end - 1 &&
-                sequence_end > int_attr(request, snames.num_prompt_tokens)) {
+                sequence_end > get_int(request, snames.num_prompt_tokens)) {
                 output.decode_context_lens.push_back(num_computed);
             } else {
                 output.prefill_new_tokens.push_back(num_new_tokens);
@@ -508,26 +562,26 @@ class SchedulerCore {
     // Sample the request's next planned token; hash the block it fills (a Python call only
     // then, through the request's own hasher, as CacheRequest.append_output_token_ids does).
     void append_token(nb::handle request, nb::handle tokens, int64_t num_output_tokens) {
-        nb::object planned = attr(request, snames.planned_output_token_ids);
+        nb::object planned = get(request, snames.planned_output_token_ids);
         nb::object token =
             nb::steal(PySequence_GetItem(planned.ptr(), Py_ssize_t(num_output_tokens)));
         if (!token.is_valid()) throw nb::python_error();
         if (PyList_CheckExact(tokens.ptr())) {
             if (PyList_Append(tokens.ptr(), token.ptr()) != 0) throw nb::python_error();
         } else {  // any other sequence with an append method (an int64 array)
-            PyObject* appended = PyObject_CallMethodOneArg(tokens.ptr(), snames.append, token.ptr());
+            PyObject* appended = PyObject_CallMethodOneArg(tokens.ptr(), snames.append.name, token.ptr());
             if (appended == nullptr) throw nb::python_error();
             Py_DECREF(appended);
         }
-        nb::object hashes = attr(request, snames.block_hashes);
+        nb::object hashes = get(request, snames.block_hashes);
         if (length(tokens) / manager_->block_size() <= length(hashes)) return;
-        nb::object hasher = attr(request, snames.hasher);
-        hasher.attr(snames.extend)(hashes, tokens, attr(request, snames.hash_keys));
+        nb::object hasher = get(request, snames.hasher);
+        hasher.attr(snames.extend.name)(hashes, tokens, get(request, snames.hash_keys));
     }
 
     // A request that produced its last token: blocks freed at once, in step order.
     void finish(nb::handle request, double now) {
-        if (PyDict_DelItem(requests_.ptr(), attr(request, snames.request_id).ptr()) != 0) {
+        if (PyDict_DelItem(requests_.ptr(), get(request, snames.request_id).ptr()) != 0) {
             throw nb::python_error();
         }
         manager_->free(request);
@@ -561,7 +615,7 @@ void bind_scheduler(nb::module_& m) {
                      [](const StepOutput& out) {
                          nb::dict tokens;
                          for (size_t i = 0; i < out.scheduled.size(); ++i) {
-                             tokens[attr(out.scheduled[i], snames.request_id)] = out.num_scheduled[i];
+                             tokens[get(out.scheduled[i], snames.request_id)] = out.num_scheduled[i];
                          }
                          return tokens;
                      })

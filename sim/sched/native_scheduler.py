@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sim.kvcache import CacheObserver, RequestStatus
-from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput, make_hasher, make_manager
+from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput
 from sim.sched.config import SchedulerConfig
 from sim.sched.offload import OffloadConnector
 from sim.sched.request import Request
@@ -22,6 +22,8 @@ from sim.sched.scheduler import (
     Scheduler,
     SchedulerOutput,
     StepResult,
+    check_prompt_fits,
+    make_cache,
 )
 
 
@@ -40,22 +42,7 @@ class NativeScheduler:
     def __init__(self, config: SchedulerConfig, observer: CacheObserver | None = None) -> None:
         self.config = config
         self.async_scheduling = config.async_scheduling
-        self.hasher = make_hasher(
-            "native",
-            config.hash_algo,
-            config.block_size,
-            config.hash_seed,
-            memo_size=HASH_MEMO_SIZE,
-        )
-        manager = make_manager(
-            "native",
-            config.num_gpu_blocks,
-            config.block_size,
-            max_model_len=config.max_model_len,
-            enable_caching=config.enable_caching,
-            watermark=config.watermark,
-            observer=observer,
-        )
+        self.hasher, manager = make_cache(config, "native", observer, memo_size=HASH_MEMO_SIZE)
         assert isinstance(manager, NativeKVCacheManager)
         self.kv_cache_manager = manager
         self.requests: dict[str, Request] = {}
@@ -115,11 +102,7 @@ class NativeScheduler:
 
     def add_request(self, request: Request) -> None:
         """Queue a new request (its prompt must be shorter than max_model_len)."""
-        if request.num_prompt_tokens >= self.config.max_model_len:
-            raise ValueError(
-                f"request {request.request_id!r}: prompt of {request.num_prompt_tokens} tokens "
-                f"must be shorter than max_model_len {self.config.max_model_len}"
-            )
+        check_prompt_fits(request, self.config.max_model_len)
         self.requests[request.request_id] = request
         self.core.add_request(request)
 

@@ -10,8 +10,10 @@ share prefixes so lookups hit.
 
 from __future__ import annotations
 
+import importlib.util
 from collections import deque
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,31 +30,28 @@ from sim.sched import (
     native_scheduler_covers,
 )
 
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "sched_invariants", REPO / "tests" / "sched" / "test_sched_invariants.py"
+)
+assert _spec is not None and _spec.loader is not None
+sched_invariants = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sched_invariants)
+
 
 @st.composite
 def configs(draw: st.DrawFn) -> SchedulerConfig:
-    block_size = draw(st.sampled_from([2, 4]))
-    num_usable_blocks = draw(st.integers(3, 8))
-    max_model_len = num_usable_blocks * block_size
-    max_num_seqs = draw(st.integers(1, 4))
-    chunked = draw(st.booleans())
-    lowest_budget = max_num_seqs if chunked else max_model_len
-    return SchedulerConfig(
-        num_gpu_blocks=num_usable_blocks + 1,
-        block_size=block_size,
-        max_num_batched_tokens=draw(st.integers(lowest_budget, lowest_budget + 24)),
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        enable_chunked_prefill=chunked,
-        long_prefill_token_threshold=draw(st.sampled_from([0, 0, 1, 3, 8])),
+    """The scheduler invariants' configs, FCFS on the compiled core, with the scheduling
+    options the compiled step implements drawn as well."""
+    base = draw(sched_invariants.configs())
+    return replace(
+        base,
+        policy="fcfs",
+        core="native",
         long_prefill_token_threshold_adaptive=draw(st.booleans()),
-        watermark=draw(st.sampled_from([0.0, 0.0, 0.25])),
-        scheduler_reserve_full_isl=draw(st.booleans()),
-        enable_caching=draw(st.booleans()),
         async_scheduling=draw(st.booleans()),
         prefill_schedule_interval=draw(st.sampled_from([1, 1, 2, 3])),
-        max_num_active_seqs=draw(st.sampled_from([None, None, *range(1, max_num_seqs + 1)])),
-        core="native",
+        max_num_active_seqs=draw(st.sampled_from([None, None, *range(1, base.max_num_seqs + 1)])),
     )
 
 

@@ -3,9 +3,10 @@
 // The same decisions as sim/sched/scheduler.py (the readable reference) in the configurations
 // it covers; sim/sched/native_scheduler.py says which and falls back to the reference for the
 // rest. Requests stay the Python objects the rest of the simulator reads; the scheduler reads
-// and writes their attributes through the C API and drives CacheCore directly, so a step makes
-// no Python-level call per request (only when a block fills, a request is admitted or a step
-// reports its counters).
+// and writes their slots in place and drives CacheCore directly. Per sampled token it calls
+// only the C methods that append to the request's token and inter-token-latency arrays; Python
+// code runs when a block fills (the request's hasher), a request is admitted (the lookup
+// counters) and once per step (the step's cache counters).
 //
 // Included by core.cpp inside its anonymous namespace, after CacheCore.
 

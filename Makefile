@@ -61,11 +61,13 @@ differential: $(STAMP)
 		--cache $(DIFF_CACHE) --sync $(DIFF_SYNC) --async $(DIFF_ASYNC) $(if $(DIFF_SEED),--seed $(DIFF_SEED))
 # The CPU offload tier (spec §13) against vLLM 0.33.0: OFFLOAD_STREAMS random op streams for its
 # CPUOffloadingManager (LRU and ARC), OFFLOAD_WORKLOADS random workloads for its Scheduler with
-# the OffloadingConnector (OFFLOAD_SEED reruns a seed). Part of `make differential`.
-.PHONY: differential-offload differential-offload-sched
+# the OffloadingConnector, sync and (OFFLOAD_ASYNC_WORKLOADS) with its AsyncScheduler
+# (OFFLOAD_SEED reruns a seed). Part of `make differential`.
+.PHONY: differential-offload differential-offload-sched differential-offload-async
 OFFLOAD_STREAMS   ?= 1000
 OFFLOAD_WORKLOADS ?= 200
-differential: differential-offload differential-offload-sched
+OFFLOAD_ASYNC_WORKLOADS ?= 200
+differential: differential-offload differential-offload-sched differential-offload-async
 differential-offload: $(STAMP)
 	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
 	VLLM_ORACLE_VENV=$(ORACLE_VENV) $(if $(OFFLOAD_SEED),SEED=$(OFFLOAD_SEED)) \
@@ -74,3 +76,7 @@ differential-offload-sched: $(STAMP)
 	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
 	VLLM_ORACLE_VENV=$(ORACLE_VENV) $(if $(OFFLOAD_SEED),SEED=$(OFFLOAD_SEED)) \
 		tests/differential/offload/differential_offload_sched.sh $(OFFLOAD_WORKLOADS)
+differential-offload-async: $(STAMP)
+	tests/differential/make_oracle_venv.sh $(ORACLE_VENV)
+	ASYNC=1 VLLM_ORACLE_VENV=$(ORACLE_VENV) $(if $(OFFLOAD_SEED),SEED=$(OFFLOAD_SEED)) \
+		tests/differential/offload/differential_offload_sched.sh $(OFFLOAD_ASYNC_WORKLOADS)

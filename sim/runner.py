@@ -50,7 +50,7 @@ from sim.fileio import (
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
 from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
 from sim.routing import Router, RouterTuning, make_router
-from sim.sched import ASYNC_OFFLOAD_PROBLEM, SchedulerConfig
+from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
 
 GIB = 1024**3
@@ -134,8 +134,6 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
     engine = scenario.engine
     if engine.kv_offloading_size is None:
         return None
-    if engine.async_scheduling:
-        raise InputError(f"engine.kv_offloading_size: {ASYNC_OFFLOAD_PROBLEM}")
     deployment = scenario.deployment
     gpu = get_gpu(deployment.gpu)
     block_bytes_per_gpu = engine.block_size * kv_bytes_per_token(
@@ -159,6 +157,7 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
         prompt_only=engine.kv_offload_prompt_only,
         link=get_host_link(deployment.host_link or gpu.key),
         chunk_bytes_per_gpu=block_bytes_per_gpu,
+        sync_load_budget_bytes=engine.kv_offload_sync_load_budget_bytes,
     )
 
 

@@ -146,6 +146,12 @@ class EngineSettings(StrictModel):
     kv_offload_prompt_only: bool = Field(
         True, description="Store only prompt blocks on the CPU tier, as vLLM does by default"
     )
+    kv_offload_sync_load_budget_bytes: int = Field(
+        0,
+        ge=0,
+        description="Bytes per step (one GPU's share) of CPU hits loaded inside the step instead "
+        "of asynchronously (vLLM's sync_load_budget_bytes); 0: every CPU hit loads async",
+    )
 
     @field_validator("kv_offloading_size")
     @classmethod

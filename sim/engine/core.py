@@ -112,9 +112,10 @@ class EngineCore:
     steps in flight as vLLM's engine core does: step k+1 is scheduled as soon as step k is
     launched, and step k's output is processed when it ends, while k+1 runs on the GPU.
     Steps that schedule nothing (vLLM's flush steps) take no time and are not recorded.
-    With CPU offloading (sync scheduling only) an empty step is applied and recorded (its
-    admissions may start loads), and the loop then waits for the next transfer to finish or
-    a request to arrive, as vLLM's engine polls transfers in empty steps.
+    With CPU offloading an empty step is applied and recorded like any other (its admissions
+    may start loads; with async scheduling it queues behind the step in flight), and once
+    only empty steps are left the loop waits for the next transfer to finish or a request to
+    arrive, as vLLM's engine polls transfers in empty steps.
     """
 
     def __init__(
@@ -215,12 +216,16 @@ class EngineCore:
                     yield env.timeout(0)
                 batch = self._launch_step(env.now)
                 if clock is not None and not batch.output.total_num_scheduled_tokens:
-                    if batch.duration_s:
-                        yield env.timeout(batch.duration_s)  # a flush the step waits for
-                    self._process_step(batch, env.now)
-                    yield from self._await_transfer_or_arrival(clock)
-                    continue
-                if batch.output.total_num_scheduled_tokens:
+                    if max_in_flight == 1:
+                        if batch.duration_s:
+                            yield env.timeout(batch.duration_s)  # a flush the step waits for
+                        if not self._process_step(batch, env.now):
+                            yield from self._await_transfer_or_arrival(clock)
+                        continue
+                    in_flight.appendleft(batch)
+                    if len(in_flight) < max_in_flight:
+                        continue
+                elif batch.output.total_num_scheduled_tokens:
                     in_flight.appendleft(batch)
                     if len(in_flight) < max_in_flight:
                         continue  # async: schedule the next step before this one's output
@@ -240,7 +245,14 @@ class EngineCore:
                 yield env.timeout(batch.duration_s)
             elif batch.ends_at > env.now:
                 yield env.timeout(batch.ends_at - env.now)
-            self._process_step(batch, env.now)
+            load_reported = self._process_step(batch, env.now)
+            if (
+                clock is not None
+                and not load_reported
+                and not batch.output.total_num_scheduled_tokens
+                and not any(queued.output.total_num_scheduled_tokens for queued in in_flight)
+            ):
+                yield from self._await_transfer_or_arrival(clock)  # async: only empty steps left
 
     def _launch_step(self, now: float) -> _Batch:
         """Schedule a step; it runs on the GPU once the previous one ends (an empty step takes
@@ -257,6 +269,7 @@ class EngineCore:
         duration_s = 0.0
         if clock is not None and output.transfers is not None:
             duration_s = clock.flush_wait_s(output.transfers, now)
+            duration_s += clock.sync_load_wait_s(output.transfers)
         if output.total_num_scheduled_tokens:
             duration_s += self.cost_model.step_time_s(
                 BatchShape(
@@ -280,8 +293,9 @@ class EngineCore:
             block_pool.num_evictions - num_evictions_before,
         )
 
-    def _process_step(self, batch: _Batch, now: float) -> None:
-        """Apply a finished step's output and record it."""
+    def _process_step(self, batch: _Batch, now: float) -> bool:
+        """Apply a finished step's output and record it; True when it reported a load done
+        (the next step schedules that request, so an idle loop must not wait)."""
         scheduler = self.scheduler
         kv_cache_manager = scheduler.kv_cache_manager
         output = batch.output
@@ -292,6 +306,10 @@ class EngineCore:
             done = clock.take_done(now, output.transfers.flush)
             clock.now = now
             self._record_loads(done, now)
+        offload = scheduler.offload
+        load_reported = offload is not None and any(
+            not offload.jobs[job_id].is_store for job_id in done
+        )
         result = apply_step_output(scheduler, output, now, done)
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
@@ -323,6 +341,7 @@ class EngineCore:
                 self.on_request_finished(request)
         if self.on_step is not None:
             self.on_step(now)
+        return load_reported
 
     def _external_delta(self) -> tuple[int, int]:
         """The CPU tier's query and hit tokens counted since the last step record."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.costmodel import HostLink, TransferQueue
+from sim.costmodel import HostLink, TransferQueue, transfer_seconds
 from sim.kvcache import CPU_EVICTED, CPU_STORED, CpuOffloadTier
 from sim.metrics import BlockEvent, Recorder
 from sim.sched import OffloadConnector, StepTransfers
@@ -25,6 +25,7 @@ class OffloadSpec:
     prompt_only: bool
     link: HostLink
     chunk_bytes_per_gpu: int  # one GPU's share of a chunk's KV
+    sync_load_budget_bytes: int = 0  # per step, one GPU's bytes (spec §13.7.6); 0: all async
 
 
 class TierEventForwarder:
@@ -62,17 +63,21 @@ def make_connector(
         block_size,
         offload_prompt_only=spec.prompt_only,
         gpu_prefix_caching=gpu_prefix_caching,
+        sync_load_budget_bytes=spec.sync_load_budget_bytes,
+        kv_bytes_per_token=spec.chunk_bytes_per_gpu // block_size,
     )
 
 
 class TransferClock:
     """When each transfer job finishes: stores and loads each queue on their own copy stream,
-    starting once the forward pass of the step that planned them is over."""
+    starting once the forward pass of the step that planned them is over; a sync load runs
+    on its own (expedited) stream before its step's forward, which waits for it."""
 
-    __slots__ = ("chunk_bytes", "stores", "loads", "finish_at", "now")
+    __slots__ = ("chunk_bytes", "link", "stores", "loads", "finish_at", "now")
 
     def __init__(self, spec: OffloadSpec) -> None:
         self.chunk_bytes = spec.chunk_bytes_per_gpu
+        self.link = spec.link
         self.stores = TransferQueue(spec.link)
         self.loads = TransferQueue(spec.link)
         self.finish_at: dict[int, float] = {}
@@ -84,8 +89,19 @@ class TransferClock:
             num_bytes = len(job.keys) * self.chunk_bytes
             self.finish_at[job.job_id] = self.stores.submit(forward_end_s, num_bytes)
         for job in transfers.loads:
+            if job.is_sync_load:
+                self.finish_at[job.job_id] = forward_end_s  # done before the forward
+                continue
             num_bytes = len(job.keys) * self.chunk_bytes
             self.finish_at[job.job_id] = self.loads.submit(forward_end_s, num_bytes)
+
+    def sync_load_wait_s(self, transfers: StepTransfers) -> float:
+        """How long the step's forward waits for its sync loads, copied one after another."""
+        return sum(
+            transfer_seconds(self.link, len(job.keys) * self.chunk_bytes)
+            for job in transfers.loads
+            if job.is_sync_load
+        )
 
     def flush_wait_s(self, transfers: StepTransfers, start_s: float) -> float:
         """How long the step's forward waits for the jobs it flushes."""

@@ -198,10 +198,18 @@ class KVCacheManager(PrefixLookupCounting):
 
     def free(self, request: CacheRequest) -> None:
         """Release the request's blocks tail first (its deepest cached block evicts first)."""
-        blocks = self.req_to_blocks.pop(request.request_id, None)
-        self.num_cached_block.pop(request.request_id, None)
+        blocks = self.pop_blocks(request.request_id)
         if blocks:
-            self.block_pool.free_blocks(reversed(blocks))
+            self.release_blocks(blocks)
+
+    def pop_blocks(self, request_id: str) -> list[KVBlock]:
+        """Forget the request's blocks without releasing them (a deferred free, spec §13.9)."""
+        self.num_cached_block.pop(request_id, None)
+        return self.req_to_blocks.pop(request_id, None) or []
+
+    def release_blocks(self, blocks: Sequence[KVBlock]) -> None:
+        """Release blocks in allocation order as `free` does: tail first."""
+        self.block_pool.free_blocks(reversed(blocks))
 
     def _caches(self) -> bool:
         return self.enable_caching

@@ -25,9 +25,9 @@ from sim.replay.offload_engine import (
 )
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 from sim.sched import (
-    ASYNC_OFFLOAD_PROBLEM,
     POLICIES,
     NativeScheduler,
+    OffloadStats,
     Request,
     Scheduler,
     SchedulerConfig,
@@ -38,7 +38,7 @@ from sim.sched import (
     native_scheduler_covers,
 )
 
-ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort"})
+ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort", "reset_prefix_cache"})
 _CONFIG_KEYS = (
     frozenset(
         {
@@ -70,6 +70,7 @@ _OP_KEYS = {
     "step": frozenset({"n"}),
     "run_until_idle": frozenset({"max_steps"}),
     "abort": frozenset({"id"}),
+    "reset_prefix_cache": frozenset({"reset_external"}),
 }
 
 
@@ -154,6 +155,8 @@ class EngineReplay:
             else Scheduler(config, observer=self.events, offload=connector)
         )
         self.worker = FixedDelayWorker(offload) if offload else None
+        # The external counters as of the latest processed step (vLLM reports them with it).
+        self.reported_offload_stats = OffloadStats()
         self.labels: dict[bytes, str] = {}
         self.evicted_sequence: list[bytes] = []
         self.cumulative = PrefixCacheStats()
@@ -196,6 +199,11 @@ class EngineReplay:
             yield self._add(op)
         elif op.name == "abort":
             yield self._abort(op)
+        elif op.name == "reset_prefix_cache":
+            reset = self.scheduler.reset_prefix_cache(
+                float(self.num_steps), reset_external=op.get_bool("reset_external", False)
+            )
+            yield {"op": "reset_prefix_cache", "reset": reset}
         elif op.name == "step":
             for _ in range(op.get_int("n", 1, minimum=1)):
                 line = self.step()
@@ -275,7 +283,10 @@ class EngineReplay:
             if len(in_flight) < self.max_in_flight and (
                 output.total_num_scheduled_tokens or scheduler.has_requests
             ):
-                return self._step_line(output, None, [])
+                line = self._step_line(output, None, [])
+                if self.offload:
+                    line.update(self._offload_fields(output, []))
+                return line
         elif not in_flight:
             return None
         else:
@@ -295,9 +306,21 @@ class EngineReplay:
             self._label(request, 0)
         line = self._step_line(output, processed_step, result.finished, released)
         if self.offload:
-            assert isinstance(scheduler, Scheduler) and isinstance(oldest, SchedulerOutput)
-            line.update(offload_step_fields(scheduler, oldest, done, self.labels))
+            offload = scheduler.offload
+            assert offload is not None
+            self.reported_offload_stats = dataclasses.replace(offload.stats)
+            line.update(self._offload_fields(output, done))
         return line
+
+    def _offload_fields(
+        self, scheduled: SchedulerOutput | StepOutput | None, done: list[int]
+    ) -> dict[str, Any]:
+        scheduler = self.scheduler
+        # Runs with a CPU tier use the reference scheduler (native_scheduler_covers).
+        assert isinstance(scheduler, Scheduler) and not isinstance(scheduled, StepOutput)
+        return offload_step_fields(
+            scheduler, scheduled, done, self.labels, self.reported_offload_stats
+        )
 
     def _step_line(
         self,
@@ -368,8 +391,6 @@ def replay_engine(path: Path, core: str = DEFAULT_CORE) -> Iterator[ReplayLine]:
     config_op = first if first is not None and first.name == "config" else None
     config = dataclasses.replace(scheduler_config_from_op(config_op), core=core)
     offload = OffloadReplayConfig.from_op(config_op)
-    if offload is not None and config.async_scheduling and config_op is not None:
-        raise config_op.error(ASYNC_OFFLOAD_PROBLEM)
     replay = EngineReplay(config, offload)
     header = replay.header()
     yield ReplayLine(None, header, header)

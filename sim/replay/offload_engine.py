@@ -10,10 +10,17 @@ from typing import Any
 
 from sim.kvcache import OFFLOAD_POLICIES, CpuOffloadTier, RequestStatus
 from sim.replay.ops import Op
-from sim.sched import OffloadConnector, Scheduler, SchedulerOutput
+from sim.sched import OffloadConnector, OffloadStats, Scheduler, SchedulerOutput, StepTransfers
 
 OFFLOAD_CONFIG_KEYS = frozenset(
-    {"offload_chunks", "offload_policy", "store_delay", "load_delay", "offload_prompt_only"}
+    {
+        "offload_chunks",
+        "offload_policy",
+        "store_delay",
+        "load_delay",
+        "offload_prompt_only",
+        "sync_load_budget_tokens",
+    }
 )
 # Far beyond any replay; keeps a typo from allocating a huge tier.
 MAX_REPLAY_CHUNKS = 10_000_000
@@ -21,13 +28,15 @@ MAX_REPLAY_CHUNKS = 10_000_000
 
 @dataclass(frozen=True, slots=True)
 class OffloadReplayConfig:
-    """The CPU tier of a replay and its fixed transfer delays (in steps)."""
+    """The CPU tier of a replay, its fixed transfer delays (in steps) and its sync-load budget
+    in tokens (spec §13.7.6; 0: every CPU hit is an async load)."""
 
     num_chunks: int
     policy: str
     store_delay: int
     load_delay: int
     prompt_only: bool
+    sync_load_budget_tokens: int = 0
 
     @classmethod
     def from_op(cls, op: Op | None) -> OffloadReplayConfig | None:
@@ -43,6 +52,7 @@ class OffloadReplayConfig:
             store_delay=op.get_int("store_delay", 1),
             load_delay=op.get_int("load_delay", 1),
             prompt_only=op.get_bool("offload_prompt_only", True),
+            sync_load_budget_tokens=op.get_int("sync_load_budget_tokens", 0),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -53,12 +63,14 @@ class OffloadReplayConfig:
             "store_delay": self.store_delay,
             "load_delay": self.load_delay,
             "offload_prompt_only": self.prompt_only,
+            "sync_load_budget_tokens": self.sync_load_budget_tokens,
         }
 
 
 class FixedDelayWorker:
-    """Reports a job done in the output of step S + delay, S being the step that planned it;
-    a job the step flushes is reported in that step's output."""
+    """Reports a job done in the output of step S + delay, S being the step that planned it,
+    or of the first step processed after that (async: a step number may be an iteration that
+    only processed); a sync load and a job the step flushes in that step's output."""
 
     __slots__ = ("config", "due")
 
@@ -73,8 +85,11 @@ class FixedDelayWorker:
         for job in transfers.stores:
             self.due.setdefault(step + self.config.store_delay, []).append(job.job_id)
         for job in transfers.loads:
-            self.due.setdefault(step + self.config.load_delay, []).append(job.job_id)
-        done = self.due.pop(step, [])
+            delay = 0 if job.is_sync_load else self.config.load_delay
+            self.due.setdefault(step + delay, []).append(job.job_id)
+        done: list[int] = []
+        for due_step in sorted(due_step for due_step in self.due if due_step <= step):
+            done.extend(self.due.pop(due_step))
         flush = transfers.flush
         if flush:
             for due_step in sorted(self.due):
@@ -87,22 +102,33 @@ class FixedDelayWorker:
 def make_connector(
     config: OffloadReplayConfig, block_size: int, gpu_prefix_caching: bool
 ) -> OffloadConnector:
-    """The connector over a fresh tier of `config.num_chunks` chunks."""
+    """The connector over a fresh tier of `config.num_chunks` chunks (its sync-load budget
+    counted in tokens: one byte per token)."""
     return OffloadConnector(
         CpuOffloadTier(config.num_chunks, config.policy),
         block_size,
         offload_prompt_only=config.prompt_only,
         gpu_prefix_caching=gpu_prefix_caching,
+        sync_load_budget_bytes=config.sync_load_budget_tokens,
+        kv_bytes_per_token=1,
     )
 
 
 def offload_step_fields(
-    scheduler: Scheduler, output: SchedulerOutput, done: list[int], labels: dict[bytes, str]
+    scheduler: Scheduler,
+    scheduled: SchedulerOutput | None,
+    done: list[int],
+    labels: dict[bytes, str],
+    reported: OffloadStats,
 ) -> dict[str, Any]:
-    """The offload fields of one step line."""
+    """The offload fields of one iteration's line: the transfers of the step it scheduled (if
+    any), the jobs reported done by the step it processed, and the counters as the latest
+    processed step reported them."""
     offload = scheduler.offload
-    transfers = output.transfers
-    assert offload is not None and transfers is not None
+    assert offload is not None
+    transfers = scheduled.transfers if scheduled is not None else None
+    if transfers is None:
+        transfers = StepTransfers()
     tier = offload.tier
 
     def label(key: bytes) -> str:
@@ -112,7 +138,7 @@ def offload_step_fields(
         name: [label(key) for key in value] if isinstance(value, list) else value
         for name, value in tier.policy.snapshot().items()
     }
-    stats = offload.stats
+    stats = reported
     return {
         "waiting_kv": sorted(
             request_id

@@ -10,18 +10,11 @@ from sim.sched.native_scheduler import (
     make_scheduler,
     native_scheduler_covers,
 )
-from sim.sched.offload import (
-    ASYNC_OFFLOAD_PROBLEM,
-    OffloadConnector,
-    OffloadStats,
-    StepTransfers,
-    TransferJob,
-)
+from sim.sched.offload import OffloadConnector, OffloadStats, StepTransfers, TransferJob
 from sim.sched.request import Request
 from sim.sched.scheduler import Admission, Scheduler, SchedulerOutput, StepResult
 
 __all__ = [
-    "ASYNC_OFFLOAD_PROBLEM",
     "POLICIES",
     "Admission",
     "NativeScheduler",

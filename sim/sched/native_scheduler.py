@@ -118,6 +118,11 @@ class NativeScheduler:
         self.finished_req_ids.add(request_id)
         return request
 
+    def reset_prefix_cache(self, now: float = 0.0, *, reset_external: bool = False) -> bool:
+        """vLLM's `reset_prefix_cache` between steps: the cache is reset only if no request
+        holds blocks (the result); there is no CPU tier for `reset_external` to reset."""
+        return self.kv_cache_manager.reset_prefix_cache(now)
+
     def schedule(self, now: float = 0.0) -> StepOutput:
         """Choose this step's requests and token counts, allocating their KV blocks."""
         output = self.core.schedule(now)

@@ -15,12 +15,6 @@ from dataclasses import dataclass, field
 
 from sim.kvcache import CacheRequest, CpuOffloadTier, RequestStatus, external_hit_tokens
 
-# CPU offloading is modelled with vLLM's sync scheduler only.
-ASYNC_OFFLOAD_PROBLEM = (
-    "CPU offloading with async scheduling is not modelled yet; set async_scheduling: false "
-    "(offload runs follow vLLM's sync scheduler)"
-)
-
 
 @dataclass(slots=True)
 class TransferJob:
@@ -31,6 +25,8 @@ class TransferJob:
     request_id: str
     keys: list[bytes]
     is_store: bool
+    # A load done inside the step that admits its request, before the forward (spec §13.7.6).
+    is_sync_load: bool = False
 
 
 @dataclass(slots=True)
@@ -76,6 +72,8 @@ class OffloadConnector:
         *,
         offload_prompt_only: bool = True,
         gpu_prefix_caching: bool = True,
+        sync_load_budget_bytes: int = 0,
+        kv_bytes_per_token: int = 0,
     ) -> None:
         self.tier = tier
         self.tokens_per_chunk = tokens_per_chunk
@@ -94,11 +92,46 @@ class OffloadConnector:
         self.job_block_ids: dict[int, list[int]] = {}
         self.step = StepTransfers()
         self.step_allocated_block_ids: set[int] = set()
+        # Sync loads (spec §13.7.6, off at 0): the per-step byte budget (one worker's bytes),
+        # the requests whose hit it took this step and the bytes they took.
+        self.sync_load_budget_bytes = sync_load_budget_bytes
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.sync_load_ids: set[str] = set()
+        self.sync_load_bytes = 0
+        # After a reset: jobs in flight then, whose reports the tier ignores (the engine steps
+        # until all are in), and which of them were async loads of waiting requests.
+        self.reset_fence: set[int] = set()
+        self.stale_loads: dict[int, str] = {}
 
     @property
     def has_jobs_in_flight(self) -> bool:
         """True while any transfer is unreported: the engine keeps stepping (§13.9)."""
-        return bool(self.jobs)
+        return bool(self.jobs) or bool(self.reset_fence)
+
+    def reset(self) -> None:
+        """vLLM's connector reset (spec §13.9): every job in flight is flushed by the next step
+        and its report ignored; finished requests get their finish now and are forgotten; the
+        tier is emptied at once; live requests offer from chunk 0 again."""
+        self.step.flush.update(self.jobs)
+        for request_id, state in list(self.states.items()):
+            if state.request.status.is_finished:
+                if not state.finished:
+                    self.tier.request_finished(request_id)
+                del self.states[request_id]
+        self.tier.reset()
+        for state in self.states.values():
+            state.next_stored_chunk = 0
+            state.jobs.clear()
+        self.reset_fence.update(self.jobs)
+        self.stale_loads.update(
+            (job_id, job.request_id)
+            for job_id, job in self.jobs.items()
+            if not job.is_store and not job.is_sync_load
+        )
+        self.jobs.clear()
+        self.jobs_reading_block.clear()
+        self.job_block_ids.clear()
+        self.loading_keys.clear()
 
     def add_request(self, request: CacheRequest) -> None:
         """A request reached the scheduler."""
@@ -120,16 +153,42 @@ class OffloadConnector:
         state.next_stored_chunk = 0
         if state.jobs:
             return None
-        if request.skip_reading_prefix_cache:
-            return 0
-        return external_hit_tokens(
-            self.tier,
-            request.block_hashes,
-            num_local_hit_tokens,
-            request.num_tokens,
-            self.tokens_per_chunk,
-            self.loading_keys,
+        found = (
+            0
+            if request.skip_reading_prefix_cache
+            else external_hit_tokens(
+                self.tier,
+                request.block_hashes,
+                num_local_hit_tokens,
+                request.num_tokens,
+                self.tokens_per_chunk,
+                self.loading_keys,
+            )
         )
+        self._reserve_sync_load(request, num_local_hit_tokens, found)
+        return found
+
+    def _reserve_sync_load(
+        self, request: CacheRequest, num_local_hit_tokens: int, found: int | None
+    ) -> None:
+        """Take the step's sync-load budget for this hit if it fits and leaves a token to
+        compute; reserved at lookup, as vLLM does, even if the allocation then fails."""
+        self.sync_load_ids.discard(request.request_id)
+        if (
+            not self.sync_load_budget_bytes
+            or not found
+            or num_local_hit_tokens + found >= request.num_tokens
+        ):
+            return
+        num_bytes = found * self.kv_bytes_per_token
+        if self.sync_load_bytes + num_bytes > self.sync_load_budget_bytes:
+            return
+        self.sync_load_bytes += num_bytes
+        self.sync_load_ids.add(request.request_id)
+
+    def is_sync_load(self, request_id: str) -> bool:
+        """Whether the request's CPU hit found at its lookup this step is loaded in the step."""
+        return request_id in self.sync_load_ids
 
     def after_admission(
         self,
@@ -149,8 +208,9 @@ class OffloadConnector:
         keys = list(request.block_hashes[first:end])
         self.tier.prepare_load(request.request_id, keys, first)
         job = self._new_job(request.request_id, keys, is_store=False)
+        job.is_sync_load = request.request_id in self.sync_load_ids
         self.step.loads.append(job)
-        if self.track_loading:
+        if self.track_loading and not job.is_sync_load:  # a sync load is over before others look
             self.loading_keys.update(keys)
         state.next_stored_chunk = end
         self.stats.chunks_loaded += len(keys)
@@ -218,6 +278,8 @@ class OffloadConnector:
                 del self.states[request.request_id]
         self.step = StepTransfers()
         self.step_allocated_block_ids = set()
+        self.sync_load_ids = set()
+        self.sync_load_bytes = 0
         return step
 
     def request_finished(self, request_id: str) -> None:
@@ -230,9 +292,16 @@ class OffloadConnector:
                 self.jobs_reading_block.setdefault(block_id, set()).add(job_id)
 
     def complete(self, job_ids: Iterable[int]) -> list[str]:
-        """Apply finished transfers to the tier; returns the requests whose load is done."""
+        """Apply finished transfers to the tier; returns the requests whose async load is
+        done."""
         loaded: list[str] = []
         for job_id in job_ids:
+            if job_id in self.reset_fence:
+                self.reset_fence.discard(job_id)
+                stale_load = self.stale_loads.pop(job_id, None)
+                if stale_load is not None:  # its request still waits for the report
+                    loaded.append(stale_load)
+                continue
             job = self.jobs.pop(job_id)
             state = self.states[job.request_id]
             if job.is_store:
@@ -240,7 +309,8 @@ class OffloadConnector:
             else:
                 self.tier.complete_load(job.keys)
                 self.loading_keys.difference_update(job.keys)
-                loaded.append(job.request_id)
+                if not job.is_sync_load:  # a sync load's request is running already
+                    loaded.append(job.request_id)
             for block_id in self.job_block_ids.pop(job_id, ()):
                 readers = self.jobs_reading_block.get(block_id)
                 if readers is not None:

@@ -32,6 +32,7 @@ class Request(CacheRequest):
         "num_stale_output_tokens",
         "is_prefill_chunk",
         "num_host_cached_tokens",
+        "last_sched_seq",
     )
 
     def __init__(
@@ -86,6 +87,8 @@ class Request(CacheRequest):
         self.is_prefill_chunk = False
         # Tokens of the first admission's hit loaded from the CPU offload tier.
         self.num_host_cached_tokens = 0
+        # Deferred block free (sim.sched.block_fence): the last step with tokens scheduling it.
+        self.last_sched_seq = 0
 
     def sort_key(self) -> tuple[int, float, str]:
         """Priority-policy waiting order: lower priority value first, then earlier arrival,

@@ -18,18 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import (
-    CacheManager,
-    CacheObserver,
-    Hasher,
-    KVCacheManager,
-    PrefixCacheStats,
-    RequestStatus,
-)
+from sim.kvcache import CacheManager, CacheObserver, Hasher, PrefixCacheStats, RequestStatus
 from sim.native import make_hasher, make_manager
+from sim.sched.block_fence import BlockFreeFence
 from sim.sched.config import SchedulerConfig
 from sim.sched.lazy_decode import LazyDecoders
-from sim.sched.offload import ASYNC_OFFLOAD_PROBLEM, OffloadConnector, StepTransfers
+from sim.sched.offload import OffloadConnector, StepTransfers
 from sim.sched.queues import FcfsQueue, PriorityQueue
 from sim.sched.request import Request
 
@@ -136,8 +130,6 @@ class Scheduler:
         fast_decode_path: bool = False,
         offload: OffloadConnector | None = None,
     ) -> None:
-        if offload is not None and config.async_scheduling:
-            raise ValueError(ASYNC_OFFLOAD_PROBLEM)
         self.config = config
         self.offload = offload
         self.async_scheduling = config.async_scheduling
@@ -152,11 +144,8 @@ class Scheduler:
             if fast_decode_path and not config.async_scheduling and offload is None
             else None
         )
-        # The compiled core has no CPU-tier hooks (external tokens, delayed caching, reserved
-        # blocks), so runs with offloading use the reference core; results are the same.
-        core = config.core if offload is None else "python"
         self.hasher, self.kv_cache_manager = make_cache(
-            config, core, observer, memo_size=HASH_MEMO_SIZE if fast_decode_path else 0
+            config, config.core, observer, memo_size=HASH_MEMO_SIZE if fast_decode_path else 0
         )
         self.waiting: FcfsQueue | PriorityQueue = (
             PriorityQueue() if config.policy == "priority" else FcfsQueue()
@@ -186,6 +175,11 @@ class Scheduler:
         self.aborted_while_loading: dict[str, Request] = {}
         self.inflight_prefills: dict[str, Request] = {}
         self.finished_since_schedule: list[Request] = []
+        # A connector that loads KV counts as a consumer: with two steps in flight vLLM defers
+        # block frees until the steps writing the blocks are processed (spec §13.9).
+        self.block_fence = (
+            BlockFreeFence() if offload is not None and config.async_scheduling else None
+        )
 
     @property
     def has_unfinished_requests(self) -> bool:
@@ -237,13 +231,22 @@ class Scheduler:
         if loading:
             self.aborted_while_loading[request.request_id] = request  # freed when it lands
         else:
-            self.kv_cache_manager.free(request)
+            self._free_blocks(request)
         self.deferred_ids.discard(request_id)
         request.status = RequestStatus.FINISHED_ABORTED
         request.finished_at = now
         self.finished_req_ids.add(request_id)
         self._offload_finished(request)
         return request
+
+    def reset_prefix_cache(self, now: float = 0.0, *, reset_external: bool = False) -> bool:
+        """vLLM's `reset_prefix_cache` between steps, running requests left alone: the GPU
+        cache is reset only if no request holds blocks (the result); with `reset_external`
+        the CPU tier is reset whatever the GPU reset did (spec §13.9)."""
+        reset = self.kv_cache_manager.reset_prefix_cache(now)
+        if reset_external and self.offload is not None:
+            self.offload.reset()
+        return reset
 
     @staticmethod
     def _holds_blocks(request: Request) -> bool:
@@ -252,6 +255,14 @@ class Scheduler:
             request.num_computed_tokens > 0
             or request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
         )
+
+    def _free_blocks(self, request: Request) -> None:
+        """Release the request's blocks, or fence them while a step in flight writes them."""
+        fence = self.block_fence
+        if fence is None:
+            self.kv_cache_manager.free(request)
+        else:
+            fence.free(request, self.kv_cache_manager)
 
     def _offload_finished(self, request: Request) -> None:
         if self.offload is None:
@@ -271,16 +282,15 @@ class Scheduler:
             budget = self._advance_lazy_decoders(output, budget, threshold)
         budget = self._schedule_running(output, budget, threshold, hold_prefill, now)
         if not output.preempted:
-            if self.offload is None:
-                self._schedule_waiting(output, budget, threshold, hold_prefill, now)
-            else:
-                self._schedule_waiting_offload(output, budget, threshold, hold_prefill, now)
+            self._schedule_waiting(output, budget, threshold, hold_prefill, now)
             if not hold_prefill:
                 num_waiting = len(self.waiting) + len(self.kv_holding)
                 self.prefill_capacity_bound = num_waiting > len(self.deferred_ids)
         if self.offload is not None:
             output.transfers = self._plan_transfers(output)
         self._update_after_schedule(output)
+        if self.block_fence is not None and output.total_num_scheduled_tokens:
+            self.block_fence.step_scheduled(output.scheduled)
         if self.inflight_prefills:
             for request in output.scheduled:
                 if not request.is_prefill_chunk:
@@ -386,7 +396,7 @@ class Scheduler:
                 output.add(request, num_new_tokens)
                 budget -= num_new_tokens
                 index += 1
-            elif self.config.policy != "priority":
+            elif self.config.policy != "priority" or request.status is not RequestStatus.PREEMPTED:
                 break
             # Under priority a request that preempted itself ends nothing: the pass goes on
             # with the next running request, now at `index` (spec §12.6).
@@ -415,8 +425,11 @@ class Scheduler:
         preempted requests gave back to the budget)."""
         running = self.running
         returned = 0
+        fence = self.block_fence
         while self.kv_cache_manager.allocate_slots(request, num_new_tokens, now=now) is None:
             victim = self._pick_victim()
+            if fence is not None and not fence.can_free_now(victim):
+                return False, index, returned  # its free would come too late to help
             position = running.index(victim)
             del running[position]
             if position < index:
@@ -463,31 +476,72 @@ class Scheduler:
         hold_prefill: bool,
         now: float,
     ) -> None:
-        """The waiting pass: admit requests in policy order until one does not fit."""
+        """The waiting pass: admit requests in policy order until one does not fit (head of
+        line). A request whose pre-preemption step is still in flight (async) is skipped for
+        the step. With a CPU tier (spec §13.7, vLLM's connector path) requests holding blocks
+        go first; a CPU hit is admitted as an async load that waits in WAITING_FOR_REMOTE_KVS
+        (or, within the sync-load budget, runs at once); a request whose hit is still being
+        stored or loaded, or whose own transfers are in flight, is skipped."""
         config = self.config
         manager = self.kv_cache_manager
-        waiting = self.waiting
+        offload = self.offload
         running = self.running
-        skipped: list[Request] = []
-        max_num_admitted = config.max_num_admitted_seqs
-        while budget > 0 and len(waiting) > 0 and len(running) < max_num_admitted:
-            request = waiting.peek()
+        skipped_holding: list[Request] = []
+        skipped_waiting: list[Request] = []
+
+        def skip(queue: FcfsQueue | PriorityQueue) -> None:
+            request = queue.pop()
+            self.deferred_ids.add(request.request_id)
+            (skipped_holding if self._holds_blocks(request) else skipped_waiting).append(request)
+
+        while budget > 0:
+            queue = self.kv_holding if len(self.kv_holding) else self.waiting
+            if not len(queue) or len(running) >= config.max_num_admitted_seqs:
+                break
+            request = queue.peek()
+            after_load = request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
+            if after_load:
+                if request.request_id not in self.loaded_ids:
+                    skip(queue)
+                    continue
+                self._finish_load(request, now)
             if request.num_stale_output_tokens:
-                # Async: its pre-preemption step is still in flight (spec §12.8).
-                skipped.append(waiting.pop())
-                self.deferred_ids.add(request.request_id)
+                skip(queue)  # async: its pre-preemption step is still in flight (spec §12.8)
                 continue
-            if request.num_computed_tokens == 0:
+            looked_up = request.num_computed_tokens == 0
+            num_external = 0
+            if looked_up:
                 hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
+                if offload is not None:
+                    found = offload.lookup(request, num_hit_tokens)
+                    if request.skip_reading_prefix_cache:
+                        found = 0
+                    if found is None:
+                        skip(queue)
+                        continue
+                    num_external = found
             else:
                 hit_blocks, num_hit_tokens = [], 0
-            num_computed = request.num_computed_tokens + num_hit_tokens
-            if hold_prefill and num_computed < request.num_tokens - 1:
+            num_computed = request.num_computed_tokens + num_hit_tokens + num_external
+            load_async = num_external > 0 and not (
+                offload is not None and offload.is_sync_load(request.request_id)
+            )
+            reserved = 0
+            if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
                 break
-            chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
-            if chunk is None:
-                break
-            num_new_tokens = chunk
+            if load_async:
+                num_new_tokens = 0
+                reserved = sum(
+                    manager.num_blocks_to_allocate(
+                        held.request_id, min(held.num_tokens, config.max_model_len), ()
+                    )
+                    for held in self.inflight_prefills.values()
+                )
+            else:
+                chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
+                if chunk is None:
+                    break
+                num_new_tokens = chunk
             new_blocks = manager.allocate_slots(
                 request,
                 num_new_tokens,
@@ -495,16 +549,40 @@ class Scheduler:
                 hit_blocks,
                 full_sequence_must_fit=config.scheduler_reserve_full_isl,
                 has_running_requests=bool(running),
+                num_external_computed_tokens=num_external,
+                delay_cache_blocks=load_async,
+                reserved_blocks=reserved,
                 now=now,
             )
             if new_blocks is None:
                 break  # head-of-line blocking on KV capacity
-            manager.record_prefix_cache_stats(request, num_hit_tokens)
-            waiting.pop()
-            self._admit(output, request, num_computed, num_new_tokens, now)
+            if offload is not None:
+                offload.after_admission(
+                    request, manager.get_block_ids(request.request_id), num_hit_tokens, num_external
+                )
+            if looked_up:
+                if offload is not None:
+                    offload.record_admission(
+                        request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
+                    )
+                    if request.num_cached_tokens < 0:
+                        request.num_host_cached_tokens = num_external
+                manager.record_prefix_cache_stats(request, num_hit_tokens)
+            if load_async:
+                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                request.num_computed_tokens = num_computed
+                self.inflight_prefills[request.request_id] = request
+                skip(queue)
+                continue
+            queue.pop()
+            self._admit(output, request, num_computed, num_new_tokens, now, after_load=after_load)
+            if offload is not None and num_computed + num_new_tokens < request.num_tokens:
+                self.inflight_prefills[request.request_id] = request
             budget -= num_new_tokens
-        if skipped:
-            waiting.prepend_all(skipped)
+        if skipped_holding:
+            self.kv_holding.prepend_all(skipped_holding)
+        if skipped_waiting:
+            self.waiting.prepend_all(skipped_waiting)
 
     def _prefill_chunk(self, num_remaining: int, threshold: int, budget: int) -> int | None:
         """Tokens a waiting request gets this step: its remaining prefill, capped by the
@@ -579,117 +657,6 @@ class Scheduler:
             request.first_scheduled_at = now
         output.add(request, num_new_tokens)
 
-    def _schedule_waiting_offload(
-        self,
-        output: SchedulerOutput,
-        budget: int,
-        threshold: int,
-        hold_prefill: bool,
-        now: float,
-    ) -> None:
-        """The waiting pass with a CPU tier (spec §13.7, vLLM's connector path): requests
-        holding blocks first; a CPU hit is admitted as an async load that waits in
-        WAITING_FOR_REMOTE_KVS; a request whose hit is still being stored or loaded, or whose
-        own transfers are in flight, is skipped (not head of line) and retried next step."""
-        config = self.config
-        manager = self.kv_cache_manager
-        # Offload runs use the reference core (see __init__), whose allocate_slots takes the
-        # CPU tier's external tokens, delayed caching and reserved blocks.
-        assert isinstance(manager, KVCacheManager)
-        offload = self.offload
-        assert offload is not None
-        running = self.running
-        skipped_holding: list[Request] = []
-        skipped_waiting: list[Request] = []
-
-        def skip(queue: FcfsQueue | PriorityQueue) -> None:
-            request = queue.pop()
-            self.deferred_ids.add(request.request_id)
-            (skipped_holding if self._holds_blocks(request) else skipped_waiting).append(request)
-
-        while budget > 0:
-            queue = self.kv_holding if len(self.kv_holding) else self.waiting
-            if not len(queue) or len(running) >= config.max_num_admitted_seqs:
-                break
-            request = queue.peek()
-            after_load = request.status is RequestStatus.WAITING_FOR_REMOTE_KVS
-            if after_load:
-                if request.request_id not in self.loaded_ids:
-                    skip(queue)
-                    continue
-                self._finish_load(request, now)
-            looked_up = request.num_computed_tokens == 0
-            num_external = 0
-            if looked_up:
-                hit_blocks, num_hit_tokens = manager.get_computed_blocks(request)
-                found = offload.lookup(request, num_hit_tokens)
-                if request.skip_reading_prefix_cache:
-                    found = 0
-                if found is None:
-                    skip(queue)
-                    continue
-                num_external = found
-            else:
-                hit_blocks, num_hit_tokens = [], 0
-            num_computed = request.num_computed_tokens + num_hit_tokens + num_external
-            load_async = num_external > 0
-            reserved = 0
-            if not load_async and hold_prefill and num_computed < request.num_tokens - 1:
-                break
-            if load_async:
-                num_new_tokens = 0
-                reserved = sum(
-                    manager.num_blocks_to_allocate(
-                        held.request_id, min(held.num_tokens, config.max_model_len), ()
-                    )
-                    for held in self.inflight_prefills.values()
-                )
-            else:
-                chunk = self._prefill_chunk(request.num_tokens - num_computed, threshold, budget)
-                if chunk is None:
-                    break
-                num_new_tokens = chunk
-            new_blocks = manager.allocate_slots(
-                request,
-                num_new_tokens,
-                num_hit_tokens,
-                hit_blocks,
-                full_sequence_must_fit=config.scheduler_reserve_full_isl,
-                has_running_requests=bool(running),
-                num_external_computed_tokens=num_external,
-                delay_cache_blocks=load_async,
-                reserved_blocks=reserved,
-                now=now,
-            )
-            if new_blocks is None:
-                break  # head-of-line blocking on KV capacity
-            offload.after_admission(
-                request,
-                manager.get_block_ids(request.request_id),
-                num_hit_tokens,
-                num_external,
-            )
-            if looked_up:
-                offload.record_admission(
-                    request, num_hit_tokens, num_external, preempted=request.num_preemptions > 0
-                )
-                manager.record_prefix_cache_stats(request, num_hit_tokens)
-                if request.num_cached_tokens < 0:
-                    request.num_host_cached_tokens = num_external
-            if load_async:
-                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
-                request.num_computed_tokens = num_computed
-                self.inflight_prefills[request.request_id] = request
-                skip(queue)
-                continue
-            queue.pop()
-            self._admit(output, request, num_computed, num_new_tokens, now, after_load=after_load)
-            if num_computed + num_new_tokens < request.num_tokens:
-                self.inflight_prefills[request.request_id] = request
-            budget -= num_new_tokens
-        self.kv_holding.prepend_all(skipped_holding)
-        self.waiting.prepend_all(skipped_waiting)
-
     def _finish_load(self, request: Request, now: float) -> None:
         """A load reported done: its blocks enter the GPU cache; a hit that covers the whole
         sequence recomputes its last token; the request waits again, ready to run."""
@@ -732,7 +699,7 @@ class Scheduler:
 
     def _preempt(self, request: Request, now: float) -> None:
         self.inflight_prefills.pop(request.request_id, None)
-        self.kv_cache_manager.free(request)
+        self._free_blocks(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         request.num_stale_output_tokens = request.num_in_flight_tokens
@@ -760,6 +727,8 @@ class Scheduler:
         lazy = self.lazy
         if lazy is not None:
             lazy.record_step_end(now)
+        if self.block_fence is not None and output.total_num_scheduled_tokens:
+            self.block_fence.step_processed(manager)
         for request in output.scheduled:
             request_id = request.request_id
             stale = False
@@ -801,7 +770,7 @@ class Scheduler:
             for request_id in self.offload.complete(completed_jobs):
                 aborted = self.aborted_while_loading.pop(request_id, None)
                 if aborted is not None:
-                    self.kv_cache_manager.free(aborted)
+                    self._free_blocks(aborted)
                 else:
                     self.loaded_ids.add(request_id)
         if lazy is not None:
@@ -814,7 +783,7 @@ class Scheduler:
     def _finish(self, request: Request, now: float) -> None:
         """A request that produced its last token: blocks freed at once, in step order."""
         del self.requests[request.request_id]
-        self.kv_cache_manager.free(request)
+        self._free_blocks(request)
         self.finished_req_ids.add(request.request_id)
         self.deferred_ids.discard(request.request_id)
         request.finished_at = now

@@ -24,7 +24,7 @@ duration_s: 40
 warmup_s: 5
 deployment: {model: llama-3.1-8b, gpu: h100, tp: 1}
 cost_model: auto
-engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096, async_scheduling: false}
+engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096}
 workload:
   source: {kind: chat, common: {system_prompt_tokens: 512}}
   arrivals: {process: poisson, rate_per_s: 2.0}
@@ -47,15 +47,24 @@ def run(tmp_path: Path, name: str, overrides: list[str]) -> Path:
     return run_scenario(loaded.scenario, loaded.base_dir, run_dir=tmp_path / name).run_dir
 
 
-def test_offload_size_zero_writes_the_same_files_as_no_offload(tmp_path: Path) -> None:
-    without = run(tmp_path, "without", [])
-    zero = run(tmp_path, "zero", ["engine.kv_offloading_size=0"])
+@pytest.mark.parametrize("async_scheduling", ["true", "false"])
+def test_offload_size_zero_writes_the_same_files_as_no_offload(
+    tmp_path: Path, async_scheduling: str
+) -> None:
+    mode = f"engine.async_scheduling={async_scheduling}"
+    without = run(tmp_path, "without", [mode])
+    zero = run(tmp_path, "zero", [mode, "engine.kv_offloading_size=0"])
     for name in RESULT_FILES:
         assert (without / name).read_bytes() == (zero / name).read_bytes(), name
 
 
-def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path) -> None:
-    run_dir = run(tmp_path, "on", ["engine.kv_offloading_size=1"])
+@pytest.mark.parametrize("async_scheduling", ["true", "false"])
+def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path, async_scheduling: str) -> None:
+    run_dir = run(
+        tmp_path,
+        "on",
+        [f"engine.async_scheduling={async_scheduling}", "engine.kv_offloading_size=1"],
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     # 1 GiB / 2 MiB per Llama-3.1-8B block at B = 16 (spec §13.2).
     assert summary["offload_num_chunks"] == 512

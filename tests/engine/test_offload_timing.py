@@ -8,6 +8,8 @@ other tokens) evicts A#1-A#3 from the GPU; D = A's prompt then hits 16 tokens on
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import simpy
 
@@ -23,13 +25,21 @@ SPEC = OffloadSpec(
 )
 
 
-def run() -> dict[str, Request]:
+def run(
+    *, async_scheduling: bool = False, spec: OffloadSpec = SPEC, d_extra: int = 0
+) -> dict[str, Request]:
     env = simpy.Environment()
-    config = SchedulerConfig(num_gpu_blocks=6, block_size=16, max_model_len=80)
-    engine = EngineCore(
-        env, config, load_cost_model("constant:0.01"), record_block_events=False, offload=SPEC
+    config = SchedulerConfig(
+        num_gpu_blocks=6, block_size=16, max_model_len=80, async_scheduling=async_scheduling
     )
-    prompts = {"A": list(range(100, 164)), "C": list(range(200, 264)), "D": list(range(100, 164))}
+    engine = EngineCore(
+        env, config, load_cost_model("constant:0.01"), record_block_events=False, offload=spec
+    )
+    prompts = {
+        "A": list(range(100, 164)),
+        "C": list(range(200, 264)),
+        "D": list(range(100, 164)) + list(range(900, 900 + d_extra)),
+    }
     requests: dict[str, Request] = {}
 
     def arrivals():
@@ -44,8 +54,11 @@ def run() -> dict[str, Request]:
     return requests
 
 
-def test_a_cpu_hit_waits_for_its_load_then_computes_one_token() -> None:
-    requests = run()
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_cpu_hit_waits_for_its_load_then_computes_one_token(async_scheduling: bool) -> None:
+    # With async scheduling the steps around the load are empty and take no time, so the
+    # extra step a load costs there (spec §13.7.3) costs no time here.
+    requests = run(async_scheduling=async_scheduling)
     d = requests["D"]
     # Admitted at 0.2 as an async load of 3 chunks (3 ms), reported at 0.203 and scheduled
     # then with 1 token to recompute: its first token comes one 10 ms step later.
@@ -61,3 +74,26 @@ def test_stores_run_after_the_forward_that_computed_them() -> None:
     # long before D looks it up.
     assert requests["A"].first_token_at == pytest.approx(0.01)
     assert requests["C"].num_host_cached_tokens == 0
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_sync_load_runs_inside_the_admitting_step(async_scheduling: bool) -> None:
+    """D = A's prompt + 6 tokens. A budget of 3 chunks' bytes (one GPU's: 48 tokens x 62,500 B)
+    makes its CPU hit a sync load (spec §13.7.6): D is scheduled at once at 0.2, its step waits
+    3 ms for the copy and computes 6 tokens in 10 ms."""
+    spec = dataclasses.replace(SPEC, sync_load_budget_bytes=3 * 10**6)
+    d = run(async_scheduling=async_scheduling, spec=spec, d_extra=6)["D"]
+    assert d.first_scheduled_at == pytest.approx(0.2)
+    assert d.first_token_at == pytest.approx(0.213)
+    assert (d.num_host_cached_tokens, d.num_cached_tokens) == (48, 64)
+    assert d.num_computed_prefill_tokens == 6
+
+
+def test_no_sync_load_over_the_budget_or_without_a_token_to_compute() -> None:
+    """One byte short of the budget, D (+6 tokens) loads async and is scheduled when the load
+    is reported, 3 ms later; D = A's prompt exactly would leave nothing to compute once
+    loaded, so even a large budget keeps its hit async."""
+    short = dataclasses.replace(SPEC, sync_load_budget_bytes=3 * 10**6 - 1)
+    assert run(spec=short, d_extra=6)["D"].first_scheduled_at == pytest.approx(0.203)
+    large = dataclasses.replace(SPEC, sync_load_budget_bytes=10**9)
+    assert run(spec=large)["D"].first_scheduled_at == pytest.approx(0.203)

@@ -4,7 +4,9 @@ Hypothesis draws a pool (size, block size, watermark, caching on or off) and a s
 ops on requests sharing prefixes: arrive, schedule (an admission with its prefix lookup, or a
 chunk of a running request), a lookup alone (repeated lookups of one request between other ops
 exercise the compiled core's lookup memo), append outputs, a decode slot, preempt, finish,
-reset. Both cores
+reset, and the CPU offload hooks: an admission with external (CPU tier) tokens, as an async load
+(caching delayed, blocks reserved) or a sync one, the load landing, and a deferred free (blocks
+popped, released later, oldest first). Both cores
 get the same stream; after every op every observable must be equal: return values, block ids,
 the free queue in order with its hashes, counters, per-request block tables and the observer's
 events.
@@ -52,6 +54,7 @@ class Side:
         )
         self.requests: dict[str, CacheRequest] = {}
         self.now = 0.0
+        self.popped: list[list[Any]] = []
 
     def apply(self, op: tuple[Any, ...]) -> Any:
         """Run one op; returns what it decided."""
@@ -70,6 +73,10 @@ class Side:
         live = [r for r in self.requests.values() if not r.status.is_finished]
         if name == "reset":
             return manager.reset_prefix_cache(self.now)
+        if name == "release":
+            if self.popped:
+                manager.release_blocks(self.popped.pop(0))
+            return None
         if not live:
             return None
         request = live[index % len(live)]
@@ -78,6 +85,14 @@ class Side:
         if name == "lookup":  # a lookup alone, as for a request blocked at the queue head
             hits, num_hit_tokens = manager.get_computed_blocks(request)
             return manager.block_ids(hits), num_hit_tokens
+        if name == "external":
+            return self._admit_external(request, op[2], op[3], op[4])
+        if name == "land":
+            if request.status is not RequestStatus.WAITING_FOR_REMOTE_KVS:
+                return None
+            manager.cache_blocks(request, request.num_computed_tokens, self.now)
+            request.status = RequestStatus.RUNNING
+            return manager.get_block_ids(request.request_id)
         if name == "output":
             return request.append_output_token_ids(op[2])
         if name == "one_slot":
@@ -90,6 +105,11 @@ class Side:
             if placed:
                 request.num_computed_tokens += 1
             return placed
+        if name == "defer_free":
+            popped = manager.pop_blocks(request.request_id)
+            self.popped.append(popped)
+            request.status = RequestStatus.FINISHED_ABORTED
+            return manager.block_ids(popped)
         manager.free(request)
         if name == "preempt":
             request.status = RequestStatus.PREEMPTED
@@ -125,6 +145,42 @@ class Side:
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_hit_tokens
         request.num_computed_tokens += num_new_tokens
+        return (*decision, manager.block_ids(new_blocks))
+
+    def _admit_external(
+        self, request: CacheRequest, num_external_blocks: int, load_async: bool, reserved: int
+    ) -> Any:
+        """An admission whose GPU hit the CPU tier continues by `num_external_blocks` blocks
+        (at most to num_tokens): an async load allocates for them only and caches nothing
+        yet; a sync one also computes the rest at once (spec §13.7.2, §13.7.6)."""
+        if request.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+            return None
+        manager = self.manager
+        hits, num_hit_tokens = manager.get_computed_blocks(request)
+        block_size = manager.block_size
+        num_external = min(num_external_blocks * block_size, request.num_tokens - num_hit_tokens)
+        num_new_tokens = 0 if load_async else request.num_tokens - num_hit_tokens - num_external
+        if num_external <= 0 or (not load_async and num_new_tokens <= 0):
+            return None
+        new_blocks = manager.allocate_slots(
+            request,
+            num_new_tokens,
+            num_hit_tokens,
+            hits,
+            full_sequence_must_fit=True,
+            num_external_computed_tokens=num_external,
+            delay_cache_blocks=load_async,
+            reserved_blocks=reserved,
+            now=self.now,
+        )
+        decision = (manager.block_ids(hits), num_hit_tokens, num_external, new_blocks is not None)
+        if new_blocks is None:
+            return decision
+        manager.record_prefix_cache_stats(request, num_hit_tokens)
+        request.num_computed_tokens = num_hit_tokens + num_external + num_new_tokens
+        request.status = (
+            RequestStatus.WAITING_FOR_REMOTE_KVS if load_async else RequestStatus.RUNNING
+        )
         return (*decision, manager.block_ids(new_blocks))
 
     def state(self) -> dict[str, Any]:
@@ -175,6 +231,16 @@ OPS = st.lists(
         st.tuples(st.just("lookup"), st.just(0)),
         st.tuples(st.sampled_from(["preempt", "finish"]), st.integers(0, 50)),
         st.tuples(st.just("reset"), st.just(0)),
+        st.tuples(
+            st.just("external"),
+            st.integers(0, 50),
+            st.integers(1, 4),
+            st.booleans(),
+            st.sampled_from([0, 0, 1, 3]),
+        ),
+        st.tuples(st.just("land"), st.integers(0, 50)),
+        st.tuples(st.just("defer_free"), st.integers(0, 50)),
+        st.tuples(st.just("release"), st.just(0)),
     ),
     max_size=60,
 )

@@ -3,9 +3,10 @@
 The scenarios of the engine's fast-path equivalence test, in the scheduling modes it runs them
 (preemption, priority, chunked prefill, a small running set, two prefix-aware replicas, mixed
 tenants with salts, LoRA and prompt logprobs, caching off; async and sync), and the first run of
-every shipped sweep, cut to 30 simulated seconds (a trace to its first 60 requests), run with
-`engine.core: python` and `native`; every file of the run directory must be equal byte for
-byte.
+every shipped sweep, cut to 30 simulated seconds (a trace to its first 60 requests), and the
+CPU offload runs (a chat on a small GPU cache with a 1 GiB tier, async and sync; the three
+shipped offload study scenarios with their first probe's tier), run with `engine.core: python`
+and `native`; every file of the run directory must be equal byte for byte.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sim.config import Scenario
+from sim.config import Scenario, load_scenario
 from sim.runner import RunResult, run_scenario
 from sim.sweep.expand import load_sweep
 
@@ -95,3 +96,53 @@ def test_shipped_sweeps_write_identical_files(sweep: Path, tmp_path: Path) -> No
     native = run_on_core(data, "native", plan.base_dir, tmp_path / "native")
     assert_identical_runs(python, native)
     assert native.summary["num_requests"] > 0
+
+
+OFFLOAD_CHAT = {
+    "name": "offload-chat",
+    "seed": 3,
+    "duration_s": 30,
+    "warmup_s": 5,
+    "deployment": {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1},
+    "cost_model": "auto",
+    "engine": {"block_size": 16, "num_gpu_blocks": 300, "max_model_len": 4096},
+    "workload": {
+        "source": {"kind": "chat", "common": {"system_prompt_tokens": 512}},
+        "arrivals": {"process": "poisson", "rate_per_s": 2.0},
+    },
+    "outputs": {"events": True, "scrape_interval_s": 5},
+}
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_offload_runs_write_identical_files(async_scheduling: bool, tmp_path: Path) -> None:
+    engine = {
+        **OFFLOAD_CHAT["engine"],
+        "async_scheduling": async_scheduling,
+        "kv_offloading_size": 1,
+    }
+    data = {**OFFLOAD_CHAT, "engine": engine}
+    python = run_on_core(data, "python", tmp_path, tmp_path / "python")
+    native = run_on_core(data, "native", tmp_path, tmp_path / "native")
+    assert_identical_runs(python, native)
+    assert native.summary["num_external_hits"] > 0
+
+
+OFFLOAD_STUDIES = sorted((REPO / "scenarios").glob("study_offload_*.yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", OFFLOAD_STUDIES, ids=[path.stem for path in OFFLOAD_STUDIES])
+def test_offload_study_scenarios_write_identical_files(study: Path, tmp_path: Path) -> None:
+    loaded = load_scenario(study, ["engine.kv_offloading_size=2"])
+    data = loaded.scenario.model_dump(mode="json")
+    source = data["workload"]["source"]
+    data["warmup_s"] = 0
+    if source["kind"] == "trace":
+        source["max_requests"] = 60
+    else:
+        data["duration_s"] = 30
+    python = run_on_core(data, "python", loaded.base_dir, tmp_path / "python")
+    native = run_on_core(data, "native", loaded.base_dir, tmp_path / "native")
+    assert_identical_runs(python, native)
+    assert native.summary["offload_num_chunks"] > 0

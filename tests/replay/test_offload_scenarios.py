@@ -1,5 +1,7 @@
-"""The scheduler-level offload examples of spec §13.10 (s1-s7), replayed by prefixsim: every
-step equal to what vLLM 0.33.0 printed, and the spec's numbers."""
+"""The scheduler-level offload examples of spec §13.10 (s1-s7) and two reset_prefix_cache
+workloads on s1 (§13.9), replayed by prefixsim: every step equal to what vLLM 0.33.0 printed
+(its sync Scheduler, and its AsyncScheduler for the `.async` variants), and the spec's
+numbers."""
 
 from __future__ import annotations
 
@@ -26,7 +28,14 @@ def last_step(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return [line for line in lines if line["op"] == "step"][-1]
 
 
-@pytest.mark.parametrize("name", ["s1", "s2", "s3", "s4", "s5", "s6", "s7"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{example}{mode}"
+        for mode in ("", ".async")
+        for example in [*(f"s{index}" for index in range(1, 8)), "reset", "reset_external"]
+    ],
+)
 def test_every_line_equals_vllm(name: str) -> None:
     expected = [
         json.loads(line) for line in (SCENARIOS / f"{name}.vllm.jsonl").read_text().splitlines()
@@ -106,3 +115,68 @@ def test_s7_gpu_only_hit_refreshes_the_cpu_copies() -> None:
     """8 chunks hold A and C; A's GPU-only re-run re-offers its chunks, so E evicts C's."""
     final = last_step(replay("s7"))
     assert sorted(final["cpu"]["order"]) == ["A#0", "A#1", "A#2", "A#3", "E#0", "E#1", "E#2", "E#3"]
+
+
+def test_async_load_completion_costs_one_more_step() -> None:
+    """s1 with async scheduling (spec §13.7.3): D's load is admitted in step 9 and reported by
+    step 10's output, which is processed after step 11 was scheduled, so D:1 runs in step 12
+    (M+2; sync: admitted 5, reported 6, D:1 in 7). The counters are the sync ones."""
+    by_step = steps(replay("s1.async"))
+    assert by_step[9]["loads"] == [[2, "D", 3]]
+    assert [step for step, line in by_step.items() if line["waiting_kv"] == ["D"]] == [9, 10, 11]
+    assert by_step[11]["processed_step"] == 10 and by_step[11]["done"] == [2]
+    assert by_step[12]["scheduled"] == {"D": 1}
+    final = last_step(replay("s1.async"))
+    assert (final["cum"]["queries"], final["cum"]["hits"]) == (192, 16)
+    assert (final["ext"]["queries"], final["ext"]["hits"], final["ext"]["host"]) == (176, 48, 48)
+
+
+def test_async_s2_pending_store_then_load_two_steps_later() -> None:
+    """s2 with async scheduling: A#3's store (planned in step 1, reported by step 4's output,
+    processed in iteration 5) holds B; B's 1-block load starts in step 6 and B:1 runs in 9."""
+    by_step = steps(replay("s2.async"))
+    assert by_step[5]["done"] == [0]
+    assert by_step[6]["loads"] == [[1, "B", 1]]
+    assert by_step[9]["scheduled"] == {"A": 1, "B": 1}
+
+
+def resets(lines: list[dict[str, Any]]) -> list[bool]:
+    return [line["reset"] for line in lines if line["op"] == "reset_prefix_cache"]
+
+
+def test_reset_without_external_keeps_the_cpu_tier() -> None:
+    """s1 with a GPU reset after A's step and one while D waits for its load (it fails: D
+    holds 4 blocks): the tier keeps A's and C's chunks, so D loads all 64 tokens from it."""
+    lines = replay("reset")
+    assert resets(lines) == [True, False]
+    by_step = steps(lines)
+    assert by_step[5]["loads"] == [[2, "D", 4]]
+    assert by_step[7]["scheduled"] == {"D": 1}
+    assert last_step(lines)["ext"]["hits"] == 64
+
+
+def test_reset_external_empties_the_tier_and_flushes_its_jobs() -> None:
+    """With reset_external, after A's step: A's store (job 0) is flushed by the next step and
+    the tier is empty, so D later finds nothing on the CPU and computes its 64 tokens."""
+    lines = replay("reset_external")
+    assert resets(lines) == [True, True]
+    by_step = steps(lines)
+    assert by_step[2]["flush"] == [0] and by_step[2]["cpu"] == {"order": []}
+    assert by_step[5]["scheduled"] == {"D": 64}
+    assert last_step(lines)["ext"]["hits"] == 0
+
+
+def test_async_reset_external_restarts_live_offers_and_releases_a_waiting_load() -> None:
+    """Async: A's step is still in flight at the first reset (GPU reset fails); A, still live,
+    offers its 4 chunks again from chunk 0 when it finishes (job 1 in step 3). The second
+    reset empties the tier under D's 3-chunk load (job 3): the job is flushed in step 12, its
+    report releases D, and D:1 runs in step 14 with the 48 tokens it loaded."""
+    lines = replay("reset_external.async")
+    assert resets(lines) == [False, False]
+    by_step = steps(lines)
+    assert by_step[2]["flush"] == [0] and by_step[2]["cpu"] == {"order": []}
+    assert by_step[3]["stores"] == [[1, "A", 4]]
+    assert by_step[11]["loads"] == [[3, "D", 3]]
+    assert by_step[12]["flush"] == [3] and by_step[13]["done"] == [3]
+    assert by_step[14]["scheduled"] == {"D": 1}
+    assert last_step(lines)["ext"]["hits"] == 48

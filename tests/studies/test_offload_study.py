@@ -24,7 +24,7 @@ duration_s: 40
 warmup_s: 5
 deployment: {model: llama-3.1-8b, gpu: h100, tp: 1}
 cost_model: auto
-engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096, async_scheduling: false}
+engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096}
 workload:
   source: {kind: chat, common: {system_prompt_tokens: 512}}
   arrivals: {process: poisson, rate_per_s: 2.0}

@@ -421,14 +421,19 @@ class CacheCore {
         return blocks_to_allocate(id_view(request_id), num_tokens, hits);
     }
 
+    // CPU offload (spec §13.7.2): `num_external_computed_tokens` follow the GPU hit and get
+    // new blocks now; with `delay_cache_blocks` (an async load) they are cached only when the
+    // load is done; the allocation itself must leave `reserved_blocks` free.
     nb::object allocate_slots(nb::handle request, int64_t num_new_tokens,
                               int64_t num_new_computed_tokens, nb::handle new_computed_blocks,
                               bool full_sequence_must_fit, bool has_running_requests,
-                              double now) {
+                              int64_t num_external_computed_tokens, bool delay_cache_blocks,
+                              int64_t reserved_blocks, double now) {
         std::vector<int32_t> new_ids;
         if (!allocate_slots_ids(request, num_new_tokens, num_new_computed_tokens,
                                 block_ids(new_computed_blocks), full_sequence_must_fit,
-                                has_running_requests, now, new_ids)) {
+                                has_running_requests, num_external_computed_tokens,
+                                delay_cache_blocks, reserved_blocks, now, new_ids)) {
             return nb::none();
         }
         nb::list ids;
@@ -443,13 +448,15 @@ class CacheCore {
     // the newly allocated blocks are appended to `new_ids`.
     bool allocate_slots_ids(nb::handle request, int64_t num_new_tokens,
                             int64_t num_new_computed_tokens, const std::vector<int32_t>& hits,
-                            bool full_sequence_must_fit, bool has_running_requests, double now,
-                            std::vector<int32_t>& new_ids) {
+                            bool full_sequence_must_fit, bool has_running_requests,
+                            int64_t num_external_computed_tokens, bool delay_cache_blocks,
+                            int64_t reserved_blocks, double now, std::vector<int32_t>& new_ids) {
         nb::object request_id = attr(request, names.request_id);
         std::string_view id = id_view(request_id);
         int64_t num_tokens = length(attr(request, names.all_token_ids));
         int64_t num_local_computed =
-            std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens,
+            std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens +
+                         num_external_computed_tokens,
                      max_model_len_);
         int64_t watermark = 0;
         if (has_running_requests) {
@@ -463,7 +470,9 @@ class CacheCore {
             if (needed + watermark > num_free_) return false;
         }
         int64_t num_slots = std::min(num_local_computed + num_new_tokens, max_model_len_);
-        if (blocks_to_allocate(id, num_slots, hits) + watermark > num_free_) return false;
+        if (blocks_to_allocate(id, num_slots, hits) + watermark > num_free_ - reserved_blocks) {
+            return false;
+        }
 
         auto found = requests_.find(id);
         if (found == requests_.end()) found = requests_.emplace(std::string(id), RequestBlocks()).first;
@@ -482,7 +491,7 @@ class CacheCore {
             get_new_blocks(num_new_blocks, now, state.blocks);
             new_ids.insert(new_ids.end(), state.blocks.begin() + long(first_new), state.blocks.end());
         }
-        if (enable_caching_) {
+        if (enable_caching_ && !delay_cache_blocks) {
             cache_request_blocks(request, state,
                                  std::min(num_local_computed + num_new_tokens, num_tokens), now);
         }
@@ -518,6 +527,21 @@ class CacheCore {
         requests_.erase(found);
         free_blocks_reversed(blocks);
     }
+
+    // A deferred free (spec §13.9): forget the request's blocks now, release them later.
+    nb::list pop_blocks(nb::handle request_id) {
+        nb::list ids;
+        auto found = requests_.find(id_view(request_id));
+        if (found == requests_.end()) return ids;
+        for (int32_t block : found->second.blocks) {
+            nb::object item = nb::steal(PyLong_FromLong(block));
+            if (PyList_Append(ids.ptr(), item.ptr()) != 0) throw nb::python_error();
+        }
+        requests_.erase(found);
+        return ids;
+    }
+
+    void release_blocks(nb::handle blocks) { free_blocks_reversed(block_ids(blocks)); }
 
     nb::list get_block_ids(nb::handle request_id) {
         nb::list ids;
@@ -803,12 +827,15 @@ NB_MODULE(_core, m) {
              nb::arg("num_new_tokens"), nb::arg("num_new_computed_tokens") = 0,
              nb::arg("new_computed_blocks") = nb::tuple(), nb::kw_only(),
              nb::arg("full_sequence_must_fit") = false, nb::arg("has_running_requests") = false,
-             nb::arg("now") = 0.0)
+             nb::arg("num_external_computed_tokens") = 0, nb::arg("delay_cache_blocks") = false,
+             nb::arg("reserved_blocks") = 0, nb::arg("now") = 0.0)
         .def("allocate_one_slot", &CacheCore::allocate_one_slot, nb::arg("request"),
              nb::arg("now") = 0.0)
         .def("cache_blocks", &CacheCore::cache_blocks, nb::arg("request"), nb::arg("num_tokens"),
              nb::arg("now") = 0.0)
         .def("free", &CacheCore::free)
+        .def("pop_blocks", &CacheCore::pop_blocks)
+        .def("release_blocks", &CacheCore::release_blocks)
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
         .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);

@@ -442,8 +442,8 @@ class SchedulerCore {
     bool allocate_or_preempt(nb::handle request, int64_t num_new_tokens, int64_t& budget,
                              StepOutput& output, double now) {
         new_ids_.clear();
-        while (!manager_->allocate_slots_ids(request, num_new_tokens, 0, {}, false, false, now,
-                                             new_ids_)) {
+        while (!manager_->allocate_slots_ids(request, num_new_tokens, 0, {}, false, false, 0,
+                                             false, 0, now, new_ids_)) {
             nb::object victim = running_.back();
             running_.pop_back();
             budget += output.take_back(victim);
@@ -494,7 +494,7 @@ class SchedulerCore {
             new_ids_.clear();
             bool allocated = manager_->allocate_slots_ids(
                 request, num_new_tokens, num_hit_tokens, hit_blocks_,
-                limits_.scheduler_reserve_full_isl, !running_.empty(), now, new_ids_);
+                limits_.scheduler_reserve_full_isl, !running_.empty(), 0, false, 0, now, new_ids_);
             if (!allocated) break;  // head-of-line blocking on KV capacity
             manager_object_.attr(snames.record_prefix_cache_stats.name)(request, num_hit_tokens);
             waiting_.pop_front();

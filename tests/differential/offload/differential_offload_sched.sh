@@ -6,11 +6,18 @@
 #   line. Last line: "differential_offload_sched: K/N workloads match"; exit 0 only if all
 #   match, 1 on mismatches, 2 on setup errors.
 # Environment: SEED (default: date and time, printed), VLLM_ORACLE_VENV (default
-#   /tmp/vllm-oracle-venv), PYTHON (prefixsim's, default .venv/bin/python), KEEP=1 keeps
-#   /tmp/prefixsim-differential/offload-sched-<seed> after a full match.
+#   /tmp/vllm-oracle-venv), PYTHON (prefixsim's, default .venv/bin/python), ASYNC=1 drives
+#   vLLM's AsyncScheduler (deferred block frees, spec §13.9) instead of the sync Scheduler and
+#   names itself differential_offload_async, KEEP=1 keeps
+#   /tmp/prefixsim-differential/offload-sched[-async]-<seed> after a full match.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NAME=differential_offload_sched UNIT=workloads DEFAULT_N=200 WORK_PREFIX=offload-sched
+GENERATOR_ARGS=()
+if [ "${ASYNC:-0}" = 1 ]; then
+    NAME=differential_offload_async WORK_PREFIX=offload-sched-async
+    GENERATOR_ARGS=(--async-scheduling)
+fi
 # shellcheck source=_differential_common.sh
 source "$HERE/_differential_common.sh"
 SIM_PY="${PYTHON:-.venv/bin/python}"
@@ -20,7 +27,7 @@ if [ ! -x "$SIM_PY" ]; then
 fi
 differential_setup "$@"
 "$VENV/bin/python" "$HERE/offload_random_workloads.py" --seed "$SEED" --count "$N" \
-    --outdir "$WORK/inputs" >/dev/null 2>"$WORK/generate.log" \
+    "${GENERATOR_ARGS[@]}" --outdir "$WORK/inputs" >/dev/null 2>"$WORK/generate.log" \
     || { echo "generation failed, see $WORK/generate.log" >&2; exit 2; }
 "$VENV/bin/python" "$HERE/vllm_offload_sched_oracle.py" "$WORK"/inputs/*.jsonl \
     --outdir "$WORK/oracle" 2>"$WORK/oracle.log" \

@@ -3,22 +3,34 @@
 its CPUOffloadingManager, LRU or ARC) and a fake worker, step by step; one JSON line per step.
 
 prefixsim's own harness (oracle venv only): it subclasses the scheduler oracle of
-tests/differential/oracle (same workload format, sync scheduling) and only calls vLLM.
+tests/differential/oracle (same workload format; sync scheduling, or with
+"async_scheduling": true vLLM's AsyncScheduler through the async engine-core loop) and only
+calls vLLM.
 
 Extra config keys (the config op):
   "offload_chunks": N        CPU tier size in chunks (one GPU block each); required to turn
                              offloading on; kv_offloading_size is N pages of 4096 bytes
   "offload_policy": "lru"    or "arc"
   "store_delay": 1           a store job planned in step S is reported done in the output of
-  "load_delay": 1            step S + delay (loads likewise); jobs vLLM asks to flush are
-                             reported in the output of the step that flushes them
+  "load_delay": 1            step S + delay (loads likewise), or of the first step processed
+                             after that (async: not every step number is a processed batch);
+                             jobs vLLM asks to flush are reported in the output of the step
+                             that flushes them
   "offload_prompt_only": true   false also stores blocks filled by decoding
+  "sync_load_budget_tokens": 0  sync_load_budget_bytes in tokens of the harness's layout; a
+                             sync load is reported done in the output of its own step
 
-Each step line adds: "loads" and "stores" ([job id, request, chunks] planned this step),
-"flush" (job ids), "done" (job ids reported this step), "waiting_kv" (requests in
+One more op: {"op": "reset_prefix_cache", "reset_external": false} calls the scheduler's
+reset_prefix_cache (running requests left alone; reset_connector = reset_external) between
+iterations and prints {"op": "reset_prefix_cache", "reset": <the result>}.
+
+Each step line adds: "loads" and "stores" ([job id, request, chunks] planned by the batch
+scheduled in this iteration, if any), "flush" (job ids), "done" (job ids reported by the batch
+processed in this iteration, if any), "waiting_kv" (requests in
 WAITING_FOR_REMOTE_KVS), "ext" (cumulative external_prefix_cache counters: queries, hits,
-preempted_queries, preempted_hits, host), "cpu" (the tier: LRU "order" or ARC "t1", "t2",
-"b1", "b2", "p", keys as block labels) and "cpu_pinned" (labels with a ref count other than 0).
+preempted_queries, preempted_hits, host, as reported by the latest processed step), "cpu"
+(the tier: LRU "order" or ARC "t1", "t2", "b1", "b2", "p", keys as block labels) and
+"cpu_pinned" (labels with a ref count other than 0).
 "stored" and "evicted_labels" stay the GPU cache's (CPU-medium KV events are left out).
 
 vLLM iterates the ids of finished requests as a set, whose order is arbitrary; this harness
@@ -44,6 +56,7 @@ from vllm.config import KVTransferConfig  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (  # noqa: E402
     OffloadingWorkerMetadata,
 )
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
@@ -60,8 +73,10 @@ OFFLOAD_DEFAULTS = {
     "store_delay": 1,
     "load_delay": 1,
     "offload_prompt_only": True,
+    "sync_load_budget_tokens": 0,
 }
 PAGE_BYTES = 4096  # each chunk of the harness's tiny KV layout pads to one page
+KV_BYTES_PER_TOKEN = 8  # that layout: K and V of one float32 head of size 1
 
 
 class OrderedIdSet(dict):
@@ -79,8 +94,6 @@ class OffloadSchedOracle(base.SchedOracle):
         self.store_delay = int(offload["store_delay"])
         self.load_delay = int(offload["load_delay"])
         if offload["offload_chunks"]:
-            if self.cfg["async_scheduling"]:
-                raise ValueError("this harness drives offloading with the sync Scheduler only")
             self._build_offloading_scheduler(offload)
         self.sched.finished_req_ids = OrderedIdSet()
         self.due: dict[int, list[tuple[int, str | None]]] = {}
@@ -109,6 +122,8 @@ class OffloadSchedOracle(base.SchedOracle):
                 "cpu_bytes_to_use": int(offload["offload_chunks"]) * PAGE_BYTES,
                 "eviction_policy": offload["offload_policy"],
                 "offload_prompt_only": bool(offload["offload_prompt_only"]),
+                "sync_load_budget_bytes": int(offload["sync_load_budget_tokens"])
+                * KV_BYTES_PER_TOKEN,
             },
         )
         kv_cfg = KVCacheConfig(
@@ -123,7 +138,11 @@ class OffloadSchedOracle(base.SchedOracle):
                 )
             ],
         )
-        self.sched = Scheduler(
+        # The CPU platform turns async scheduling off in the config; on a GPU it stays on, and
+        # the scheduler reads it (max_concurrent_batches) to defer block frees.
+        self.vllm_config.scheduler_config.async_scheduling = bool(c["async_scheduling"])
+        scheduler_class = AsyncScheduler if c["async_scheduling"] else Scheduler
+        self.sched = scheduler_class(
             vllm_config=self.vllm_config,
             kv_cache_config=kv_cfg,
             structured_output_manager=StructuredOutputManager(self.vllm_config),
@@ -133,6 +152,15 @@ class OffloadSchedOracle(base.SchedOracle):
         self.sched.kv_event_publisher = self.publisher
         manager = self.sched.connector.scheduler.manager
         assert manager._num_chunks == int(offload["offload_chunks"])
+        assert self.sched.connector.scheduler.config.kv_bytes_per_token == KV_BYTES_PER_TOKEN
+        # kv_both counts as a KV consumer: with two batches in flight frees are deferred.
+        assert self.sched.defer_block_free == bool(c["async_scheduling"])
+
+    def iterate(self, force: bool = False) -> dict | None:
+        line = super().iterate(force)
+        if line is not None:
+            line.setdefault("done", [])  # nothing was processed in this iteration
+        return line
 
     def _schedule(self) -> dict:
         batch = super()._schedule()
@@ -146,19 +174,25 @@ class OffloadSchedOracle(base.SchedOracle):
                 self.due.setdefault(step + self.store_delay, []).append((job_id, None))
             for job_id, job in meta.load_jobs.items():
                 loads.append([job_id, job.req_id, len(job.src_spec.block_ids)])
-                self.due.setdefault(step + self.load_delay, []).append((job_id, job.req_id))
+                # A sync load is done before the step's forward and not "received".
+                due = (step, None) if job.sync else (step + self.load_delay, job.req_id)
+                self.due.setdefault(due[0], []).append((job_id, due[1]))
             flush = sorted(meta.jobs_to_flush or ())
         batch.update(loads=loads, stores=stores, flush=flush)
         return batch
 
     def _step_line(self, batch: dict | None) -> dict:
         line = super()._step_line(batch)
-        if batch is not None:
+        if batch is None:
+            line.update(loads=[], stores=[], flush=[])
+        else:
             line.update(loads=batch["loads"], stores=batch["stores"], flush=batch["flush"])
         return line
 
     def _process(self, batch: dict) -> dict:
-        done = self.due.pop(batch["step"], [])
+        done = []
+        for due_step in sorted(step for step in self.due if step <= batch["step"]):
+            done.extend(self.due.pop(due_step))
         flush = set(batch["flush"])
         for due_step in sorted(self.due):
             done.extend(job for job in self.due[due_step] if job[0] in flush)
@@ -226,6 +260,23 @@ class OffloadSchedOracle(base.SchedOracle):
             chunks = {**policy.t1, **policy.t2}
         pinned = {self._label_of_key(k): c.ref_cnt for k, c in chunks.items() if c.ref_cnt != 0}
         return {"cpu": state, "cpu_pinned": pinned}
+
+
+_base_apply_op = base.apply_op
+
+
+def apply_op(o: base.SchedOracle, op: dict, emit, lineno="?") -> dict | None:
+    """base.apply_op plus the reset_prefix_cache op (installed in its place, so the workload
+    generator, which calls base.apply_op, can emit it too)."""
+    if op.get("op") != "reset_prefix_cache":
+        return _base_apply_op(o, op, emit, lineno)
+    reset = o.sched.reset_prefix_cache(reset_connector=bool(op.get("reset_external", False)))
+    line = {"op": "reset_prefix_cache", "reset": reset}
+    emit(line)
+    return line
+
+
+base.apply_op = apply_op
 
 
 def run_workload(path: str, out) -> None:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
+from workloads.errors import LocatedError
 
-class InputError(Exception):
+
+class InputError(LocatedError):
     """Bad user input: the message names the file, line or field, the bad value and what is allowed.
 
     The CLI prints it as one line and exits with status 2; nothing else should escape to users.
     """
-
-    def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
-        location = ""
-        if source is not None:
-            location = f"{source}:{line}: " if line is not None else f"{source}: "
-        super().__init__(f"{location}{message}")
-        self.message = message
-        self.source = source
-        self.line = line
 
     def at(self, source: object) -> InputError:
         """This error located in `source` (a file), unless it already names one."""

@@ -13,6 +13,8 @@ from workloads.errors import WorkloadError
 from workloads.generators.agent import AgentConfig
 from workloads.generators.chat import ChatConfig
 from workloads.generators.common import CommonSlots
+from workloads.generators.kind import GeneratorKind, config_fields, shortest_prompt_tokens
+from workloads.generators.kinds import GENERATOR_KINDS
 from workloads.generators.mix import MixComponent, MixConfig
 from workloads.generators.rag import RagConfig
 from workloads.layout import BUILTIN_LAYOUTS, SLOT_NAMES, PromptLayout, builtin_layout
@@ -25,11 +27,12 @@ from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
 from workloads.traces.mooncake import MOONCAKE_BLOCK_SIZE, read_mooncake
-from workloads.traces.replay import TRACE_FORMATS, read_trace
+from workloads.traces.replay import TRACE_FORMATS, read_trace, trace_format_summaries
 from workloads.workload import TokenConfig, Workload, generate
 
 __all__ = [
     "BUILTIN_LAYOUTS",
+    "GENERATOR_KINDS",
     "MAX_LINE_BYTES",
     "MOONCAKE_BLOCK_SIZE",
     "SLOT_NAMES",
@@ -43,6 +46,7 @@ __all__ = [
     "Exponential",
     "Fixed",
     "GammaArrivals",
+    "GeneratorKind",
     "LogNormal",
     "LoraSpec",
     "MixComponent",
@@ -65,9 +69,12 @@ __all__ = [
     "WorkloadError",
     "bounded_lines",
     "builtin_layout",
+    "config_fields",
     "generate",
     "read_azure",
     "read_dynamo",
     "read_mooncake",
     "read_trace",
+    "shortest_prompt_tokens",
+    "trace_format_summaries",
 ]

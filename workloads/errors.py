@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 
-class WorkloadError(ValueError):
-    """Bad workload input: the message names the field or line, the bad value and what is allowed.
+class LocatedError(Exception):
+    """An input problem whose message starts with where it is: `source:line: `, or `source: `.
 
-    A ValueError, so the CLI layer can turn it into its InputError with the same location.
+    The base of workloads' WorkloadError and sim's InputError, so both locate a message alike.
     """
 
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
@@ -17,3 +17,10 @@ class WorkloadError(ValueError):
         self.message = message
         self.source = source
         self.line = line
+
+
+class WorkloadError(LocatedError, ValueError):
+    """Bad workload input: the message names the field or line, the bad value and what is allowed.
+
+    A ValueError, so the CLI layer can turn it into its InputError with the same location.
+    """

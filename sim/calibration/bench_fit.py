@@ -20,6 +20,7 @@ from sim.costmodel import (
     Profile,
     StepCoefficients,
     StepTimeModel,
+    engine_coefficients,
     get_gpu,
     get_model,
     load_shipped_frontend,
@@ -75,7 +76,8 @@ def calibrate_from_serve(
     provenance = (
         f"prefixsim calibrate --from vllm-bench-serve {source.name}: "
         f"{len(requests)} requests ({benchmark.num_failed} failed, left out); step times = "
-        f"{scale:.4g} x {prior.source} profile {prior.name}; front end request_s fitted "
+        f"{scale:.4g} x {prior.source} profile {prior.name} with its real-engine factor; "
+        f"front end request_s fitted "
         f"({request_s * 1e3:.3g} ms), tokenization and first-token times shipped; simulated "
         f"mean TTFT {run.mean_ttft_s * 1e3:.2f} ms vs measured {target_ttft * 1e3:.2f} ms, "
         f"ITL {run.mean_itl_s * 1e3:.3f} ms vs {target_itl * 1e3:.3f} ms"
@@ -110,8 +112,8 @@ def calibrate_from_latency(
         f"prefixsim calibrate --from vllm-bench-latency {source.name}: batch "
         f"{benchmark.batch_size} x {benchmark.input_len} in / {benchmark.output_len} out, "
         f"{benchmark.num_iterations} iterations; step times = {scale:.4g} x {prior.source} "
-        f"profile {prior.name}; simulated latency {latency * 1e3:.1f} ms vs measured "
-        f"{target * 1e3:.1f} ms"
+        f"profile {prior.name} with its real-engine factor; simulated latency "
+        f"{latency * 1e3:.1f} ms vs measured {target * 1e3:.1f} ms"
     )
     profile = _calibrated(prior, scale, None, provenance)
     return BenchCalibration(
@@ -120,10 +122,12 @@ def calibrate_from_latency(
 
 
 def _prior(deployment: Deployment) -> Profile:
+    """The kernel-derived or roofline profile as a run uses it: with the real-engine factor."""
     prior = prior_profile(deployment.gpu, deployment.model, deployment.tp)
     if prior is None:
         raise InputError("calibrating from a benchmark needs --gpu and --model")
-    return prior
+    coefficients = engine_coefficients(prior.coefficients, prior.source, get_gpu(prior.gpu).key)
+    return replace(prior, coefficients=coefficients)
 
 
 def _scaled(coefficients: StepCoefficients, scale: float) -> StepCoefficients:

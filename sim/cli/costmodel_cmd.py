@@ -90,10 +90,10 @@ def validate_command(
 ) -> None:
     """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs),
     leave-one-source-out, and the kernel-table comparison labelled as what it is."""
-    from sim.calibration.serving_validation import serving_validation_records
+    from sim.calibration.serving_validation import serving_measurements
 
     check_output_dir(out)
-    report = validate_shipped_profiles(*serving_validation_records())
+    report = validate_shipped_profiles(serving_measurements())
     make_dirs(out)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
@@ -198,6 +198,14 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
     )
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
+    fit = report.fit_on_all
+    per_gpu = ", ".join(f"{gpu} {factor:.3f}" for gpu, factor in sorted(fit.factors.items()))
+    request_ms = "-" if fit.request_s is None else f"{fit.request_s * 1e3:.1f} ms"
+    console.print(
+        f"real-engine terms fitted on every real source (shipped in engine_terms.yaml and "
+        f"frontend.yaml): prefill compute factor {per_gpu}, other GPUs {fit.pooled:.3f}; "
+        f"front end request_s {request_ms}"
+    )
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
 
 

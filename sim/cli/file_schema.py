@@ -3,9 +3,10 @@
 Built from the pydantic models that validate the files (so types, bounds, enums and defaults are
 theirs), plus what only the loader knows: `extends:` and the `sweep:` mapping. A file may be a
 base that others extend, so no top-level key is required; the loader still reports a missing
-`name` or `workload` when the file is run. Field descriptions that the
-models do not carry come from FIELD_DESCRIPTIONS, keyed `<Model>.<field>`; a test checks that
-every property of the schema has one and that every entry names a real field.
+`name` or `workload` when the file is run. Field descriptions that the models do not carry
+(a workload kind's come from its config's fields) come from FIELD_DESCRIPTIONS, keyed
+`<Model>.<field>`; a test checks that every property of the schema has one and that every entry
+names a real field.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pydantic.json_schema import models_json_schema
 from sim.config import Scenario
 from sim.studies.layout_config import LayoutStudySettings
 from sim.studies.side_channel_config import SideChannelSettings
+from workloads.api import GENERATOR_KINDS, trace_format_summaries
 
-_DIST = "a number, or {dist: fixed|uniform|exponential|lognormal, ...}"
 FIELD_DESCRIPTIONS = {
     "Scenario.description": "one line saying what the scenario shows",
     "Scenario.engine": "vLLM engine arguments of every replica",
@@ -57,7 +58,8 @@ FIELD_DESCRIPTIONS = {
     "RouterSettings.balance_rel_threshold": "prefix_aware: load ratio above which it balances",
     "OutputSettings.events": "write events.parquet (block stored / hit / evicted)",
     "OutputSettings.scrape_interval_s": "simulated seconds between metrics.parquet scrapes",
-    "WorkloadSettings.source": "what requests look like: chat, agent, rag, mix or trace",
+    "WorkloadSettings.source": "what requests look like: "
+    + ", ".join([*(kind.name for kind in GENERATOR_KINDS), "mix", "trace"]),
     "WorkloadSettings.num_arrivals": "stop after this many arrivals (else at duration_s)",
     "WorkloadSettings.tokens": "synthetic token ids or real text through a tokenizer",
     "TokenSettings.mode": "synthetic ids, or real text tokenized with cl100k",
@@ -79,34 +81,13 @@ FIELD_DESCRIPTIONS = {
     "LoraSettings.name": "adapter name",
     "LoraSettings.id": "adapter id (part of the block hash)",
     "LoraSettings.path": "adapter path",
-    "ChatSource.kind": "multi-turn chat sessions",
-    "ChatSource.turns_per_session": f"turns per session: {_DIST}",
-    "ChatSource.user_message_tokens": f"tokens per user message: {_DIST}",
-    "ChatSource.answer_tokens": f"output tokens per answer: {_DIST}",
-    "ChatSource.think_time_s": f"seconds between an answer and the next turn: {_DIST}",
-    "ChatSource.max_context_tokens": "history is truncated to this many tokens",
-    "AgentSource.kind": "ReAct agents",
-    "AgentSource.steps_per_agent": f"steps per agent: {_DIST}",
-    "AgentSource.task_tokens": f"task description tokens: {_DIST}",
-    "AgentSource.action_tokens": f"output tokens per action: {_DIST}",
-    "AgentSource.observation_tokens": f"tool observation tokens: {_DIST}",
-    "AgentSource.tool_latency_s": f"seconds a tool call takes: {_DIST}",
-    "AgentSource.max_context_tokens": "history is truncated to this many tokens",
-    "RagSource.kind": "retrieval-augmented questions over a Zipf-popular corpus",
-    "RagSource.corpus_size": "documents in the corpus",
-    "RagSource.zipf_exponent": "popularity skew of the documents",
-    "RagSource.top_k": "documents per request",
-    "RagSource.document_tokens": f"tokens per document: {_DIST}",
-    "RagSource.document_order": "documents by relevance or in a canonical order",
-    "RagSource.question_tokens": f"tokens per question: {_DIST}",
-    "RagSource.answer_tokens": f"output tokens per answer: {_DIST}",
     "MixSource.kind": "a weighted mix of sources",
     "MixSource.components": "the mixed sources with their weights",
     "MixPart.weight": "share of arrivals",
     "MixPart.source": "the source",
     "TraceSource.kind": "replay a recorded trace",
     "TraceSource.path": "trace file, relative to the scenario file",
-    "TraceSource.format": "mooncake, dynamo or azure",
+    "TraceSource.format": f"the trace's format, one of: {trace_format_summaries()}",
     "TraceSource.speedup": "divide the trace's timestamps by this",
     "TraceSource.max_requests": "read at most this many requests",
     "PoissonSettings.process": "exponential gaps",
@@ -168,20 +149,6 @@ FIELD_DESCRIPTIONS = {
     "BackgroundSettings.output_tokens": "output tokens of their requests",
 }
 
-_SOURCE_FIELDS = {
-    "name": "name of the application (request ids start with it)",
-    "common": "lengths (or text) of the prompt slots every request carries",
-    "tenants": "tenants sharing the traffic, with their salts, adapters and priorities",
-    "prompt_logprobs_fraction": "share of requests asking for prompt logprobs (these skip "
-    "the prefix cache, as in vLLM)",
-}
-FIELD_DESCRIPTIONS.update(
-    {
-        f"{source}.{field}": text
-        for source in ("ChatSource", "AgentSource", "RagSource")
-        for field, text in _SOURCE_FIELDS.items()
-    }
-)
 FIELD_DESCRIPTIONS["PromptSegmentSettings.scope"] = (
     "how widely the segment is shared: static, per_tenant, per_user or per_request"
 )

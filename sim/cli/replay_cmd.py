@@ -20,6 +20,8 @@ cache_app = typer.Typer(help="Drive the KV cache directly.", no_args_is_help=Tru
 app.add_typer(cache_app, name="cache")
 engine_app = typer.Typer(help="Drive the scheduler step by step.", no_args_is_help=True)
 app.add_typer(engine_app, name="engine")
+_OUT_OPTION = typer.Option(None, "--out", help="Write output lines here instead of stdout.")
+_CHECK_OPTION = typer.Option(False, "--check", help="Compare each op's 'expect' with its result.")
 
 
 def write_replay(lines: Iterable[ReplayLine], out: Path | None, check: bool) -> None:
@@ -46,12 +48,8 @@ def write_replay(lines: Iterable[ReplayLine], out: Path | None, check: bool) -> 
 @cache_app.command("replay")
 def cache_replay(
     ops_file: Path = typer.Argument(..., help="JSON-lines op script (replay_formats.md §1)."),
-    out: Path | None = typer.Option(
-        None, "--out", help="Write output lines here instead of stdout."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Compare each op's 'expect' with its result."
-    ),
+    out: Path | None = _OUT_OPTION,
+    check: bool = _CHECK_OPTION,
 ) -> None:
     """Replay KV-manager ops (arrive, schedule, output, run, ...); print every decision."""
     write_replay(replay_cache(ops_file), out, check)
@@ -62,12 +60,8 @@ def engine_replay(
     workload_file: Path = typer.Argument(
         ..., help="JSON-lines step script (replay_formats.md §2)."
     ),
-    out: Path | None = typer.Option(
-        None, "--out", help="Write output lines here instead of stdout."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Compare each op's 'expect' with its result."
-    ),
+    out: Path | None = _OUT_OPTION,
+    check: bool = _CHECK_OPTION,
 ) -> None:
     """Replay scheduler ops (add, step, run_until_idle, abort) and print every engine step."""
     write_replay(replay_engine(workload_file), out, check)

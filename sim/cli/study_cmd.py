@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -24,8 +25,23 @@ from sim.studies.study_runs import load_study
 console = Console()
 progress_console = Console(stderr=True)
 
-SET_HELP = "Override a field: dotted.path=value (repeatable)."
-OUT_HELP = "Directory for the markdown, JSON and PNG (default: results/<name>)."
+SET_OPTION = typer.Option([], "--set", help="Override a field: dotted.path=value (repeatable).")
+OUT_OPTION = typer.Option(
+    None, "--out", help="Directory for the markdown, JSON and PNG (default: results/<name>)."
+)
+PROGRESS_OPTION = typer.Option(True, "--progress/--no-progress", help="Show a progress bar.")
+StudyT = TypeVar("StudyT", LayoutStudySettings, SideChannelSettings)
+
+
+def _load_study(
+    path: Path, model: type[StudyT], set_values: list[str], out: Path | None
+) -> tuple[StudyT, Path, Path]:
+    """The study file validated, its folder, and the checked output folder (default
+    results/<name>)."""
+    settings, base_dir = load_study(path, model, set_values)
+    out_dir = out or Path("results") / settings.name
+    check_output_dir(out_dir)
+    return settings, base_dir, out_dir
 
 
 @contextlib.contextmanager
@@ -76,15 +92,13 @@ def layout_table(report: LayoutReport, top: int) -> Table:
 @app.command("layout")
 def layout_command(
     prompt_file: Path = typer.Argument(..., help="PROMPT.yaml: segments, traffic, deployment."),
-    set_values: list[str] = typer.Option([], "--set", help=SET_HELP),
-    out: Path | None = typer.Option(None, "--out", help=OUT_HELP),
+    set_values: list[str] = SET_OPTION,
+    out: Path | None = OUT_OPTION,
     top: int = typer.Option(10, "--top", min=1, help="Orderings shown in the table."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = PROGRESS_OPTION,
 ) -> None:
     """Rank the orderings of a prompt template's segments by prefix-cache hit rate and TTFT."""
-    settings, base_dir = load_study(prompt_file, LayoutStudySettings, set_values)
-    out_dir = out or Path("results") / settings.name
-    check_output_dir(out_dir)
+    settings, base_dir, out_dir = _load_study(prompt_file, LayoutStudySettings, set_values, out)
     with _progress("orderings", progress) as on_done:
         report = advise_layout(settings, base_dir, on_ordering_done=on_done)
     console.print(layout_table(report, top))
@@ -115,14 +129,12 @@ def side_channel_table(report: SideChannelReport) -> Table:
 @app.command("side-channel")
 def side_channel_command(
     scenario_file: Path = typer.Argument(..., help="Side-channel study YAML."),
-    set_values: list[str] = typer.Option([], "--set", help=SET_HELP),
-    out: Path | None = typer.Option(None, "--out", help=OUT_HELP),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    set_values: list[str] = SET_OPTION,
+    out: Path | None = OUT_OPTION,
+    progress: bool = PROGRESS_OPTION,
 ) -> None:
     """How accurately an attacker tenant tells from TTFT which prompts a victim sent, per salt."""
-    settings, base_dir = load_study(scenario_file, SideChannelSettings, set_values)
-    out_dir = out or Path("results") / settings.name
-    check_output_dir(out_dir)
+    settings, base_dir, out_dir = _load_study(scenario_file, SideChannelSettings, set_values, out)
     with _progress("trials", progress) as on_done:
         report = run_side_channel(settings, base_dir, on_trial_done=on_done)
     console.print(side_channel_table(report))

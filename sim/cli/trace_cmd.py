@@ -36,7 +36,13 @@ from sim.errors import InputError
 from sim.fileio import check_output_dir
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
-from workloads.api import TRACE_FORMATS, SyntheticTokens, WorkloadError, read_trace
+from workloads.api import (
+    TRACE_FORMATS,
+    SyntheticTokens,
+    WorkloadError,
+    read_trace,
+    trace_format_summaries,
+)
 
 DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
 T = TypeVar("T")
@@ -101,7 +107,7 @@ def replay_command(
     trace: Path = typer.Argument(
         ..., help="Trace file, `.gz` allowed (formats: docs/trace_formats.md)."
     ),
-    trace_format: str = typer.Option(..., "--format", help=f"One of {', '.join(TRACE_FORMATS)}."),
+    trace_format: str = typer.Option(..., "--format", help=f"One of: {trace_format_summaries()}."),
     block_size: int = typer.Option(16, "--block-size", min=1, help="Engine block size."),
     num_gpu_blocks: int | None = typer.Option(
         None, "--num-gpu-blocks", min=2, help="KV blocks, the null block included."

@@ -14,18 +14,16 @@ from typing import Any
 
 from sim.config.scenario import Scenario
 from sim.config.workload import (
-    AgentSource,
-    ChatSource,
     GammaSettings,
+    GeneratorSourceSettings,
     MixSource,
     PiecewiseSettings,
     PoissonSettings,
-    RagSource,
     TraceSource,
 )
 from sim.errors import InputError
 from sim.kvcache import BYTES_PER_BLOCK, MAX_NUM_GPU_BLOCKS, pool_size_problem
-from workloads.api import Fixed, RequestSpec
+from workloads.api import RequestSpec, shortest_prompt_tokens
 
 MAX_ARRIVALS = 100_000_000
 MAX_SCRAPES = 10_000_000
@@ -33,18 +31,6 @@ MAX_TOKENS_PER_REQUEST = 2**24  # as the trace readers allow
 DEFAULT_MAX_RUNS = 10_000
 # What a measured request leaves on disk, events included (requests, steps, events, metrics).
 RESULT_BYTES_PER_REQUEST = 2048
-# Prompt slots fixed by `common:` and the layout slot they fill.
-_COMMON_SLOTS = {
-    "system_prompt": ("system_prompt_tokens",),
-    "tools": ("tools_tokens",),
-    "few_shot": ("few_shot_tokens",),
-    "user_fields": ("user_id_tokens", "timestamp_tokens"),
-}
-# Sampled slots: the generator field whose distribution sizes the slot in each prompt.
-_SAMPLED_SLOTS = {
-    "question": ("user_message_tokens", "task_tokens", "question_tokens"),
-    "documents": ("document_tokens",),
-}
 
 
 def expected_arrivals(scenario: Scenario) -> float | None:
@@ -116,7 +102,7 @@ def check_scenario_limits(scenario: Scenario) -> None:
             f"{MAX_TOKENS_PER_REQUEST:,} tokens per request"
         )
     source = scenario.workload.source
-    for field, shortest in _shortest_prompt_tokens(source, "workload.source"):
+    for field, shortest in _prompt_floors(source, "workload.source"):
         if shortest >= max_model_len:
             raise InputError(
                 f"{field}: every prompt holds at least {shortest:,} tokens (shared parts and the "
@@ -136,30 +122,13 @@ def check_scrape_count(span_s: float, scrape_interval_s: float, what: str) -> No
         )
 
 
-def _shortest_prompt_tokens(source: Any, field: str) -> Iterator[tuple[str, int]]:
+def _prompt_floors(source: Any, field: str) -> Iterator[tuple[str, int]]:
     """(field, tokens every prompt of the source holds at least) for each generator in it."""
     if isinstance(source, MixSource):
         for index, component in enumerate(source.components):
-            yield from _shortest_prompt_tokens(
-                component.source, f"{field}.components.{index}.source"
-            )
-    elif isinstance(source, ChatSource | AgentSource | RagSource):
-        config = source.build()
-        tokens = 0
-        for slot in config.layout.order:
-            tokens += sum(getattr(config.common, name) for name in _COMMON_SLOTS.get(slot, ()))
-            for name in _SAMPLED_SLOTS.get(slot, ()):
-                if hasattr(config, name):
-                    copies = getattr(config, "top_k", 1) if name == "document_tokens" else 1
-                    tokens += copies * math.ceil(_lowest(getattr(config, name)))
-        yield field, tokens
-
-
-def _lowest(distribution: Any) -> float:
-    """The smallest value a token-count distribution draws."""
-    if isinstance(distribution, Fixed):
-        return distribution.value
-    return getattr(distribution, "low", 0.0)
+            yield from _prompt_floors(component.source, f"{field}.components.{index}.source")
+    elif isinstance(source, GeneratorSourceSettings):
+        yield field, shortest_prompt_tokens(source.build())
 
 
 def estimated_result_bytes(scenario: Scenario) -> int:

@@ -7,24 +7,24 @@ or a tagged mapping such as `{dist: lognormal, median: 64, sigma: 0.8}`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union, cast
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, create_model, field_validator, model_validator
 
 from sim.config.base import StrictModel, field_problem
 from sim.kvcache import cache_salt_problem
 from workloads.api import (
     BUILTIN_LAYOUTS,
+    GENERATOR_KINDS,
     TRACE_FORMATS,
-    AgentConfig,
-    ChatConfig,
     CommonSlots,
     Distribution,
     Exponential,
     Fixed,
     GammaArrivals,
+    GeneratorKind,
     LogNormal,
     LoraSpec,
     MixComponent,
@@ -32,7 +32,6 @@ from workloads.api import (
     PiecewiseRateArrivals,
     PoissonArrivals,
     PromptLayout,
-    RagConfig,
     RatePiece,
     RequestSpec,
     SyntheticTokens,
@@ -42,6 +41,7 @@ from workloads.api import (
     Workload,
     WorkloadError,
     builtin_layout,
+    config_fields,
     read_trace,
 )
 
@@ -170,108 +170,110 @@ def build_layout(value: str | LayoutSettings) -> PromptLayout:
     return PromptLayout(value.name, tuple(value.order))
 
 
-class _SourceSettings(StrictModel):
-    name: str | None = None
-    common: CommonSlotsSettings | None = None
+_DIST = "a number, or {dist: fixed|uniform|exponential|lognormal, ...}"
+
+
+def _build_tenants(tenants: list[TenantSettings], _default: object) -> tuple[TenantSpec, ...]:
+    return tuple(tenant.build() for tenant in tenants)
+
+
+# The scenario form of each generator-config type, and how a given value becomes the config's
+# (`default` is the kind's own default for the field). Other types are offered as they are.
+_SETTINGS_OF_TYPE: dict[Any, tuple[Any, Callable[[Any, Any], Any]]] = {
+    Distribution: (Dist, lambda value, _default: build_distribution(value)),
+    CommonSlots: (CommonSlotsSettings, lambda value, default: value.build(default)),
+    PromptLayout: (str | LayoutSettings, lambda value, _default: build_layout(value)),
+    tuple[TenantSpec, ...]: (list[TenantSettings], _build_tenants),
+}
+
+
+class GeneratorSourceSettings(StrictModel):
+    """The fields every generator kind has; each kind's model (derived from its config class
+    by `generator_source_model`) adds the config's own fields, all optional."""
+
+    generator: ClassVar[GeneratorKind]
+    config_types: ClassVar[dict[str, Any]]
+
+    name: str | None = Field(
+        None, description="name of the application (request ids start with it)"
+    )
+    common: CommonSlotsSettings | None = Field(
+        None, description="lengths (or text) of the prompt slots every request carries"
+    )
     layout: str | LayoutSettings | None = Field(
         None, description=f"builtin: {', '.join(sorted(BUILTIN_LAYOUTS))}, or {{name, order}}"
     )
-    tenants: list[TenantSettings] | None = None
-    prompt_logprobs_fraction: float | None = Field(None, ge=0, le=1)
+    tenants: list[TenantSettings] | None = Field(
+        None, description="tenants sharing the traffic, with their salts, adapters and priorities"
+    )
+    prompt_logprobs_fraction: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="share of requests asking for prompt logprobs (these skip the prefix cache, "
+        "as in vLLM)",
+    )
 
     @model_validator(mode="after")
-    def _accepted(self) -> _SourceSettings:
+    def _accepted(self) -> GeneratorSourceSettings:
         accepted_by_workloads(self)
         return self
 
-    def _generator_values(self, default: Any) -> dict[str, Any]:
+    def build(self) -> Any:
+        """The generator config: the kind's defaults with the given fields replaced."""
+        config_class = self.generator.config
+        default = config_class()
         values: dict[str, Any] = {}
         for name, value in self:
             if name == "kind" or value is None:
                 continue
-            if name == "common":
-                values[name] = value.build(default.common)
-            elif name == "layout":
-                values[name] = build_layout(value)
-            elif name == "tenants":
-                values[name] = tuple(tenant.build() for tenant in value)
-            elif name in _DISTRIBUTION_FIELDS:
-                values[name] = build_distribution(value)
-            else:
-                values[name] = value
-        return values
+            settings = _SETTINGS_OF_TYPE.get(self.config_types[name])
+            values[name] = value if settings is None else settings[1](value, getattr(default, name))
+        return config_class(**values)
 
 
-_DISTRIBUTION_FIELDS = frozenset(
-    {
-        "turns_per_session",
-        "user_message_tokens",
-        "answer_tokens",
-        "think_time_s",
-        "steps_per_agent",
-        "task_tokens",
-        "action_tokens",
-        "observation_tokens",
-        "tool_latency_s",
-        "document_tokens",
-        "question_tokens",
-    }
-)
+def generator_source_model(kind: GeneratorKind) -> type[GeneratorSourceSettings]:
+    """The scenario model of a workload kind, derived from its config class's fields."""
+    fields: dict[str, Any] = {"kind": (Literal[kind.name], Field(description=kind.summary))}
+    config_types: dict[str, Any] = {}
+    for field in config_fields(kind.config):
+        config_types[field.name] = field.annotation
+        if field.name in GeneratorSourceSettings.model_fields:
+            continue
+        if field.description is None:
+            raise TypeError(
+                f"{kind.config.__name__}.{field.name}: declare it with workloads' "
+                "setting(description, default) so scenarios can offer it"
+            )
+        settings_type = _SETTINGS_OF_TYPE.get(field.annotation, (field.annotation,))[0]
+        description = field.description
+        if field.annotation == Distribution:
+            description = f"{description}: {_DIST}"
+        fields[field.name] = (
+            settings_type | None,
+            Field(None, description=description, **dict[str, Any](field.bounds)),
+        )
+    title = "".join(part.capitalize() for part in kind.name.split("_"))
+    model = create_model(
+        f"{title}Source",
+        __base__=GeneratorSourceSettings,
+        __doc__=kind.summary,
+        __module__=__name__,
+        **fields,
+    )
+    model.generator = kind
+    model.config_types = config_types
+    return model
 
 
-class ChatSource(_SourceSettings):
-    """Multi-turn chat: closed-loop sessions whose history (with answers) is carried forward."""
-
-    kind: Literal["chat"]
-    turns_per_session: Dist | None = None
-    user_message_tokens: Dist | None = None
-    answer_tokens: Dist | None = None
-    think_time_s: Dist | None = None
-    max_context_tokens: int | None = Field(None, ge=1)
-
-    def build(self) -> ChatConfig:
-        """The generator config."""
-        return ChatConfig(**self._generator_values(ChatConfig()))
-
-
-class AgentSource(_SourceSettings):
-    """ReAct agents: a shared tool prefix, each step appending an action and a tool observation."""
-
-    kind: Literal["agent"]
-    steps_per_agent: Dist | None = None
-    task_tokens: Dist | None = None
-    action_tokens: Dist | None = None
-    observation_tokens: Dist | None = None
-    tool_latency_s: Dist | None = None
-    max_context_tokens: int | None = Field(None, ge=1)
-
-    def build(self) -> AgentConfig:
-        """The generator config."""
-        return AgentConfig(**self._generator_values(AgentConfig()))
-
-
-class RagSource(_SourceSettings):
-    """RAG: top-k documents from a Zipf-popular corpus, before or after the question (layout)."""
-
-    kind: Literal["rag"]
-    corpus_size: int | None = Field(None, ge=1)
-    zipf_exponent: float | None = Field(None, ge=0)
-    top_k: int | None = Field(None, ge=1)
-    document_tokens: Dist | None = None
-    document_order: Literal["relevance", "canonical"] | None = None
-    question_tokens: Dist | None = None
-    answer_tokens: Dist | None = None
-
-    def build(self) -> RagConfig:
-        """The generator config."""
-        return RagConfig(**self._generator_values(RagConfig()))
-
-
-# One scenario model per workloads generator kind (GENERATOR_KINDS, in the same order; a test
-# holds them equal): adding a kind adds its model here.
-GENERATOR_SOURCES = (ChatSource, AgentSource, RagSource)
+# One scenario model per registered workload kind, in registry order.
+GENERATOR_SOURCES = tuple(generator_source_model(kind) for kind in GENERATOR_KINDS)
+# Pickling a scenario (sweep worker processes) finds each model by its module and name.
+globals().update({model.__name__: model for model in GENERATOR_SOURCES})
+_SOURCE_OF_KIND = {model.generator.name: model for model in GENERATOR_SOURCES}
+DEFAULT_KIND = "chat"
 if TYPE_CHECKING:
-    GeneratorSource = ChatSource | AgentSource | RagSource
+    GeneratorSource = GeneratorSourceSettings
 else:
     GeneratorSource = Annotated[Union[GENERATOR_SOURCES], Field(discriminator="kind")]  # noqa: UP007
 
@@ -333,7 +335,7 @@ class TraceSource(StrictModel):
 
 
 if TYPE_CHECKING:
-    Source = ChatSource | AgentSource | RagSource | MixSource | TraceSource
+    Source = GeneratorSourceSettings | MixSource | TraceSource
 else:
     Source = Annotated[
         Union[(*GENERATOR_SOURCES, MixSource, TraceSource)],  # noqa: UP007
@@ -378,7 +380,9 @@ class TokenSettings(StrictModel):
 class WorkloadSettings(StrictModel):
     """Traffic: a generator (or trace), its arrival process, and the token mode."""
 
-    source: Source = Field(default_factory=lambda: ChatSource(kind="chat"))
+    source: Source = Field(
+        default_factory=lambda: _SOURCE_OF_KIND[DEFAULT_KIND].model_validate({"kind": DEFAULT_KIND})
+    )
     arrivals: Arrivals | None = Field(None, description="required for generators, not traces")
     num_arrivals: int | None = Field(None, ge=1)
     tokens: TokenSettings = Field(default_factory=TokenSettings)

@@ -10,6 +10,7 @@ from sim.costmodel.capacity import (
     kv_bytes_per_token,
     num_gpu_blocks,
 )
+from sim.costmodel.engine_terms import engine_coefficients, real_engine_coefficients
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, load_shipped_frontend
 from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import (
@@ -67,6 +68,7 @@ __all__ = [
     "TransferQueue",
     "auto_cost_model_spec",
     "deployment_model",
+    "engine_coefficients",
     "get_gpu",
     "get_host_link",
     "get_model",
@@ -80,6 +82,7 @@ __all__ = [
     "model_names",
     "num_gpu_blocks",
     "profile_name",
+    "real_engine_coefficients",
     "resolve_model",
     "save_profile",
     "transfer_seconds",

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from sim.costmodel.engine_terms import engine_coefficients
 from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import (
     Profile,
@@ -68,9 +69,12 @@ def auto_cost_model_spec(gpu: GpuSpec, model: ModelSpec, tp: int) -> str:
 
 
 def cost_model_from_profile(profile: Profile) -> StepTimeModel:
-    """The §5.1 form with `profile`'s coefficients, warning outside its covered ranges."""
+    """The §5.1 form with `profile`'s coefficients (kernel-only ones with the real-engine factor),
+    warning outside its covered ranges."""
     return StepTimeModel(
-        profile.coefficients,
+        engine_coefficients(
+            profile.coefficients, profile.source, _known_key(profile.gpu, get_gpu) or profile.gpu
+        ),
         covered=profile.covered,
         label=f"cost model {profile.name} ({profile.source})",
     )

@@ -96,9 +96,12 @@ class StepTimeModel:
             self._check_range(
                 num_tokens, twice_pairs, kv_tokens, num_decodes, longest_context(batch)
             )
-        return self._time_s(num_tokens, twice_pairs, kv_tokens, num_decodes)
+        return self.features_time_s(num_tokens, twice_pairs, kv_tokens, num_decodes)
 
-    def _time_s(self, num_tokens: int, twice_pairs: int, kv_tokens: int, num_decodes: int) -> float:
+    def features_time_s(
+        self, num_tokens: int, twice_pairs: int, kv_tokens: int, num_decodes: int
+    ) -> float:
+        """Seconds of a step with these `step_features` (for callers that reuse them)."""
         c = self.coefficients
         return (
             c.step_overhead_s

@@ -7,13 +7,24 @@ import csv
 import functools
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from sim.costmodel.batch import BatchShape, longest_context, step_features
 from sim.costmodel.derive import SHIPPED_COMBINATIONS, kernel_reference, t_star_candidates
+from sim.costmodel.engine_terms import (
+    EngineFit,
+    FitRow,
+    best_offset_s,
+    engine_coefficients,
+    fit_engine_terms,
+    real_engine_coefficients,
+)
 from sim.costmodel.fit import Measurement, StepFeatures, fit_step_form
-from sim.costmodel.model import StepTimeModel
+from sim.costmodel.model import StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_coefficients
 from sim.costmodel.shapes import held_out_shapes
@@ -25,7 +36,9 @@ PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
 
 KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
 LOSO_SUFFIX = " (leave-one-source-out)"
-FACTOR_SUFFIX = " (one engine factor, leave-one-source-out)"
+# No other source measures a serving front end, so its request_s is fitted on the source's own
+# other setups (GPU, model, TP) when the serving runs are held out.
+SERVED_LOSO_SUFFIX = " (leave-one-source-out; front end leave-one-setup-out)"
 SPLITWISE_PREFILL_SOURCE = "Splitwise prefill"
 SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
@@ -38,17 +51,21 @@ PUBLISHED_OTHER_SOURCE = "published TTFT (other rows)"
 SPLITWISE_ANOMALIES = {
     ("llama2-70b", 2, 512, 64): "batch-64 prefill is 8x faster than batch 32: not a full prefill",
 }
-SPLITWISE_GPUS = {"a100-80gb": "a100", "h100-80gb": "h100", "h100-80gb-pcap": "h100"}
+SPLITWISE_GPUS = {"a100-80gb": "a100", "h100-80gb": "h100"}
+# The power-capped H100 runs prefill up to 1.9x slower than the same runs uncapped; no GPU spec
+# models a power cap, so they are not an H100 prediction.
+POWER_CAPPED = "power-capped H100: no GPU spec models the cap (prefill up to 1.9x slower)"
+SPLITWISE_HARDWARE_LEFT_OUT = {"h100-80gb-pcap": POWER_CAPPED}
 SPLITWISE_MODELS = {"llama2-70b": "llama-2-70b", "bloom-176b": "bloom-176b"}
 # Published rows by (gpu, model) exactly as written in the CSV: the shipped GPU and model that
 # stand for them, or why none can.
 PUBLISHED_SETUPS: dict[tuple[str, str], tuple[str, str] | str] = {
     ("A100-80GB (DGX-A100)", "BLOOM-176B"): ("a100", "bloom-176b"),
     ("H100-80GB (DGX-H100)", "BLOOM-176B"): ("h100", "bloom-176b"),
-    ("H100-80GB power-capped (DGX-H100)", "BLOOM-176B"): ("h100", "bloom-176b"),
+    ("H100-80GB power-capped (DGX-H100)", "BLOOM-176B"): POWER_CAPPED,
     ("A100-80GB (DGX-A100)", "Llama-2-70B"): ("a100", "llama-2-70b"),
     ("H100-80GB (DGX-H100)", "Llama-2-70B"): ("h100", "llama-2-70b"),
-    ("H100-80GB power-capped (DGX-H100)", "Llama-2-70B"): ("h100", "llama-2-70b"),
+    ("H100-80GB power-capped (DGX-H100)", "Llama-2-70B"): POWER_CAPPED,
     (
         "A100-80GB SXM",
         "Llama-3.1-Nemotron-Safety-Guard-Multilingual-8B-V1 (Llama-3.1-8B architecture)",
@@ -103,9 +120,47 @@ class Exclusion:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedMeasurement:
+    """A serving run's metric replayed by a layer above: as shipped, and engine-only (front-end
+    request_s 0) with the real-engine factor at 1 and at 2. Every request arrives at once and the
+    factor moves only their one prefill step, so the metric is linear in the factor (up to the
+    rounding of T* / factor, under 1 % of a decode step)."""
+
+    shipped: ValidationRecord
+    gpu_key: str
+    setup: str  # GPU, model and TP: the front end's leave-one-setup-out group
+    engine_s_at_factor_1: float
+    engine_s_at_factor_2: float
+    request_s_count: int  # 1 where the front end's request_s is in the metric (TTFT, E2E)
+    is_ttft: bool  # a prefill measurement the factor and request_s are fitted to
+
+    def engine_s(self, factor: float) -> float:
+        slope = self.engine_s_at_factor_2 - self.engine_s_at_factor_1
+        return self.engine_s_at_factor_1 + (factor - 1) * slope
+
+
+@dataclass(frozen=True, slots=True)
+class RealRow:
+    """A real measurement as shipped, and its prediction at any real-engine factor."""
+
+    record: ValidationRecord
+    origin: str  # rows of one origin leave together
+    gpu_key: str
+    engine_s: Callable[[float], float]
+    request_s_count: int = 0
+    setup: str = ""
+    fitted: bool = False  # a prefill measurement the factor is fitted to
+
+    @property
+    def fit_row(self) -> FitRow:
+        return FitRow(self.gpu_key, self.engine_s, self.record.measured_s, self.request_s_count > 0)
+
+
+@dataclass(frozen=True, slots=True)
 class ValidationReport:
     records: list[ValidationRecord]
     exclusions: list[Exclusion]
+    fit_on_all: EngineFit  # the real-engine factor and request_s fitted on every real source
 
     def summaries(self, key: str = "source") -> list[ErrorSummary]:
         """Error statistics per source (or per `key`="profile" within the kernel held-out rows)."""
@@ -140,82 +195,80 @@ class ValidationReport:
         ]
 
 
-def validate_shipped_profiles(
-    simulated_records: list[ValidationRecord] | None = None,
-    simulated_engine_only: list[ValidationRecord] | None = None,
-) -> ValidationReport:
-    """Every comparison `prefixsim costmodel validate` reports.
-
-    `simulated_records` are real runs replayed through the simulator by a layer above this one
-    (as shipped, front end included); `simulated_engine_only` the same rows without the front
-    end, which the leave-one-source-out factor scales exactly (every request arrives at once, so
-    scaling every step scales every engine-side time).
-    """
+def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> ValidationReport:
+    """Every comparison `prefixsim costmodel validate` reports: the kernel-table check, each real
+    source as shipped, and each real source predicted by the real-engine factor (and front end)
+    fitted without it. `served` are real serving runs replayed by a layer above this one."""
     profiles = {
         (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
         for gpu, model, tp in SHIPPED_COMBINATIONS
     }
     splitwise_cases, splitwise_exclusions = _splitwise_cases()
-    published_records, published_exclusions = _published_records(profiles)
-    real_records = _splitwise_records(splitwise_cases, profiles) + published_records
+    published_rows, published_exclusions = _published_rows(profiles)
+    real_rows = (
+        _splitwise_rows(splitwise_cases, profiles)
+        + published_rows
+        + [_served_row(measurement) for measurement in served or []]
+    )
     return ValidationReport(
         _kernel_held_out_records(profiles)
-        + real_records
-        + (simulated_records or [])
-        + _relabelled(real_records + (simulated_engine_only or []), LOSO_SUFFIX)
-        + engine_factor_records(real_records + (simulated_engine_only or []))
+        + [row.record for row in real_rows]
+        + leave_one_source_out_records(real_rows)
         + _splitwise_refit_records(splitwise_cases, profiles),
         splitwise_exclusions + published_exclusions,
+        fit_engine_terms([row.fit_row for row in real_rows if row.fitted]),
     )
 
 
 def is_as_shipped(source: str) -> bool:
     """A real source compared with the shipped model itself (not a refit or a variant)."""
     return source not in (KERNEL_SOURCE, SPLITWISE_REFIT_SOURCE) and not source.endswith(
-        (LOSO_SUFFIX, FACTOR_SUFFIX)
+        (LOSO_SUFFIX, SERVED_LOSO_SUFFIX)
     )
 
 
-def _relabelled(records: list[ValidationRecord], suffix: str) -> list[ValidationRecord]:
-    """The shipped model's leave-one-source-out rows. Its step model is fitted to kernel tables
-    only, so it predicts every real source without having seen it; the one number read from a
-    real source, the front end's request_s, is left out for the serving runs (their records come
-    in engine-only)."""
-    return [replace(record, source=record.source + suffix) for record in records]
-
-
-def engine_factor_records(records: list[ValidationRecord]) -> list[ValidationRecord]:
-    """Each real source predicted with the one engine factor fitted on the other sources.
-
-    The factor s scales the shipped (kernel-derived) step time to a real engine's: it minimises
-    the relative error sum((s * predicted / measured - 1)^2) over the training rows, so
-    s = sum(r) / sum(r^2) with r = predicted / measured.
-    """
-    sources = sorted({record.source for record in records})
-    held_out = []
-    for source in sources:
-        # Sources quoting the same measurements (Splitwise's medians appear in the published
-        # TTFTs too) leave together, so no held-out row is in the training set.
-        ratios = [
-            r.predicted_s / r.measured_s for r in records if _origin(r.source) != _origin(source)
-        ]
-        factor = sum(ratios) / sum(ratio * ratio for ratio in ratios)
-        held_out += [
-            ValidationRecord(
-                source=source + FACTOR_SUFFIX,
-                profile=f"{r.profile} x {factor:.3f}",
-                case=r.case,
-                measured_s=r.measured_s,
-                predicted_s=r.predicted_s * factor,
-                table_predicted_s=None,
-                roofline_predicted_s=None,
-                in_fitted_range=r.in_fitted_range,
-                batch_size=r.batch_size,
+def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
+    """Each real source predicted with the real-engine factor fitted on the other sources'
+    prefill measurements (front end included where they went through one)."""
+    records = []
+    for origin in sorted({row.origin for row in rows}):
+        held_out = [row for row in rows if row.origin == origin]
+        fit = fit_engine_terms([row.fit_row for row in rows if row.fitted and row.origin != origin])
+        served = any(row.request_s_count for row in held_out)
+        for row in held_out:
+            factor = fit.factor(row.gpu_key)
+            request_s = _setup_held_out_request_s(held_out, row.setup, fit) if served else 0.0
+            records.append(
+                replace(
+                    row.record,
+                    source=row.record.source + (SERVED_LOSO_SUFFIX if served else LOSO_SUFFIX),
+                    profile=f"{row.record.profile} x{factor:.3f} prefill compute",
+                    predicted_s=row.engine_s(factor) + row.request_s_count * request_s,
+                    table_predicted_s=None,
+                    roofline_predicted_s=None,
+                )
             )
-            for r in records
-            if r.source == source
-        ]
-    return held_out
+    return records
+
+
+def _setup_held_out_request_s(rows: list[RealRow], setup: str, fit: EngineFit) -> float:
+    """request_s fitted to the TTFTs of the other setups' serving runs at `fit`'s factors."""
+    training = [row for row in rows if row.fitted and row.setup != setup]
+    predicted = np.array([row.engine_s(fit.factor(row.gpu_key)) for row in training])
+    measured = np.array([row.record.measured_s for row in training])
+    return best_offset_s(predicted, measured)
+
+
+def _served_row(measurement: ServedMeasurement) -> RealRow:
+    return RealRow(
+        measurement.shipped,
+        _origin(measurement.shipped.source),
+        measurement.gpu_key,
+        measurement.engine_s,
+        measurement.request_s_count,
+        measurement.setup,
+        measurement.is_ttft,
+    )
 
 
 def _origin(source: str) -> str:
@@ -234,7 +287,13 @@ def _kernel_held_out_records(
         reference = kernel_reference(get_gpu(gpu), get_model(model), tp)
         records += [
             _record(
-                KERNEL_SOURCE, profile, _describe(shape), shape, reference.step_time_s(shape), None
+                KERNEL_SOURCE,
+                profile,
+                _describe(shape),
+                shape,
+                reference.step_time_s(shape),
+                None,
+                real_engine=False,
             )
             for shape in shapes
         ]
@@ -268,7 +327,9 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
     for key in sorted(prompt_ms):
         model, hardware, tp, prompt_size, batch_size, token_size = key
         setup = f"{hardware} {model} tp{tp}"
-        anomaly = SPLITWISE_ANOMALIES.get((model, tp, prompt_size, batch_size))
+        anomaly = SPLITWISE_HARDWARE_LEFT_OUT.get(hardware) or SPLITWISE_ANOMALIES.get(
+            (model, tp, prompt_size, batch_size)
+        )
         if anomaly is not None:
             case = f"{setup} {batch_size}x{prompt_size}"
             exclusions.append(Exclusion(SPLITWISE_PREFILL_SOURCE, case, anomaly))
@@ -307,22 +368,44 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
     return cases, exclusions
 
 
-def _splitwise_records(
+def _splitwise_rows(
     cases: list[_SplitwiseCase], profiles: dict[tuple[str, str, int], Profile]
-) -> list[ValidationRecord]:
-    records = []
+) -> list[RealRow]:
+    rows = []
     for case in cases:
         reference = kernel_reference(get_gpu(case.gpu_key), get_model(case.model_key), case.tp)
+        profile = profiles[(case.gpu_key, case.model_key, case.tp)]
         record = _record(
             case.source,
-            profiles[(case.gpu_key, case.model_key, case.tp)],
+            profile,
             case.case,
             case.shape,
             case.measured_s,
             reference.step_time_s(case.shape),
         )
-        records.append(replace(record, batch_size=case.batch_size))
-    return records
+        rows.append(
+            RealRow(
+                replace(record, batch_size=case.batch_size),
+                _origin(case.source),
+                case.gpu_key,
+                _step_time_at_factor(profile.coefficients, case.shape),
+                fitted=case.source == SPLITWISE_PREFILL_SOURCE,
+            )
+        )
+    return rows
+
+
+def _step_time_at_factor(
+    coefficients: StepCoefficients, shape: BatchShape
+) -> Callable[[float], float]:
+    """The step time of `shape` under kernel-derived `coefficients` times a real-engine factor."""
+    features = step_features(shape)
+
+    def step_time_s(factor: float) -> float:
+        model = StepTimeModel(real_engine_coefficients(coefficients, factor))
+        return model.features_time_s(*features)
+
+    return step_time_s
 
 
 def _splitwise_refit_records(
@@ -379,10 +462,12 @@ def _splitwise_refit_records(
     return records
 
 
-def _published_records(
+def _published_rows(
     profiles: dict[tuple[str, str, int], Profile],
-) -> tuple[list[ValidationRecord], list[Exclusion]]:
-    records, exclusions = [], []
+) -> tuple[list[RealRow], list[Exclusion]]:
+    """Published TTFTs; the Splitwise ones repeat Splitwise's prefill medians, so only the
+    others are fitted to."""
+    rows, exclusions = [], []
     with PUBLISHED_CSV.open(newline="") as handle:
         for line, row in enumerate(csv.DictReader(handle), start=2):
             case = f"line {line}: {row['gpu']}, {row['model']}, {row['input_tokens']} tokens"
@@ -407,8 +492,16 @@ def _published_records(
                 float(row["value_ms"]) * 1e-3,
                 reference.step_time_s(prefill),
             )
-            records.append(replace(record, batch_size=int(row["batch_size"] or 1)))
-    return records, exclusions
+            rows.append(
+                RealRow(
+                    replace(record, batch_size=int(row["batch_size"] or 1)),
+                    _origin(source),
+                    gpu_key,
+                    _step_time_at_factor(profile.coefficients, prefill),
+                    fitted=not is_splitwise,
+                )
+            )
+    return rows, exclusions
 
 
 def _record(
@@ -419,12 +512,18 @@ def _record(
     measured_s: float,
     table_predicted_s: float | None,
     with_roofline: bool = True,
+    real_engine: bool = True,
 ) -> ValidationRecord:
+    """`profile` against one measurement: as a run uses it (`real_engine`), or its kernel-only
+    coefficients (the kernel-table comparison)."""
     in_range = profile.covered is None or not profile.covered.violations(
         *step_features(shape), longest_context(shape)
     )
+    coefficients = profile.coefficients
+    if real_engine:
+        coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
     # Built without its covered ranges: rows outside them are flagged, not warned about.
-    model = StepTimeModel(profile.coefficients)
+    model = StepTimeModel(coefficients)
     return ValidationRecord(
         source=source,
         profile=profile.name,
@@ -433,7 +532,7 @@ def _record(
         predicted_s=model.step_time_s(shape),
         table_predicted_s=table_predicted_s,
         roofline_predicted_s=(
-            _roofline_model(profile.gpu, profile.model, profile.tp).step_time_s(shape)
+            _roofline_model(profile.gpu, profile.model, profile.tp, real_engine).step_time_s(shape)
             if with_roofline
             else None
         ),
@@ -442,8 +541,11 @@ def _record(
 
 
 @functools.cache
-def _roofline_model(gpu_key: str, model_key: str, tp: int) -> StepTimeModel:
-    return StepTimeModel(roofline_coefficients(get_gpu(gpu_key), get_model(model_key), tp))
+def _roofline_model(gpu_key: str, model_key: str, tp: int, real_engine: bool) -> StepTimeModel:
+    coefficients = roofline_coefficients(get_gpu(gpu_key), get_model(model_key), tp)
+    if real_engine:
+        coefficients = engine_coefficients(coefficients, "roofline", gpu_key)
+    return StepTimeModel(coefficients)
 
 
 def _describe(shape: BatchShape) -> str:

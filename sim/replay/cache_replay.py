@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +88,8 @@ class CacheReplayConfig:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """The config as the header prints it."""
-        return {
-            "num_blocks": self.num_blocks,
-            "block_size": self.block_size,
-            "hash_algo": self.hash_algo,
-            "max_model_len": self.max_model_len,
-            "watermark": self.watermark,
-            "full_sequence_must_fit": self.full_sequence_must_fit,
-            "enable_caching": self.enable_caching,
-        }
+        """The config as the header prints it (without the hash seed, which it never showed)."""
+        return {name: value for name, value in asdict(self).items() if name != "hash_seed"}
 
 
 def parse_lora(op: Op) -> tuple[str | None, str | None]:

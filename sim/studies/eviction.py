@@ -20,6 +20,7 @@ from sim.studies.eviction_exact import ExactPoolReplay
 from sim.studies.eviction_policies import POLICY_CLASSES
 from sim.studies.eviction_sim import PolicyOutcome, simulate_policy
 from sim.studies.eviction_trace import BlockKeyInterner, BlockTrace, num_kv_tokens
+from sim.studies.named import named_row
 from workloads.api import RequestSpec
 
 EXACT_POLICY = "lru-exact"
@@ -53,10 +54,7 @@ class EvictionReport:
 
     def row(self, name: str) -> EvictionRow:
         """The row of policy `name`."""
-        for row in self.rows:
-            if row.name == name:
-                return row
-        raise KeyError(f"no policy {name!r} in this report; it has {[r.name for r in self.rows]}")
+        return named_row(self.rows, lambda row: row.name, name, "policy")
 
     def to_markdown(self) -> str:
         """A GitHub-flavoured markdown table, one line per policy."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from sim.metrics import RequestRecord
 from sim.studies.intervals import mean_confidence_interval
+from sim.studies.named import named_row
 from sim.studies.side_channel_config import SaltSetting, SideChannelSettings
 from sim.studies.study_runs import StudyEngine
 from workloads.api import Piece, RequestSpec, Segment, TextTokens
@@ -317,10 +318,7 @@ class SideChannelReport:
 
     def result(self, setting: str) -> SettingResult:
         """The result of `setting`."""
-        for result in self.results:
-            if result.setting == setting:
-                return result
-        raise KeyError(f"setting {setting!r} was not run; ran {[r.setting for r in self.results]}")
+        return named_row(self.results, lambda result: result.setting, setting, "setting")
 
 
 def run_side_channel(

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from sim.costmodel import BatchShape, StepCoefficients, load_cost_model
+from sim.costmodel import (
+    BatchShape,
+    StepCoefficients,
+    get_gpu,
+    get_model,
+    load_cost_model,
+    real_engine_coefficients,
+)
 from sim.costmodel.derive import SHIPPED_COMBINATIONS, derive_profile
 from sim.costmodel.profiles import (
     Profile,
@@ -14,6 +21,7 @@ from sim.costmodel.profiles import (
     shipped_profile_names,
     shipped_profile_path,
 )
+from sim.costmodel.roofline import roofline_coefficients
 from sim.errors import InputError
 
 ONE_K_PREFILL = BatchShape([1024], [0], [])
@@ -61,8 +69,7 @@ def test_a_profile_for_other_hardware_is_refused() -> None:
 
 def test_roofline_matches_cost_model_section_5_4() -> None:
     # Llama-3.1-8B on one H100: b1 = 2 * 6.98e9 / (0.80 * 989e12) = 17.64 us per token.
-    model = load_cost_model("roofline", gpu="h100", model="llama-3.1-8b")
-    c = model.coefficients
+    c = roofline_coefficients(get_gpu("h100"), get_model("llama-3.1-8b"), 1)
     assert c.per_token_s == pytest.approx(2 * 6_979_321_856 / (0.80 * 989e12))
     assert c.per_token_s == pytest.approx(17.64e-6, rel=1e-3)
     # b2 = 4 * 32 layers * 32 heads * 128 / (0.55 * 989e12); b3 = 131072 B / (0.8 * 3.35e12).
@@ -72,6 +79,9 @@ def test_roofline_matches_cost_model_section_5_4() -> None:
     assert c.step_overhead_s == pytest.approx(1.15e-3)
     weight_read_s = 2 * (6_979_321_856 + 128_256 * 4096) / (0.80 * 3.35e12)
     assert c.t_star_tokens == round(weight_read_s / c.per_token_s) == 317
+    # A run uses it with H100's real-engine factor (engine_terms.yaml).
+    loaded = load_cost_model("roofline", gpu="h100", model="llama-3.1-8b")
+    assert loaded.coefficients == real_engine_coefficients(c, 1.66)
 
 
 def test_saved_profile_loads_back_identically(tmp_path: Path) -> None:

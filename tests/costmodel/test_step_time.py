@@ -47,21 +47,22 @@ def test_h100_llama_8b_decode_anchors() -> None:
 
 
 def test_cached_prefix_makes_prefill_cheaper_but_not_free() -> None:
-    # §5.5: 1k new tokens on a 7k cached prefix ~29 ms, ~7x cheaper than an uncached 8k prompt,
-    # and dearer than a fresh 1k prompt (the new tokens attend to the prefix).
+    # §5.5: 1k new tokens on a 7k cached prefix ~47 ms, ~6.6x cheaper than an uncached 8k
+    # prompt, and dearer than a fresh 1k prompt (the new tokens attend to the prefix).
     with_prefix = prefill_ms(H100_8B, 1024, 7168)
-    assert 20 <= with_prefix <= 40
+    assert 35 <= with_prefix <= 60
     assert 5 <= prefill_ms(H100_8B, 8192) / with_prefix <= 9
     assert with_prefix > prefill_ms(H100_8B, 1024)
 
 
 def test_other_gpus_scale_like_the_kernel_data() -> None:
-    # §5.5: A100 ~2.8-3.3x slower prefill, B200 ~1.9x faster; H200 prefill ~H100, decode faster.
+    # §5.5: A100 ~2.4-2.8x slower prefill, B200 ~2.1x faster; H200 prefill ~8 % faster than H100
+    # (the pooled real-engine factor 1.51 against H100's own 1.66), decode faster.
     for prompt in (1024, 8192, 32768):
         h100 = prefill_ms(H100_8B, prompt)
-        assert 2.5 <= prefill_ms("a100/llama-3.1-8b/tp1", prompt) / h100 <= 3.5
-        assert 1.6 <= h100 / prefill_ms("b200/llama-3.1-8b/tp1", prompt) <= 2.2
-        assert 0.9 <= prefill_ms("h200/llama-3.1-8b/tp1", prompt) / h100 <= 1.1
+        assert 2.3 <= prefill_ms("a100/llama-3.1-8b/tp1", prompt) / h100 <= 3.0
+        assert 1.8 <= h100 / prefill_ms("b200/llama-3.1-8b/tp1", prompt) <= 2.4
+        assert 0.85 <= prefill_ms("h200/llama-3.1-8b/tp1", prompt) / h100 <= 1.0
     assert 1.15 <= decode_ms(H100_8B, [1024]) / decode_ms("h200/llama-3.1-8b/tp1", [1024]) <= 1.35
 
 
@@ -119,13 +120,14 @@ def test_prefix_hit_costs_less_than_recomputing_it(num_new: int, num_cached: int
 
 
 def test_decode_linear_part_is_flat_until_t_star() -> None:
-    # Below T* only KV reads (b3 * K) and per-sequence costs (b4) grow with the batch.
+    # Below T* only KV reads (b3 * K) and per-sequence costs (b4) grow with the batch. The
+    # kernel tables put T* at 185 tokens; the real-engine factor 1.66 moves it to 111.
     model = cost_model(H100_8B)
     assert isinstance(model, StepTimeModel)
     c = model.coefficients
-    assert c.t_star_tokens == 185
-    growth = decode_ms(H100_8B, [1000] * 150) - decode_ms(H100_8B, [1000] * 10)
-    expected = (c.per_kv_token_s * 140_000 + c.per_decode_seq_s * 140) * 1e3
+    assert c.t_star_tokens == round(185 / 1.66) == 111
+    growth = decode_ms(H100_8B, [1000] * 110) - decode_ms(H100_8B, [1000] * 10)
+    expected = (c.per_kv_token_s * 100_000 + c.per_decode_seq_s * 100) * 1e3
     assert growth == pytest.approx(expected, rel=1e-9)
 
 

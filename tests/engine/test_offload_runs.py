@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from offload_scenario import offload_chat_scenario
 from typer.testing import CliRunner
 
 from sim.cli import load_commands
@@ -15,21 +16,7 @@ from sim.config import load_scenario
 from sim.errors import InputError
 from sim.runner import run_scenario
 
-# Multi-turn chat on a GPU cache of 300 blocks (4,784 tokens): sessions' earlier turns are
-# evicted from the GPU between turns, so a later turn's history can come back from the CPU.
-CHAT = """
-name: offload-chat
-seed: 3
-duration_s: 40
-warmup_s: 5
-deployment: {model: llama-3.1-8b, gpu: h100, tp: 1}
-cost_model: auto
-engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096}
-workload:
-  source: {kind: chat, common: {system_prompt_tokens: 512}}
-  arrivals: {process: poisson, rate_per_s: 2.0}
-outputs: {events: true, scrape_interval_s: 5}
-"""
+CHAT = offload_chat_scenario("offload-chat", "{events: true, scrape_interval_s: 5}")
 RESULT_FILES = (
     "requests.parquet",
     "steps.parquet",

@@ -206,39 +206,26 @@ def test_seed_scenario_is_valid(tmp_path):
     assert load_scenario(path).scenario.workload.num_arrivals == 100
 
 
+# What the loader is fed, as file bytes: any bytes; random sequences of YAML syntax (anchors,
+# tags, flow collections, documents, tabs); any YAML document (scalars, lists, mappings at the
+# top level); a valid scenario with fields replaced by wrong values, removed, or unknown keys.
+LOADER_FILES = {
+    "bytes": st.binary(max_size=300),
+    "text": yaml_like_text.map(str.encode),
+    "document": yaml_values.map(lambda document: yaml.safe_dump(document).encode()),
+    "mutated": mutated_scenario().map(
+        lambda document: yaml.safe_dump(document, allow_unicode=True).encode()
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADER_FILES))
 @FUZZ
-@given(data=st.binary(max_size=300))
-def test_scenario_loader_random_bytes(data, scratch):
-    """Any bytes as a scenario file."""
-    path = scratch / "bytes.yaml"
-    path.write_bytes(data)
-    _load(path)
-
-
-@FUZZ
-@given(text=yaml_like_text)
-def test_scenario_loader_yaml_shaped_text(text, scratch):
-    """Random sequences of YAML syntax: anchors, tags, flow collections, documents, tabs."""
-    path = scratch / "text.yaml"
-    path.write_text(text)
-    _load(path)
-
-
-@FUZZ
-@given(document=yaml_values)
-def test_scenario_loader_random_documents(document, scratch):
-    """Any YAML document: scalars, lists, mappings at the top level."""
-    path = scratch / "document.yaml"
-    path.write_text(yaml.safe_dump(document))
-    _load(path)
-
-
-@FUZZ
-@given(document=mutated_scenario())
-def test_scenario_loader_mutated_scenario(document, scratch):
-    """A valid scenario with fields replaced by wrong values, removed, or unknown keys added."""
-    path = scratch / "mutated.yaml"
-    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+@given(data=st.data())
+def test_scenario_loader_fuzzed_file(kind, data, scratch):
+    """A fuzzed scenario file of each kind: it loads, or fails with one InputError line."""
+    path = scratch / f"{kind}.yaml"
+    path.write_bytes(data.draw(LOADER_FILES[kind]))
     _load(path)
 
 
@@ -338,22 +325,21 @@ def _replay(replay, path: Path) -> None:
         assert "\n" not in str(error)
 
 
-@FUZZ
-@given(lines=st.lists(op_line(CACHE_OP_FIELDS), max_size=12))
-def test_cache_replay_random_ops(lines, scratch):
-    """Random cache op scripts: configs anywhere, unknown ids, broken fields, junk lines."""
-    path = scratch / "cache_ops.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    _replay(replay_cache, path)
+# Random op scripts of each harness: configs anywhere, unknown ids (aborts of unknown ids for
+# the engine), broken fields, junk lines.
+REPLAYS = {"cache": (replay_cache, CACHE_OP_FIELDS), "engine": (replay_engine, ENGINE_OP_FIELDS)}
 
 
+@pytest.mark.parametrize("harness", sorted(REPLAYS))
 @FUZZ
-@given(lines=st.lists(op_line(ENGINE_OP_FIELDS), max_size=12))
-def test_engine_replay_random_ops(lines, scratch):
-    """Random engine op scripts: configs anywhere, aborts of unknown ids, broken fields."""
-    path = scratch / "engine_ops.jsonl"
+@given(data=st.data())
+def test_replay_random_ops(harness, data, scratch):
+    """A random op script for each replay harness: replayed, or one InputError line."""
+    replay, fields_of = REPLAYS[harness]
+    lines = data.draw(st.lists(op_line(fields_of), max_size=12))
+    path = scratch / f"{harness}_ops.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    _replay(replay_engine, path)
+    _replay(replay, path)
 
 
 def _fidelity_scripts(folder: str) -> list[list[dict[str, Any]]]:

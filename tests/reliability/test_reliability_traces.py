@@ -221,28 +221,22 @@ def test_random_bytes_raise_only_workload_error(trace_format_name, data, scratch
     _consume(READERS[trace_format_name], path)
 
 
+# Each format's fuzzed files: valid records with one field broken or a line cut short.
+# Mooncake lines sorted or not; Dynamo request_end events with a nested field broken; Azure CSV
+# rows with random timestamps, counts, junk cells and column counts.
+FUZZED_FILES = {
+    "mooncake": (mooncake_file, "fuzz_mooncake.jsonl"),
+    "dynamo": (dynamo_file, "fuzz_dynamo.jsonl"),
+    "azure": (azure_file, "fuzz_azure.csv"),
+}
+
+
+@pytest.mark.parametrize("trace_format_name", sorted(FUZZED_FILES))
 @FUZZ
-@given(text=mooncake_file())
-def test_fuzzed_mooncake_raises_only_workload_error(text, scratch):
-    """Mooncake lines, sorted or not, with one field broken or a line cut short."""
-    path = scratch / "fuzz_mooncake.jsonl"
-    path.write_text(text)
-    _consume(read_mooncake, path)
-
-
-@FUZZ
-@given(text=dynamo_file())
-def test_fuzzed_dynamo_raises_only_workload_error(text, scratch):
-    """Dynamo request_end events with one nested field broken or a line cut short."""
-    path = scratch / "fuzz_dynamo.jsonl"
-    path.write_text(text)
-    _consume(read_dynamo, path)
-
-
-@FUZZ
-@given(text=azure_file())
-def test_fuzzed_azure_raises_only_workload_error(text, scratch):
-    """Azure CSV rows with random timestamps, counts, junk cells and column counts."""
-    path = scratch / "fuzz_azure.csv"
-    path.write_text(text)
-    _consume(read_azure, path)
+@given(data=st.data())
+def test_fuzzed_file_raises_only_workload_error(trace_format_name, data, scratch):
+    """A fuzzed file of each format, read by its adapter: specs or a WorkloadError."""
+    strategy, name = FUZZED_FILES[trace_format_name]
+    path = scratch / name
+    path.write_text(data.draw(strategy()))
+    _consume(READERS[trace_format_name], path)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from offload_scenario import offload_chat_scenario
 from typer.testing import CliRunner
 
 from sim.cli import load_commands
@@ -15,21 +16,7 @@ from sim.errors import InputError
 from sim.studies.offload import OffloadSettings, check_offload_settings, offload_study
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
-# Multi-turn chat on a 300-block GPU cache (0.58 GiB of Llama-3.1-8B KV): later turns'
-# histories fall out of the GPU, so the CPU tier adds hits until it holds them all.
-CHAT = """
-name: offload-study
-seed: 3
-duration_s: 40
-warmup_s: 5
-deployment: {model: llama-3.1-8b, gpu: h100, tp: 1}
-cost_model: auto
-engine: {block_size: 16, num_gpu_blocks: 300, max_model_len: 4096}
-workload:
-  source: {kind: chat, common: {system_prompt_tokens: 512}}
-  arrivals: {process: poisson, rate_per_s: 2.0}
-outputs: {events: false}
-"""
+CHAT = offload_chat_scenario("offload-study", "{events: false}")
 
 
 def test_answer_is_the_smallest_size_reaching_the_goal(tmp_path: Path) -> None:

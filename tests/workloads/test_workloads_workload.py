@@ -110,8 +110,8 @@ def test_endless_arrivals_without_a_bound_are_rejected() -> None:
         ),
         (
             lambda: Workload("chat", PoissonArrivals(1.0), num_arrivals=1),
-            r"Workload.source: 'chat' is not allowed; use one of ChatConfig, AgentConfig, "
-            r"RagConfig, MixConfig",
+            r"Workload.source: 'chat' is not allowed; use one of MixConfig, ChatConfig, "
+            r"AgentConfig, RagConfig",
         ),
         (
             lambda: Workload(ChatConfig(), 2.0, num_arrivals=1),

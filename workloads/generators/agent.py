@@ -20,8 +20,9 @@ from workloads.calibration import (
     DYNAMO_AGENT_STEP_GAP_S,
 )
 from workloads.distributions import Distribution, LogNormal, Uniform
-from workloads.generators.common import CommonSlots, validate_session_config
-from workloads.generators.session import SessionBuilder, Turn
+from workloads.generators.common import CommonSlots
+from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
+from workloads.generators.session import SessionBuilder, Turn, validate_session_config
 from workloads.layout import AGENT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.tags import TenantSpec
@@ -32,30 +33,25 @@ class AgentConfig:
     """An agent application; each arrival starts one agent run (a closed-loop session)."""
 
     name: str = "agent"
-    steps_per_agent: Distribution = Uniform(4, 16)
-    task_tokens: Distribution = LogNormal(median=200, sigma=0.8, low=16, high=4096)
-    action_tokens: Distribution = DYNAMO_AGENT_ACTION
-    observation_tokens: Distribution = DYNAMO_AGENT_OBSERVATION
-    tool_latency_s: Distribution = DYNAMO_AGENT_STEP_GAP_S
+    steps_per_agent: Distribution = setting("steps per agent", Uniform(4, 16))
+    task_tokens: Distribution = setting(
+        "task description tokens",
+        LogNormal(median=200, sigma=0.8, low=16, high=4096),
+        slot="question",
+    )
+    action_tokens: Distribution = setting("output tokens per action", DYNAMO_AGENT_ACTION)
+    observation_tokens: Distribution = setting("tool observation tokens", DYNAMO_AGENT_OBSERVATION)
+    tool_latency_s: Distribution = setting("seconds a tool call takes", DYNAMO_AGENT_STEP_GAP_S)
     common: CommonSlots = field(
         default_factory=lambda: CommonSlots(system_prompt_tokens=512, tools_tokens=2048)
     )
     layout: PromptLayout = AGENT_LAYOUT
-    max_context_tokens: int | None = None
+    max_context_tokens: int | None = setting(MAX_CONTEXT, None, bounds={"ge": 1})
     tenants: tuple[TenantSpec, ...] = ()
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        validate_session_config(
-            self,
-            (
-                "steps_per_agent",
-                "task_tokens",
-                "action_tokens",
-                "observation_tokens",
-                "tool_latency_s",
-            ),
-        )
+        validate_session_config(self)
 
 
 class AgentBuilder(SessionBuilder):
@@ -95,3 +91,11 @@ class AgentBuilder(SessionBuilder):
             )
             for index in range(num_steps)
         ]
+
+
+GENERATOR_KIND = GeneratorKind(
+    "agent",
+    "ReAct agents: a shared tool prefix, each step appending an action and a tool observation",
+    AgentConfig,
+    AgentBuilder,
+)

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
-from workloads.generators.common import CommonSlots, validate_session_config
-from workloads.generators.session import SessionBuilder, Turn
+from workloads.generators.common import CommonSlots
+from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
+from workloads.generators.session import SessionBuilder, Turn, validate_session_config
 from workloads.layout import CHAT_LAYOUT, PromptLayout
 from workloads.prompt import Piece
 from workloads.tags import TenantSpec
@@ -28,21 +29,24 @@ class ChatConfig:
     """A chat application; each arrival starts one session."""
 
     name: str = "chat"
-    turns_per_session: Distribution = Uniform(1, 8)
-    user_message_tokens: Distribution = LogNormal(median=64, sigma=0.8, low=4, high=2048)
-    answer_tokens: Distribution = AZURE_CONV_OUTPUT
-    think_time_s: Distribution = Exponential(mean=20.0)
+    turns_per_session: Distribution = setting("turns per session", Uniform(1, 8))
+    user_message_tokens: Distribution = setting(
+        "tokens per user message",
+        LogNormal(median=64, sigma=0.8, low=4, high=2048),
+        slot="question",
+    )
+    answer_tokens: Distribution = setting("output tokens per answer", AZURE_CONV_OUTPUT)
+    think_time_s: Distribution = setting(
+        "seconds between an answer and the next turn", Exponential(mean=20.0)
+    )
     common: CommonSlots = field(default_factory=lambda: CommonSlots(system_prompt_tokens=512))
     layout: PromptLayout = CHAT_LAYOUT
-    max_context_tokens: int | None = None
+    max_context_tokens: int | None = setting(MAX_CONTEXT, None, bounds={"ge": 1})
     tenants: tuple[TenantSpec, ...] = ()
     prompt_logprobs_fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        validate_session_config(
-            self,
-            ("turns_per_session", "user_message_tokens", "answer_tokens", "think_time_s"),
-        )
+        validate_session_config(self)
 
 
 class ChatBuilder(SessionBuilder):
@@ -79,3 +83,11 @@ class ChatBuilder(SessionBuilder):
                 )
             )
         return turns
+
+
+GENERATOR_KIND = GeneratorKind(
+    "chat",
+    "multi-turn chat: closed-loop sessions whose history (with answers) is carried forward",
+    ChatConfig,
+    ChatBuilder,
+)

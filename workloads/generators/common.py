@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from workloads.distributions import Exponential, Fixed, LogNormal, Uniform
 from workloads.errors import WorkloadError
 from workloads.layout import SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece
-from workloads.tags import validate_tagging
 from workloads.validation import require_int
-
-if TYPE_CHECKING:
-    from workloads.generators.agent import AgentConfig
-    from workloads.generators.chat import ChatConfig
 
 _DISTRIBUTIONS = (Fixed, Uniform, LogNormal, Exponential)
 
@@ -150,17 +144,3 @@ def require_max_context(owner: str, value: object) -> None:
     """`max_context_tokens` is None or a positive int."""
     if value is not None:
         require_int(owner, "max_context_tokens", value, 1)
-
-
-def validate_session_config(
-    config: ChatConfig | AgentConfig, distribution_fields: tuple[str, ...]
-) -> None:
-    """The checks chat and agent configs share: name, distributions, a layout with the slots
-    they fill (common slots, history, question), the context cap and tenant tagging."""
-    owner = type(config).__name__
-    require_name(owner, config.name)
-    for name in distribution_fields:
-        require_distribution(owner, name, getattr(config, name))
-    require_layout(owner, config.layout, [*config.common.produced_slots(), "history", "question"])
-    require_max_context(owner, config.max_context_tokens)
-    validate_tagging(owner, config.tenants, config.prompt_logprobs_fraction)

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from workloads.errors import WorkloadError
-from workloads.generators.agent import AgentConfig
-from workloads.generators.chat import ChatConfig
-from workloads.generators.rag import RagConfig
+from workloads.generators import kinds
+from workloads.generators.kind import GeneratorConfig, UnitBuilder
 from workloads.spec import RequestSpec
 from workloads.validation import require_number
-
-
-class UnitBuilder(Protocol):
-    """Builds the requests of one arrival: a whole session, or one open-loop request."""
-
-    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
-        """The requests started by arrival number `arrival_index` at `arrival_at`."""
-        ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -33,15 +23,13 @@ class MixComponent:
     """One workload of a mix and its share of the arrivals."""
 
     weight: float
-    source: ChatConfig | AgentConfig | RagConfig
+    source: GeneratorConfig
 
     def __post_init__(self) -> None:
         require_number("MixComponent", "weight", self.weight, 0.0)
-        if not isinstance(self.source, ChatConfig | AgentConfig | RagConfig):
-            raise WorkloadError(
-                f"MixComponent.source: {self.source!r} is not allowed; use a ChatConfig, "
-                "AgentConfig or RagConfig"
-            )
+        problem = kinds.config_problem("MixComponent.source", self.source)
+        if problem is not None:
+            raise problem
 
 
 @dataclass(slots=True, frozen=True)

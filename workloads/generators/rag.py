@@ -15,6 +15,7 @@ calibration.AZURE_CONV_OUTPUT.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -27,13 +28,15 @@ from workloads.generators.common import (
     require_layout,
     require_name,
 )
+from workloads.generators.kind import GeneratorKind, distribution_fields, setting
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
 from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
 from workloads.validation import require_choice, require_int, require_number
 
-DOCUMENT_ORDERS = ("relevance", "canonical")
+DocumentOrder = Literal["relevance", "canonical"]
+DOCUMENT_ORDERS: tuple[str, ...] = get_args(DocumentOrder)
 MAX_CORPUS_SIZE = 10_000_000
 
 
@@ -42,13 +45,24 @@ class RagConfig:
     """A retrieval-augmented question-answering application; each arrival is one request."""
 
     name: str = "rag"
-    corpus_size: int = 10_000
-    zipf_exponent: float = 1.0
-    top_k: int = 4
-    document_tokens: Distribution = LogNormal(median=400, sigma=0.4, low=64, high=2048)
-    document_order: str = "relevance"
-    question_tokens: Distribution = LogNormal(median=48, sigma=0.6, low=4, high=512)
-    answer_tokens: Distribution = AZURE_CONV_OUTPUT
+    corpus_size: int = setting("documents in the corpus", 10_000, bounds={"ge": 1})
+    zipf_exponent: float = setting("popularity skew of the documents", 1.0, bounds={"ge": 0})
+    top_k: int = setting("documents per request", 4, bounds={"ge": 1})
+    document_tokens: Distribution = setting(
+        "tokens per document",
+        LogNormal(median=400, sigma=0.4, low=64, high=2048),
+        slot="documents",
+        copies="top_k",
+    )
+    document_order: DocumentOrder = setting(
+        "documents by relevance or in a canonical order", "relevance"
+    )
+    question_tokens: Distribution = setting(
+        "tokens per question",
+        LogNormal(median=48, sigma=0.6, low=4, high=512),
+        slot="question",
+    )
+    answer_tokens: Distribution = setting("output tokens per answer", AZURE_CONV_OUTPUT)
     common: CommonSlots = field(default_factory=lambda: CommonSlots(system_prompt_tokens=256))
     layout: PromptLayout = RAG_DOCUMENTS_FIRST_LAYOUT
     tenants: tuple[TenantSpec, ...] = ()
@@ -69,7 +83,7 @@ class RagConfig:
                 f"RagConfig.top_k: {self.top_k} is not allowed; use at most corpus_size "
                 f"({self.corpus_size})"
             )
-        for name in ("document_tokens", "question_tokens", "answer_tokens"):
+        for name in distribution_fields(self):
             require_distribution("RagConfig", name, getattr(self, name))
         require_choice("RagConfig", "document_order", self.document_order, DOCUMENT_ORDERS)
         require_layout(
@@ -149,3 +163,11 @@ class RagBuilder:
                 **tenant_fields(tenant),
             )
         ]
+
+
+GENERATOR_KIND = GeneratorKind(
+    "rag",
+    "RAG: top-k documents from a Zipf-popular corpus, before or after the question (layout)",
+    RagConfig,
+    RagBuilder,
+)

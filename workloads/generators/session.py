@@ -9,10 +9,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from workloads.generators.common import (
+    require_distribution,
+    require_layout,
+    require_max_context,
+    require_name,
+)
+from workloads.generators.kind import distribution_fields
 from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
-from workloads.tags import TagSampler, TenantSpec, tenant_fields
+from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
 
 if TYPE_CHECKING:
     from workloads.generators.agent import AgentConfig
@@ -136,3 +143,15 @@ def session_specs(
         answer = Piece("history", turn.answer_id, "assistant", turn.num_answer_tokens)
         history = [*history, *turn.history_before_answer, answer, *turn.history_after_answer]
     return specs
+
+
+def validate_session_config(config: ChatConfig | AgentConfig) -> None:
+    """The checks chat and agent configs share: name, distributions, a layout with the slots
+    they fill (common slots, history, question), the context cap and tenant tagging."""
+    owner = type(config).__name__
+    require_name(owner, config.name)
+    for name in distribution_fields(config):
+        require_distribution(owner, name, getattr(config, name))
+    require_layout(owner, config.layout, [*config.common.produced_slots(), "history", "question"])
+    require_max_context(owner, config.max_context_tokens)
+    validate_tagging(owner, config.tenants, config.prompt_logprobs_fraction)

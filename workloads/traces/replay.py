@@ -43,7 +43,6 @@ def read_trace(
     )
 
 
-def trace_format_table() -> str:
-    """The Markdown table of registered formats that docs/trace_formats.md shows."""
-    rows = [f"| `{form.name}` | {form.summary} |" for form in _FORMATS]
-    return "\n".join(["| format | what it holds |", "|---|---|", *rows])
+def trace_format_summaries() -> str:
+    """Each registered format with what it holds, for help texts and the schema."""
+    return "; ".join(f"{form.name} ({form.summary})" for form in _FORMATS)

@@ -1,0 +1,149 @@
+"""The real-engine term on top of a kernel-derived or roofline step model (docs/cost_model.md
+§5.7).
+
+Measured prefill steps run 1.3-1.7x the sum of their kernels on every real source prefixsim has
+(what the kernel tables time in isolation leaves out: eager launches, input preparation,
+sampling, all-reduces between real GEMMs), while the decode steps of CUDA-graph vLLM servers
+match it. One factor per GPU scales the compute-bound coefficients (per token, per attention
+pair) and moves the knee T* so that the weight-streaming floor b1 * T*, and every step below the
+knee (decode batches included), stays as the kernels say. It is fitted to real end-to-end
+measurements, never to kernel tables.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from sim.costmodel.model import StepCoefficients
+
+ENGINE_TERMS_PATH = Path(__file__).parent / "data" / "engine_terms.yaml"
+# Profile sources the factor applies to: models of kernels alone. Calibrated profiles are fitted
+# to a real engine already.
+KERNEL_ONLY_SOURCES = ("kernel-derived", "roofline")
+# The factors tried when fitting: a real engine is not faster than its kernels.
+FACTOR_GRID = np.round(np.arange(1.0, 3.0005, 0.005), 3)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTerms:
+    """Prefill compute factors per GPU key; `pooled` (fitted on every GPU's rows together) for
+    GPUs without real measurements."""
+
+    factors: dict[str, float]
+    pooled: float
+    provenance: str
+
+    def factor(self, gpu_key: str) -> float:
+        return self.factors.get(gpu_key, self.pooled)
+
+
+@functools.cache
+def load_engine_terms() -> EngineTerms:
+    """The shipped factors and where they came from."""
+    document = yaml.safe_load(ENGINE_TERMS_PATH.read_text())
+    factors = {str(gpu): float(value) for gpu, value in document["per_gpu"].items()}
+    return EngineTerms(factors, float(document["pooled"]), str(document["provenance"]))
+
+
+def real_engine_coefficients(coefficients: StepCoefficients, factor: float) -> StepCoefficients:
+    """`coefficients` with compute-bound work `factor` times slower and the weight-streaming
+    floor b1 * T* unchanged."""
+    return replace(
+        coefficients,
+        per_token_s=coefficients.per_token_s * factor,
+        t_star_tokens=round(coefficients.t_star_tokens / factor),
+        per_attention_pair_s=coefficients.per_attention_pair_s * factor,
+    )
+
+
+def engine_coefficients(
+    coefficients: StepCoefficients, profile_source: str, gpu_key: str
+) -> StepCoefficients:
+    """The coefficients a run uses: kernel-only profiles get the shipped real-engine factor of
+    their GPU."""
+    if profile_source not in KERNEL_ONLY_SOURCES:
+        return coefficients
+    return real_engine_coefficients(coefficients, load_engine_terms().factor(gpu_key))
+
+
+@dataclass(frozen=True, slots=True)
+class FitRow:
+    """One real measurement as a function of the factor: `engine_s(factor)` is the predicted
+    engine time; rows measured through a serving front end add its request_s once."""
+
+    gpu_key: str
+    engine_s: Callable[[float], float]
+    measured_s: float
+    through_frontend: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFit:
+    factors: dict[str, float]  # per GPU key with rows
+    pooled: float  # one factor for every row
+    request_s: float | None  # None: no row went through a front end
+
+    def factor(self, gpu_key: str) -> float:
+        return self.factors.get(gpu_key, self.pooled)
+
+
+# A GPU gets its own factor from this many fitted rows on; fewer, and it takes the pooled one.
+MIN_ROWS_PER_GPU = 10
+# Rounds of alternating the per-GPU factors and request_s; the fit settles within a few.
+_ROUNDS = 6
+
+
+def fit_engine_terms(rows: Sequence[FitRow]) -> EngineFit:
+    """The pooled factor (with request_s), then per-GPU factors (GPUs with MIN_ROWS_PER_GPU rows
+    or more) alternating with request_s, each minimising the squared relative error."""
+    assert rows, "no rows to fit"
+    pooled, request_s = _best_factor(rows, None)
+    by_gpu: dict[str, list[FitRow]] = {}
+    for row in rows:
+        by_gpu.setdefault(row.gpu_key, []).append(row)
+    own = {gpu: group for gpu, group in by_gpu.items() if len(group) >= MIN_ROWS_PER_GPU}
+    fit = EngineFit({}, pooled, request_s)
+    for _ in range(_ROUNDS):
+        factors = {gpu: _best_factor(group, fit.request_s)[0] for gpu, group in own.items()}
+        fit = EngineFit(factors, pooled, _request_s(rows, EngineFit(factors, pooled, None)))
+    return fit
+
+
+def _best_factor(rows: Sequence[FitRow], request_s: float | None) -> tuple[float, float | None]:
+    """The factor on FACTOR_GRID with the least loss over `rows`, and the request_s used with it
+    (`request_s` itself, or fitted at each factor when None)."""
+    measured = np.array([row.measured_s for row in rows])
+    served = np.array([row.through_frontend for row in rows])
+    best: tuple[float, float, float | None] = (np.inf, 1.0, request_s)
+    for factor in FACTOR_GRID:
+        predicted = np.array([row.engine_s(float(factor)) for row in rows])
+        offset = request_s
+        if offset is None and served.any():
+            offset = best_offset_s(predicted[served], measured[served])
+        loss = float(
+            np.sum(((predicted + np.where(served, offset or 0.0, 0.0)) / measured - 1) ** 2)
+        )
+        if loss < best[0]:
+            best = (loss, float(factor), offset)
+    return best[1], best[2]
+
+
+def _request_s(rows: Sequence[FitRow], fit: EngineFit) -> float | None:
+    """request_s at `fit`'s factors; None without served rows."""
+    served = [row for row in rows if row.through_frontend]
+    if not served:
+        return None
+    predicted = np.array([row.engine_s(fit.factor(row.gpu_key)) for row in served])
+    return best_offset_s(predicted, np.array([row.measured_s for row in served]))
+
+
+def best_offset_s(predicted_s: np.ndarray, measured_s: np.ndarray) -> float:
+    """The constant r >= 0 minimising sum(((predicted + r) / measured - 1)^2)."""
+    weights = 1.0 / measured_s**2
+    return max(0.0, float(np.sum((measured_s - predicted_s) * weights) / np.sum(weights)))

@@ -1,0 +1,70 @@
+"""The real-engine factor on kernel-only step models: what it moves, and how it is fitted."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.costmodel import (
+    BatchShape,
+    StepCoefficients,
+    StepTimeModel,
+    engine_coefficients,
+    real_engine_coefficients,
+)
+from sim.costmodel.engine_terms import FitRow, fit_engine_terms, load_engine_terms
+
+KERNELS = StepCoefficients(0.004, 2e-5, 200, 1e-9, 4e-8, 3e-6)
+DECODE_10_AT_1000 = BatchShape([], [], [1000] * 10)
+PREFILL_1000 = BatchShape([1000], [0], [])
+
+
+def test_the_factor_slows_prefill_compute_and_leaves_decode_steps_alone():
+    """b0 4 ms, b1 20 us/token, T* 200, b2 1 ns/pair, b3 40 ns/KV token, b4 3 us/seq. Factor 2:
+    b1 40 us, T* 100, b2 2 ns. A 10 x 1000-context decode step stays 4 + 4 + 0.4 + 0.03 =
+    8.43 ms (the weight-streaming floor b1 * T* is kept); a 1000-token prefill goes from
+    4 + 20 + 0.5005 = 24.5005 ms to 4 + 40 + 1.001 = 45.001 ms."""
+    scaled = real_engine_coefficients(KERNELS, 2.0)
+    assert scaled == StepCoefficients(0.004, 4e-5, 100, 2e-9, 4e-8, 3e-6)
+    kernels, real = StepTimeModel(KERNELS), StepTimeModel(scaled)
+    assert kernels.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843)
+    assert real.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843)
+    assert kernels.step_time_s(PREFILL_1000) == pytest.approx(0.0245005)
+    assert real.step_time_s(PREFILL_1000) == pytest.approx(0.045001)
+
+
+def test_only_kernel_only_profiles_get_their_gpus_shipped_factor():
+    terms = load_engine_terms()
+    assert terms.factors == {"a100": 1.445, "h100": 1.66} and terms.pooled == 1.51
+    h100 = engine_coefficients(KERNELS, "kernel-derived", "h100")
+    assert h100.per_token_s == pytest.approx(2e-5 * 1.66)
+    roofline_l40s = engine_coefficients(KERNELS, "roofline", "l40s")
+    assert roofline_l40s.per_token_s == pytest.approx(2e-5 * 1.51)
+    assert engine_coefficients(KERNELS, "calibrated", "h100") == KERNELS
+
+
+def _rows(gpu: str, ratio: float, sizes: list[float]) -> list[FitRow]:
+    """Step rows whose measured time is `ratio` x the kernel time of each size."""
+    return [FitRow(gpu, lambda f, s=size: f * s, ratio * size, False) for size in sizes]
+
+
+def test_each_gpu_with_ten_rows_gets_its_own_factor_and_the_rest_the_pooled_one():
+    """Ten A100 rows measured 1.5x their kernel time, ten H100 rows 2x, two L4 rows 3x: A100
+    1.5, H100 2.0; the pooled factor over all 22 rows lies between; L4 (2 rows) takes it."""
+    sizes = [0.01 * (k + 1) for k in range(10)]
+    rows = _rows("a100", 1.5, sizes) + _rows("h100", 2.0, sizes) + _rows("l4", 3.0, [0.01, 0.02])
+    fit = fit_engine_terms(rows)
+    assert fit.factors == {"a100": 1.5, "h100": 2.0}
+    assert 1.5 < fit.pooled < 2.0 and fit.factor("l4") == fit.pooled
+    assert fit.request_s is None
+
+
+def test_request_s_is_fitted_with_the_factor_on_rows_measured_through_a_front_end():
+    """Served rows: engine 20 ms x f and 40 ms x f, measured 40 ms and 70 ms: factor 1.5 and
+    request_s 10 ms fit both exactly."""
+    served = [
+        FitRow("h100", lambda f: 0.02 * f, 0.04, True),
+        FitRow("h100", lambda f: 0.04 * f, 0.07, True),
+    ]
+    fit = fit_engine_terms(served)
+    assert fit.pooled == 1.5
+    assert fit.request_s == pytest.approx(0.01)

@@ -1,0 +1,134 @@
+"""What a workload kind provides: its config dataclass, its builder, and how a scenario offers it.
+
+A kind's module declares its `GeneratorKind`; the registry (workloads/generators/kinds.py) lists
+them. The scenario layer derives each kind's source model from the config's fields: their types,
+defaults and the `setting` metadata (a description, bounds, the prompt slot a length sizes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from workloads.distributions import Distribution, Fixed
+from workloads.generators.common import CommonSlots
+from workloads.layout import PromptLayout
+from workloads.prompt import TokenMode
+from workloads.spec import RequestSpec
+
+# Keys of a config field's metadata (see `setting`).
+_DESCRIPTION = "description"
+_BOUNDS = "bounds"
+_SLOT = "slot"
+_COPIES = "copies"
+MAX_CONTEXT = "history is truncated to this many tokens"
+
+
+def setting(
+    description: str,
+    default: Any,
+    *,
+    bounds: Mapping[str, float] | None = None,
+    slot: str | None = None,
+    copies: str | None = None,
+) -> Any:
+    """A config field with what a scenario shows of it: a one-line description, bounds (`ge`,
+    `gt`, `le`, as the config's own checks enforce), and for a token-count distribution the
+    prompt slot it sizes (`copies`: the field counting its pieces per prompt)."""
+    metadata = {
+        _DESCRIPTION: description,
+        _BOUNDS: dict(bounds or {}),
+        _SLOT: slot,
+        _COPIES: copies,
+    }
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigField:
+    """One field of a generator config as a scenario offers it."""
+
+    name: str
+    annotation: Any  # the resolved type of the dataclass field
+    description: str | None  # None for a field declared without `setting`
+    bounds: Mapping[str, float]
+
+
+def config_fields(config: type) -> tuple[ConfigField, ...]:
+    """The fields of a generator config class, in declaration order, with their `setting` data."""
+    hints = typing.get_type_hints(config)
+    return tuple(
+        ConfigField(
+            field.name,
+            hints[field.name],
+            field.metadata.get(_DESCRIPTION),
+            field.metadata.get(_BOUNDS, {}),
+        )
+        for field in dataclasses.fields(config)
+    )
+
+
+class UnitBuilder(Protocol):
+    """Builds the requests of one arrival: a whole session, or one open-loop request."""
+
+    def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
+        """The requests started by arrival number `arrival_index` at `arrival_at`."""
+        ...
+
+
+class GeneratorConfig(Protocol):
+    """A generator config: a frozen dataclass of its kind's module. Besides its own fields it has
+    the ones every scenario source offers: name, common, layout, tenants, prompt_logprobs_fraction.
+    """
+
+    @property
+    def common(self) -> CommonSlots: ...
+    @property
+    def layout(self) -> PromptLayout: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorKind:
+    """One workload kind: its name in scenarios, a line for docs, its config and its builder."""
+
+    name: str
+    summary: str
+    config: type
+    builder: Callable[[Any, np.random.Generator, np.random.Generator, TokenMode], UnitBuilder]
+
+
+def distribution_fields(config: Any) -> list[str]:
+    """The names of a config's fields typed Distribution (token counts and times it draws)."""
+    return [field.name for field in config_fields(type(config)) if field.annotation == Distribution]
+
+
+def shortest_prompt_tokens(config: GeneratorConfig) -> int:
+    """Tokens every prompt of `config` holds at least: its common slots, and the lowest draw of
+    each distribution that sizes a slot of its layout (times its copies per prompt)."""
+    common = config.common
+    slots = set(config.layout.order)
+    tokens = sum(
+        piece.num_tokens
+        for pieces in common.pieces("", 0, "", "").values()
+        for piece in pieces
+        if piece.slot in slots
+    )
+    for field in dataclasses.fields(config):  # type: ignore[arg-type]
+        if field.metadata.get(_SLOT) in slots:
+            copies_field = field.metadata[_COPIES]
+            copies = 1 if copies_field is None else getattr(config, copies_field)
+            tokens += copies * math.ceil(_lowest(getattr(config, field.name)))
+    return tokens
+
+
+def _lowest(distribution: Distribution) -> float:
+    """The smallest value a token-count distribution draws."""
+    if isinstance(distribution, Fixed):
+        return distribution.value
+    return getattr(distribution, "low", 0.0)

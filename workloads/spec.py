@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
 
 from workloads.errors import WorkloadError
+
+# Token ids as synthetic token modes make them: int64, read-only, shared through their caches.
+TokenArray: TypeAlias = npt.NDArray[np.int64]
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,16 +36,29 @@ class LoraSpec:
             raise WorkloadError(f"LoraSpec.path: {self.path!r} is not allowed; use a string")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Segment:
     """A run of prompt tokens with one content identity.
 
     `tokens` may be shared with other specs through the token caches: treat it as read-only.
+    Synthetic tokens are int64 arrays, tokenized text is a list; equal tokens are equal either
+    way.
     """
 
     name: str
     content_id: str
-    tokens: list[int]
+    tokens: list[int] | TokenArray
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Segment):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.content_id == other.content_id
+            and np.array_equal(self.tokens, other.tokens)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
 
 
 @dataclass(slots=True)
@@ -82,7 +101,18 @@ class RequestSpec:
 
     def prompt_tokens(self) -> list[int]:
         """The prompt as one new list: the segments' tokens in order."""
-        return list(chain.from_iterable(segment.tokens for segment in self.segments))
+        return self.prompt_token_array().tolist()
+
+    def prompt_token_array(self) -> array[int]:
+        """The prompt as one new int64 array ('q'), built without a Python int per token from
+        synthetic tokens."""
+        prompt = array("q")
+        if self.segments:
+            tokens = np.concatenate(
+                [np.asarray(segment.tokens, dtype=np.int64) for segment in self.segments]
+            )
+            prompt.frombytes(tokens.data.cast("B"))
+        return prompt
 
     @property
     def num_prompt_tokens(self) -> int:

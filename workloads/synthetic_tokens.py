@@ -5,6 +5,10 @@ first 8 bytes of BLAKE2b over `c`. So equal identities give equal tokens at ever
 a shorter run is a prefix of a longer one (a trace's partial last block), and different
 identities differ with overwhelming probability. Trace block tokens use the identity
 `"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position.
+
+Streams are int64 numpy arrays (read-only, shared through the cache): a prompt is built and
+hashed from them without a Python int per token. Answers are lists (`output_tokens`), since
+the engine samples them one by one.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 from workloads.errors import WorkloadError
 from workloads.lru import WeightedLru
 from workloads.prompt import Piece
-from workloads.spec import Segment
+from workloads.spec import Segment, TokenArray
 
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
@@ -33,23 +37,56 @@ def content_seed(content_id: str) -> int:
     return int.from_bytes(digest, "little")
 
 
+_SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
 def _mix64(values: np.ndarray) -> np.ndarray:
-    # SplitMix64 finaliser: every input bit flips about half the output bits.
-    values = (values ^ (values >> np.uint64(30))) * _MIX_1
-    values = (values ^ (values >> np.uint64(27))) * _MIX_2
-    return values ^ (values >> np.uint64(31))
+    """SplitMix64's finaliser, in place: every input bit flips about half the output bits."""
+    shifted = values >> _SHIFT_1
+    values ^= shifted
+    values *= _MIX_1
+    np.right_shift(values, _SHIFT_2, out=shifted)
+    values ^= shifted
+    values *= _MIX_2
+    np.right_shift(values, _SHIFT_3, out=shifted)
+    values ^= shifted
+    return values
 
 
-def _token_matrix(seeds: list[int], num_tokens: int, vocab_size: int) -> list[list[int]]:
-    """Row r holds the first `num_tokens` ids of the stream seeded by seeds[r]."""
-    positions = np.arange(1, num_tokens + 1, dtype=np.uint64) * _GOLDEN
+class _Positions:
+    """(i + 1) * golden for i < n, computed once for the longest stream asked so far: most
+    streams are short, so this was a third of their cost."""
+
+    def __init__(self) -> None:
+        self._values = np.zeros(0, dtype=np.uint64)
+
+    def first(self, num_tokens: int) -> np.ndarray:
+        if num_tokens > len(self._values):
+            length = max(num_tokens, 2 * len(self._values), 4096)
+            self._values = np.arange(1, length + 1, dtype=np.uint64) * _GOLDEN
+        return self._values[:num_tokens]
+
+
+_POSITIONS = _Positions()
+
+
+def _token_matrix(seeds: list[int], num_tokens: int, vocab_size: int) -> np.ndarray:
+    """Row r (int64) holds the first `num_tokens` ids of the stream seeded by seeds[r]."""
+    positions = _POSITIONS.first(num_tokens)
     mixed = _mix64(np.array(seeds, dtype=np.uint64)[:, None] + positions[None, :])
-    return (mixed % np.uint64(vocab_size)).tolist()
+    mixed %= np.uint64(vocab_size)
+    return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64
+
+
+def _shared(tokens: np.ndarray) -> TokenArray:
+    """`tokens` made read-only: the cache hands the same array to every caller."""
+    tokens.flags.writeable = False
+    return tokens
 
 
 def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]:
     """The first `num_tokens` synthetic ids of `content_id`, uncached."""
-    return _token_matrix([content_seed(content_id)], num_tokens, vocab_size)[0]
+    return _token_matrix([content_seed(content_id)], num_tokens, vocab_size)[0].tolist()
 
 
 def trace_block_content_id(namespace: str, hash_id: int) -> str:
@@ -60,7 +97,8 @@ def trace_block_content_id(namespace: str, hash_id: int) -> str:
 class SyntheticTokens:
     """Token mode "synthetic": segments get the token stream of their content identity.
 
-    Streams are kept in an LRU bounded by `cache_max_tokens`; returned lists may be shared.
+    Streams are kept in an LRU bounded by `cache_max_tokens`; returned arrays are shared and
+    read-only.
     """
 
     def __init__(
@@ -73,14 +111,14 @@ class SyntheticTokens:
                 f"cache_max_tokens: {cache_max_tokens!r} is not allowed; use an int >= 0"
             )
         self.vocab_size = vocab_size
-        self._cache: WeightedLru[list[int]] = WeightedLru(cache_max_tokens)
+        self._cache: WeightedLru[TokenArray] = WeightedLru(cache_max_tokens)
 
-    def tokens(self, content_id: str, num_tokens: int) -> list[int]:
-        """The first `num_tokens` ids of `content_id`'s stream (a shared, read-only list)."""
+    def tokens(self, content_id: str, num_tokens: int) -> TokenArray:
+        """The first `num_tokens` ids of `content_id`'s stream (a shared, read-only array)."""
         cached = self._cache.get(content_id)
         if cached is not None and len(cached) >= num_tokens:
             return cached if len(cached) == num_tokens else cached[:num_tokens]
-        tokens = token_stream(content_id, num_tokens, self.vocab_size)
+        tokens = _shared(_token_matrix([content_seed(content_id)], num_tokens, self.vocab_size)[0])
         self._cache.put(content_id, tokens, num_tokens)
         return tokens
 
@@ -89,9 +127,9 @@ class SyntheticTokens:
         """Tokens now held by the cache (bounded by cache_max_tokens)."""
         return self._cache.total_weight
 
-    def tokens_many(self, content_ids: Sequence[str], lengths: Sequence[int]) -> list[list[int]]:
+    def tokens_many(self, content_ids: Sequence[str], lengths: Sequence[int]) -> list[TokenArray]:
         """`tokens` for several identities, generating the uncached ones in one numpy pass."""
-        found: list[list[int] | None] = []
+        found: list[TokenArray | None] = []
         missing: list[int] = []
         for index, (content_id, num_tokens) in enumerate(zip(content_ids, lengths, strict=True)):
             cached = self._cache.get(content_id)
@@ -106,13 +144,13 @@ class SyntheticTokens:
             for index, row in zip(
                 missing, _token_matrix(seeds, longest, self.vocab_size), strict=True
             ):
-                if len(row) != lengths[index]:
-                    row = row[: lengths[index]]
+                # A copy, so the cache holds no view of the whole matrix.
+                row = _shared(row[: lengths[index]].copy())
                 self._cache.put(content_ids[index], row, len(row))
                 found[index] = row
         return found  # type: ignore[return-value]
 
-    def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> list[int]:
+    def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""
         return self.tokens(trace_block_content_id(namespace, hash_id), num_tokens)
 
@@ -125,4 +163,4 @@ class SyntheticTokens:
 
     def output_tokens(self, content_id: str, num_tokens: int) -> list[int]:
         """What the fake model emits for an answer; the same ids as the answer's history piece."""
-        return self.tokens(content_id, num_tokens)
+        return self.tokens(content_id, num_tokens).tolist()

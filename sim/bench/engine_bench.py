@@ -20,6 +20,8 @@ from sim.bench import Figure, Figures
 from sim.config import Scenario
 from sim.runner import RunResult, run_scenario
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 @dataclass(slots=True, frozen=True)
 class EngineBenchConfig:
@@ -78,12 +80,24 @@ def timed_chat_run(config: EngineBenchConfig) -> tuple[RunResult, float, float]:
     return result, wall_s, cpu_s
 
 
+def workload_build_cpu_s(config: EngineBenchConfig) -> tuple[float, int]:
+    """CPU seconds to generate every request spec the run's workload yields (later turns the
+    run drops past `duration_s` included) and its prompt token array, as the engine asks for
+    it, and the prompt tokens built."""
+    scenario = Scenario.model_validate(chat_scenario_data(config))
+    cpu_before = time.process_time()
+    specs = scenario.workload.build(seed=scenario.seed, until_s=scenario.duration_s, base_dir=REPO)
+    num_tokens = sum(len(spec.prompt_token_array()) for spec in specs)
+    return time.process_time() - cpu_before, num_tokens
+
+
 def run_engine_benchmark(config: EngineBenchConfig | None = None) -> Figures:
     """Simulate the chat hour on the native core and on the pure-Python path; report simulated
     seconds per wall second and per CPU second, and the rate achieved."""
     config = config or EngineBenchConfig()
     result, wall_s, cpu_s = timed_chat_run(config)
     _, python_wall_s, python_cpu_s = timed_chat_run(dataclasses.replace(config, core="python"))
+    workload_cpu_s, num_prompt_tokens = workload_build_cpu_s(config)
     summary = result.summary
     simulated_s = summary["end_at"]
     return {
@@ -99,4 +113,6 @@ def run_engine_benchmark(config: EngineBenchConfig | None = None) -> Figures:
         "engine steps": Figure(summary["num_engine_steps"]),
         "engine steps per wall second": Figure(summary["num_engine_steps"] / wall_s, "steps/s"),
         "hit rate": Figure(100.0 * summary["hit_rate"], "%"),
+        "workload alone (specs and prompt token arrays): CPU": Figure(workload_cpu_s, "s"),
+        "workload alone: prompt tokens": Figure(num_prompt_tokens),
     }

@@ -13,7 +13,15 @@ from sim.costmodel import BatchShape, CostModel
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
-from sim.sched import Request, Scheduler, SchedulerConfig, SchedulerOutput
+from sim.sched import (
+    Request,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+    StepOutput,
+    apply_step_output,
+    make_scheduler,
+)
 
 
 class _BlockEventForwarder:
@@ -82,7 +90,7 @@ class QueueFullError(ValueError):
 class _Batch:
     """A scheduled step on its way through the GPU, with what its step record needs."""
 
-    output: SchedulerOutput
+    output: SchedulerOutput | StepOutput
     started_at: float
     duration_s: float
     num_running: int
@@ -142,8 +150,8 @@ class EngineCore:
                 gpu_prefix_caching=config.enable_caching,
                 replica=replica,
             )
-        self.scheduler = Scheduler(
-            config, observer=observer, fast_decode_path=fast_decode_path, offload=connector
+        self.scheduler = make_scheduler(
+            config, observer, fast_decode_path=fast_decode_path, offload=connector
         )
         # The external counters already written to step records.
         self._external_recorded = (0, 0)
@@ -302,7 +310,7 @@ class EngineCore:
         load_reported = offload is not None and any(
             not offload.jobs[job_id].is_store for job_id in done
         )
-        result = scheduler.update_from_output(output, now, done)
+        result = apply_step_output(scheduler, output, now, done)
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
         self.num_steps += 1
@@ -352,6 +360,7 @@ class EngineCore:
         next_finish_s = clock.next_finish_s()
         if next_finish_s is None:
             scheduler = self.scheduler
+            assert isinstance(scheduler, Scheduler)  # offload runs use the reference scheduler
             # A load reported done, or leftovers of a finished request, are taken up by the
             # next step; anything else waiting with no transfer in flight cannot progress.
             if scheduler.has_unfinished_requests and not (

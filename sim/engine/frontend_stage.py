@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
 
 import simpy
 
 from sim.costmodel import FrontEnd
 from sim.metrics import BlockEvent, Recorder, RequestRecord, StepRecord
+
+_RECORD_FIELDS = tuple(field.name for field in dataclasses.fields(RequestRecord))
+_RECORD_POSITIONS = {name: index for index, name in enumerate(_RECORD_FIELDS)}
+_record_values = attrgetter(*_RECORD_FIELDS)
+
+
+def _replaced(record: RequestRecord, **changes: Any) -> RequestRecord:
+    """dataclasses.replace for a RequestRecord at half its cost (one per finished request)."""
+    values = list(_record_values(record))
+    for name, value in changes.items():
+        values[_RECORD_POSITIONS[name]] = value
+    return RequestRecord(*values)
 
 
 class FrontEndStage:
@@ -61,7 +75,7 @@ class FrontEndStage:
             return self._last_view
         api_arrival_at = self._api_arrivals.pop(record.request_id, record.arrival_at)
         out_s = self.frontend.first_token_s
-        view = dataclasses.replace(
+        view = _replaced(
             record,
             arrival_at=api_arrival_at,
             first_token_at=record.first_token_at + out_s,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Protocol
 
 from sim.errors import InputError
-from sim.kvcache import CacheRequest, Hasher, HashKeys, cache_salt_problem
+from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys, cache_salt_problem
 from sim.sched import Request
 
 
@@ -54,7 +55,7 @@ class SpecLike(Protocol):
     @property
     def priority(self) -> int: ...
 
-    def prompt_tokens(self) -> list[int]: ...
+    def prompt_token_array(self) -> array[int]: ...
 
     @property
     def num_prompt_tokens(self) -> int: ...
@@ -70,6 +71,9 @@ def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
     if problem is not None:
         raise InputError(f"request {spec.request_id!r}: {problem}")
     lora = spec.lora
+    if lora is None and spec.cache_salt is None:
+        # The shared constant: the compiled hasher recognises it by identity.
+        return NO_HASH_KEYS
     return HashKeys(
         lora_name=lora.name if lora is not None else None,
         lora_path=lora.path if lora is not None else None,
@@ -87,7 +91,7 @@ def request_from_spec(
     session's previous turn) lends the hashes of the blocks it shares with the prompt."""
     return Request(
         spec.request_id,
-        spec.prompt_tokens(),
+        spec.prompt_token_array(),
         spec.output_tokens,
         hasher,
         arrival_at=arrival_at,
@@ -104,7 +108,7 @@ def cache_request_from_spec(spec: SpecLike, hasher: Hasher) -> CacheRequest:
     """The cache-level request of `spec`, for cache-only replays (no timing, no outputs yet)."""
     return CacheRequest(
         spec.request_id,
-        spec.prompt_tokens(),
+        spec.prompt_token_array(),
         hasher,
         hash_keys=hash_keys_from_spec(spec),
         skip_reading_prefix_cache=spec.prompt_logprobs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from array import array
 from collections.abc import Sequence
 
 from sim.kvcache.hashing import NO_HASH_KEYS, Hasher, HashKeys, num_shared_full_blocks
@@ -27,7 +28,11 @@ class RequestStatus(enum.Enum):
 
 
 class CacheRequest:
-    """Prompt plus outputs so far (`all_token_ids`), their full-block hashes, and progress."""
+    """Prompt plus outputs so far (`all_token_ids`), their full-block hashes, and progress.
+
+    `all_token_ids` is an int64 `array('q')`, not a list: no Python int per token, and the
+    compiled hasher reads it as one buffer.
+    """
 
     __slots__ = (
         "request_id",
@@ -56,7 +61,8 @@ class CacheRequest:
         session's previous turn): the hashes of the full blocks they share are copied, not
         recomputed. The hashes are the same either way."""
         self.request_id = request_id
-        self.all_token_ids = list(prompt_token_ids)
+        # From an array('q') this is one copy of the buffer (no per-token work).
+        self.all_token_ids = array("q", prompt_token_ids)
         self.num_prompt_tokens = len(self.all_token_ids)
         self.block_hashes: list[bytes] = []
         self.num_computed_tokens = 0

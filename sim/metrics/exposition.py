@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sim.errors import InputError
@@ -54,6 +53,9 @@ def prometheus_text(metrics_path: Path, model_name: str, at: float | None = None
         raise InputError(f"no scrape at or before {at:g} s{first}", source=str(metrics_path))
     scrape_at = eligible[-1]
     table = _read(metrics_path)
+    # Loaded here: pyarrow.compute costs 0.1 s to import, and only this command needs it.
+    import pyarrow.compute as pc
+
     rows = table.filter(pc.equal(table.column("at"), scrape_at)).to_pylist()
     rows_by_family: dict[Family, list[dict]] = {family: [] for family in FAMILIES}
     for row in rows:

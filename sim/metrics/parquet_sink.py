@@ -1,8 +1,9 @@
-"""Row-at-a-time parquet output with a bounded buffer and an atomic rename at close."""
+"""Buffered parquet output, row by row or in columns, with an atomic rename at close."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.fileio import writing
+from sim.metrics.columns import column_array, numeric_columns
 
 DEFAULT_BATCH_ROWS = 50_000
 
@@ -17,8 +19,11 @@ DEFAULT_BATCH_ROWS = 50_000
 class ParquetSink:
     """Buffers rows, writes one row group per `batch_rows` rows.
 
-    Rows go to a hidden `.<name>.partial` file next to `path`, which replaces `path` only at
-    `close`, so a crashed run never leaves a truncated file under the final name.
+    Rows arrive one at a time (`append`, `extend`: a tuple per row) or as columns
+    (`extend_columns`: arrow arrays, for writers that never build a row); either way the row
+    groups hold exactly `batch_rows` rows, the last one what is left at close. Rows go to a
+    hidden `.<name>.partial` file next to `path`, which replaces `path` only at `close`, so a
+    crashed run never leaves a truncated file under the final name.
     """
 
     def __init__(
@@ -32,45 +37,81 @@ class ParquetSink:
         self.num_rows_written = 0
         self._partial_path = self.path.with_name(f".{self.path.name}.partial")
         self._rows: list[tuple[Any, ...]] = []
+        # Buffered column chunks, in order before the rows in _rows.
+        self._chunks: list[list[pa.Array]] = []
+        self._num_chunk_rows = 0
+        self._numeric = all(field.type in (pa.float64(), pa.int64()) for field in schema)
         with writing(self.path):
             self._writer = pq.ParquetWriter(self._partial_path, schema, compression="zstd")
 
     @property
     def num_buffered_rows(self) -> int:
         """Rows held in memory, not yet written."""
-        return len(self._rows)
+        return len(self._rows) + self._num_chunk_rows
 
     def append(self, row: tuple[Any, ...]) -> None:
         """Buffer one row (values in schema order); write a row group when the buffer is full."""
         rows = self._rows
         rows.append(row)
-        if len(rows) >= self.batch_rows:
-            self.flush()
+        if len(rows) + self._num_chunk_rows >= self.batch_rows:
+            self._write_full_groups()
 
     def extend(self, rows: list[tuple[Any, ...]]) -> None:
         """Buffer several rows at once, with the same row groups as appending them one by one."""
-        while rows:
-            room = self.batch_rows - len(self._rows)
-            self._rows.extend(rows[:room])
-            rows = rows[room:]
-            if len(self._rows) >= self.batch_rows:
-                self.flush()
+        self._rows.extend(rows)
+        if self.num_buffered_rows >= self.batch_rows:
+            self._write_full_groups()
+
+    def extend_columns(self, columns: Sequence[pa.Array]) -> None:
+        """Buffer rows given as one array per schema column, all of the same length."""
+        self._chunk_rows()
+        self._chunks.append(list(columns))
+        self._num_chunk_rows += len(columns[0])
+        if self._num_chunk_rows >= self.batch_rows:
+            self._write_full_groups()
+
+    def _chunk_rows(self) -> None:
+        """Move the buffered rows into a column chunk (transposed in C, by numpy or zip)."""
+        if not self._rows:
+            return
+        chunk = numeric_columns(self._rows, self.schema) if self._numeric else None
+        if chunk is None:
+            columns = zip(*self._rows, strict=True)
+            chunk = [
+                column_array(column, field.type)
+                for column, field in zip(columns, self.schema, strict=True)
+            ]
+        self._chunks.append(chunk)
+        self._num_chunk_rows += len(self._rows)
+        self._rows.clear()
+
+    def _buffered_columns(self) -> list[pa.Array]:
+        """Every buffered row as one contiguous array per column; empties the buffer."""
+        self._chunk_rows()
+        chunks, self._chunks, self._num_chunk_rows = self._chunks, [], 0
+        if len(chunks) == 1:
+            return chunks[0]
+        return [pa.concat_arrays(list(column)) for column in zip(*chunks, strict=True)]
+
+    def _write_full_groups(self) -> None:
+        columns = self._buffered_columns()
+        num_rows, start = len(columns[0]), 0
+        while num_rows - start >= self.batch_rows:
+            self._write_group([column.slice(start, self.batch_rows) for column in columns])
+            start += self.batch_rows
+        if start < num_rows:
+            self._chunks = [[column.slice(start) for column in columns]]
+            self._num_chunk_rows = num_rows - start
+
+    def _write_group(self, columns: list[pa.Array]) -> None:
+        with writing(self.path):  # a full disk shows here first
+            self._writer.write_batch(pa.record_batch(columns, schema=self.schema))
+        self.num_rows_written += len(columns[0])
 
     def flush(self) -> None:
         """Write the buffered rows as one row group."""
-        num_rows = self.num_buffered_rows
-        if num_rows == 0:
-            return
-        # Rows are transposed only here, in C, so appending a row stays one list append.
-        columns = zip(*self._rows, strict=True)
-        arrays = [
-            pa.array(column, type=field.type)
-            for column, field in zip(columns, self.schema, strict=True)
-        ]
-        with writing(self.path):  # a full disk shows here first
-            self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
-        self.num_rows_written += num_rows
-        self._rows.clear()
+        if self.num_buffered_rows:
+            self._write_group(self._buffered_columns())
 
     def close(self) -> None:
         """Write what is left, finish the file and move it into place."""

@@ -15,7 +15,6 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
 import numpy as np
 
@@ -61,7 +60,9 @@ def request_tokens_bucket_edges(max_model_len: int) -> tuple[float, ...]:
         scale *= 10
 
 
-@dataclass(slots=True, frozen=True)
+# eq=False: families are module constants, keyed by identity; hashing three strings on every
+# counter update took a third of a step's recording time.
+@dataclass(slots=True, frozen=True, eq=False)
 class Family:
     """One exported metric family: its base name (as vLLM declares it), type and help text."""
 
@@ -189,6 +190,11 @@ GAUGES = (
     KV_CACHE_USAGE_PERC,
     KV_CACHE_CACHED_FREE_PERC,
 )
+# Positions in EngineState's counter list: the order of COUNTERS.
+_QUERIES, _HITS, _PREEMPTIONS, _PROMPT_TOKENS, _PROMPT_TOKENS_CACHED, _GENERATION_TOKENS = range(
+    len(COUNTERS)
+)
+_SIMULATED_REASON = FINISHED_REASONS.index(SIMULATED_FINISHED_REASON)
 # Histograms with fixed edges; the token-count ones depend on max_model_len (see below).
 FIXED_HISTOGRAM_EDGES = {
     TIME_TO_FIRST_TOKEN_SECONDS: TTFT_BUCKET_EDGES,
@@ -232,8 +238,8 @@ def bucket_label(edge: float) -> str:
     return repr(float(edge))
 
 
-# One exposition sample: (sample name, le label or None, finished_reason label or None, value).
-Sample = tuple[str, str | None, str | None, float]
+# What names one exposition sample: (sample name, le label or None, finished_reason label or None).
+SampleKey = tuple[str, str | None, str | None]
 
 
 class Histogram:
@@ -263,18 +269,21 @@ class Histogram:
         self.total += math.fsum(values)
         self.count += len(values)
 
-    def samples(self, name: str) -> list[Sample]:
-        """`_bucket` rows (edges ascending, then +Inf), then `_sum` and `_count`."""
+    def sample_keys(self, name: str) -> list[SampleKey]:
+        """The keys of `sample_values`: `_bucket` rows (edges ascending, then +Inf), then
+        `_sum` and `_count`."""
         bucket_name = f"{name}_bucket"
-        cumulative = accumulate(self.bucket_counts[:-1])
-        rows: list[Sample] = [
-            (bucket_name, label, None, float(count))
-            for label, count in zip(self._labels, cumulative, strict=True)
-        ]
-        rows.append((bucket_name, INF_LABEL, None, float(self.count)))
-        rows.append((f"{name}_sum", None, None, self.total))
-        rows.append((f"{name}_count", None, None, float(self.count)))
-        return rows
+        keys: list[SampleKey] = [(bucket_name, label, None) for label in self._labels]
+        keys.append((bucket_name, INF_LABEL, None))
+        keys.append((f"{name}_sum", None, None))
+        keys.append((f"{name}_count", None, None))
+        return keys
+
+    def raw_values(self) -> list[float]:
+        """The state behind `sample_keys`: the count of each bucket alone (the last: above
+        every edge), sum and count. Cumulated over the buckets, the counts are the `_bucket`
+        samples, the +Inf one included (`cumulate_buckets`)."""
+        return [*self.bucket_counts, self.total, self.count]
 
 
 class EngineState:
@@ -288,36 +297,39 @@ class EngineState:
     """
 
     def __init__(self, max_model_len: int) -> None:
-        self.counters = dict.fromkeys(COUNTERS, 0.0)
-        self.success_by_reason = dict.fromkeys(FINISHED_REASONS, 0.0)
-        self.gauges = dict.fromkeys(GAUGES, 0.0)
+        # Values in the order of COUNTERS, FINISHED_REASONS and GAUGES (lists: a step updates
+        # them by position, without hashing a family per update).
+        self.counters = [0.0] * len(COUNTERS)
+        self.success_by_reason = [0.0] * len(FINISHED_REASONS)
+        self.gauges = [0.0] * len(GAUGES)
         token_edges = request_tokens_bucket_edges(max_model_len)
         self.histograms = {
             **{family: Histogram(edges) for family, edges in FIXED_HISTOGRAM_EDGES.items()},
             **{family: Histogram(token_edges) for family in TOKEN_COUNT_HISTOGRAMS},
         }
+        self._iteration_tokens = self.histograms[ITERATION_TOKENS_TOTAL]
 
     def apply_step(self, step: StepRecord) -> None:
         """Count the step's lookups, hits and preemptions; set the gauges."""
-        counters, gauges = self.counters, self.gauges
-        counters[PREFIX_CACHE_QUERIES] += step.num_queries
-        counters[PREFIX_CACHE_HITS] += step.num_hits
-        counters[NUM_PREEMPTIONS] += step.num_preemptions
-        gauges[KV_CACHE_USAGE_PERC] = step.usage
-        gauges[KV_CACHE_CACHED_FREE_PERC] = step.cached_free_usage
-        gauges[NUM_REQUESTS_RUNNING] = float(step.num_running)
-        gauges[NUM_REQUESTS_WAITING] = float(step.num_waiting)
-        self.histograms[ITERATION_TOKENS_TOTAL].observe(
-            step.num_prefill_tokens + step.num_decode_tokens
+        counters = self.counters
+        counters[_QUERIES] += step.num_queries
+        counters[_HITS] += step.num_hits
+        counters[_PREEMPTIONS] += step.num_preemptions
+        self.gauges[:] = (  # in the order of GAUGES
+            float(step.num_running),
+            float(step.num_waiting),
+            step.usage,
+            step.cached_free_usage,
         )
+        self._iteration_tokens.observe(step.num_prefill_tokens + step.num_decode_tokens)
 
     def apply_finished_request(self, request: RequestRecord) -> None:
         """Count the request's tokens and observe its latencies and sizes."""
         counters, histograms = self.counters, self.histograms
-        counters[PROMPT_TOKENS] += request.num_prompt_tokens
-        counters[PROMPT_TOKENS_CACHED] += request.num_cached_tokens
-        counters[GENERATION_TOKENS] += request.num_output_tokens
-        self.success_by_reason[SIMULATED_FINISHED_REASON] += 1
+        counters[_PROMPT_TOKENS] += request.num_prompt_tokens
+        counters[_PROMPT_TOKENS_CACHED] += request.num_cached_tokens
+        counters[_GENERATION_TOKENS] += request.num_output_tokens
+        self.success_by_reason[_SIMULATED_REASON] += 1
         histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
         histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
         histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
@@ -334,21 +346,31 @@ class EngineState:
         )
         histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
 
-    def samples(self) -> list[Sample]:
+    def sample_keys(self) -> list[SampleKey]:
         """Every series in a fixed order: counters, request_success, gauges, histograms."""
-        rows: list[Sample] = [
-            (family.sample_name, None, None, value) for family, value in self.counters.items()
-        ]
-        rows.extend(
-            (REQUEST_SUCCESS.sample_name, None, reason, value)
-            for reason, value in self.success_by_reason.items()
-        )
-        rows.extend(
-            (family.sample_name, None, None, value) for family, value in self.gauges.items()
-        )
+        keys: list[SampleKey] = [(family.sample_name, None, None) for family in COUNTERS]
+        keys.extend((REQUEST_SUCCESS.sample_name, None, reason) for reason in FINISHED_REASONS)
+        keys.extend((family.sample_name, None, None) for family in GAUGES)
         for family, histogram in self.histograms.items():
-            rows.extend(histogram.samples(family.name))
-        return rows
+            keys.extend(histogram.sample_keys(family.name))
+        return keys
+
+    def raw_values(self) -> list[float]:
+        """Every series' state in the order of `sample_keys`: the samples' values, except that
+        histogram buckets count alone (see `bucket_runs`)."""
+        values = self.counters + self.success_by_reason + self.gauges
+        for histogram in self.histograms.values():
+            values += histogram.raw_values()
+        return values
+
+    def bucket_runs(self) -> list[tuple[int, int]]:
+        """(start, length) in `raw_values` of each histogram's buckets, the overflow included."""
+        runs = []
+        start = len(self.counters) + len(self.success_by_reason) + len(self.gauges)
+        for histogram in self.histograms.values():
+            runs.append((start, len(histogram.bucket_counts)))
+            start += len(histogram.bucket_counts) + 2
+        return runs
 
 
 class PrometheusState:
@@ -358,6 +380,14 @@ class PrometheusState:
         if num_replicas < 1:
             raise ValueError(f"need at least one replica, got {num_replicas}")
         self.engines = [EngineState(max_model_len) for _ in range(num_replicas)]
+        # (start, length) in `raw_values` of every histogram's buckets, all replicas.
+        self._bucket_runs: list[tuple[int, int]] = []
+        offset = 0
+        for engine in self.engines:
+            self._bucket_runs.extend(
+                (offset + start, length) for start, length in engine.bucket_runs()
+            )
+            offset += len(engine.raw_values())
 
     def apply_step(self, step: StepRecord) -> None:
         """Apply a step to its replica's state."""
@@ -367,10 +397,25 @@ class PrometheusState:
         """Apply a finished request to its replica's state."""
         self.engines[request.replica].apply_finished_request(request)
 
-    def samples(self) -> list[tuple[int, Sample]]:
-        """(replica, sample) for every series of every replica, replicas in order."""
+    def sample_keys(self) -> list[tuple[int, SampleKey]]:
+        """(replica, key) of every series of every replica, replicas in order."""
         return [
-            (replica, sample)
+            (replica, key)
             for replica, engine in enumerate(self.engines)
-            for sample in engine.samples()
+            for key in engine.sample_keys()
         ]
+
+    def raw_values(self) -> list[float]:
+        """Every replica's `EngineState.raw_values`, replicas in order: a scrape's state, cheap
+        to take (list copies); `cumulate_buckets` turns scrapes of it into sample values."""
+        values: list[float] = []
+        for engine in self.engines:
+            values += engine.raw_values()
+        return values
+
+    def cumulate_buckets(self, scrapes: np.ndarray) -> None:
+        """Turn rows of `raw_values` into the values of `sample_keys`, in place: each
+        histogram's buckets summed cumulatively (exact: the counts are integers)."""
+        for start, length in self._bucket_runs:
+            run = scrapes[:, start : start + length]
+            np.cumsum(run, axis=1, out=run)

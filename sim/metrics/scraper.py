@@ -13,11 +13,14 @@ pending scrape times, those scrapes are written first, with the state as it stoo
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from sim.errors import InputError
+from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
@@ -36,7 +39,11 @@ METRICS_SCHEMA = pa.schema(
 
 
 class MetricsScraper(NullRecorder):
-    """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid."""
+    """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid.
+
+    Every scrape has the same series in the same order, so a scrape is its time and a vector of
+    values; the name, replica and label columns repeat the same keys, scrape after scrape.
+    """
 
     def __init__(
         self,
@@ -52,18 +59,32 @@ class MetricsScraper(NullRecorder):
         self.scrape_interval_s = scrape_interval_s
         self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
         self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
+        keys = self.state.sample_keys()
+        self._names = [name for _, (name, _, _) in keys]
+        self._replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
+        self._les = [le for _, (_, le, _) in keys]
+        self._reasons = [reason for _, (_, _, reason) in keys]
+        # Scrapes not yet handed to the sink: their times and raw values.
+        self._pending_at = array("d")
+        self._pending_values: list[list[float]] = []
         # Scrape times are index * interval, not repeated sums, so they do not drift.
         self._next_scrape_index = 1
+        self._next_scrape_at = scrape_interval_s
         self._last_scrape_at: float | None = None
         self._last_hook_at = 0.0
 
     def on_step(self, step: StepRecord) -> None:
         """Write scrapes due before the step starts, then apply it."""
-        self._scrape_until_before(step.started_at)
+        at = step.started_at
+        if at > self._last_hook_at:
+            self._last_hook_at = at
+            if at > self._next_scrape_at:
+                self._scrape_until_before(at)
         self.state.apply_step(step)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Write scrapes due before the request finished, then apply it."""
+        self._last_hook_at = max(self._last_hook_at, request.finished_at)
         self._scrape_until_before(request.finished_at)
         self.state.apply_finished_request(request)
 
@@ -71,29 +92,48 @@ class MetricsScraper(NullRecorder):
         """Write the scrapes due up to end_at, a final one at end_at, and finish the file."""
         if end_at < self._last_hook_at:
             raise ValueError(f"close at {end_at} is before the last hook at {self._last_hook_at}")
-        while self._next_scrape_at() <= end_at:
+        while self._next_scrape_at <= end_at:
             self._scrape_next()
         if self._last_scrape_at != end_at:
             self._scrape(end_at)
+        self._hand_over()
         self.sink.close()
 
-    def _next_scrape_at(self) -> float:
-        return self._next_scrape_index * self.scrape_interval_s
-
     def _scrape_until_before(self, at: float) -> None:
-        self._last_hook_at = max(self._last_hook_at, at)
-        while self._next_scrape_at() < at:
+        while self._next_scrape_at < at:
             self._scrape_next()
 
     def _scrape_next(self) -> None:
-        self._scrape(self._next_scrape_at())
+        self._scrape(self._next_scrape_at)
         self._next_scrape_index += 1
+        self._next_scrape_at = self._next_scrape_index * self.scrape_interval_s
 
     def _scrape(self, at: float) -> None:
-        self.sink.extend(
+        self._pending_at.append(at)
+        self._pending_values.append(self.state.raw_values())
+        self._last_scrape_at = at
+        if len(self._pending_values) * len(self._names) >= self.sink.batch_rows:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give the pending scrapes to the sink as columns."""
+        num_scrapes = len(self._pending_at)
+        if num_scrapes == 0:
+            return
+        num_keys = len(self._names)
+        at = np.repeat(np.frombuffer(self._pending_at, dtype=np.float64), num_keys)
+        scrapes = np.array(self._pending_values, dtype=np.float64)
+        self.state.cumulate_buckets(scrapes)
+        values = scrapes.ravel()
+        self.sink.extend_columns(
             [
-                (at, name, replica, le, reason, value)
-                for replica, (name, le, reason, value) in self.state.samples()
+                numeric_array(at, pa.float64()),
+                string_array(self._names, num_scrapes),
+                numeric_array(np.tile(self._replicas, num_scrapes), pa.int64()),
+                string_array(self._les, num_scrapes),
+                string_array(self._reasons, num_scrapes),
+                numeric_array(values, pa.float64()),
             ]
         )
-        self._last_scrape_at = at
+        self._pending_at = array("d")
+        self._pending_values = []

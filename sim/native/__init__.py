@@ -5,6 +5,7 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
+from sim.native._core import SchedulerCore, StepOutput
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
@@ -13,6 +14,8 @@ __all__ = [
     "DEFAULT_CORE",
     "NativeBlockHasher",
     "NativeKVCacheManager",
+    "SchedulerCore",
+    "StepOutput",
     "make_hasher",
     "make_manager",
 ]

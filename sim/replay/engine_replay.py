@@ -26,12 +26,16 @@ from sim.replay.offload_engine import (
 from sim.replay.ops import Op, ReplayLine, check_hash_algo, read_ops
 from sim.sched import (
     POLICIES,
+    NativeScheduler,
     OffloadStats,
     Request,
     Scheduler,
     SchedulerConfig,
     SchedulerOutput,
+    StepOutput,
+    apply_step_output,
     defaults,
+    native_scheduler_covers,
 )
 
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort", "reset_prefix_cache"})
@@ -140,14 +144,15 @@ class EngineReplay:
         self.config = config
         self.offload = offload
         self.events = _StepEventLog()
-        self.scheduler = Scheduler(
-            config,
-            observer=self.events,
-            offload=(
-                make_connector(offload, config.block_size, config.enable_caching)
-                if offload
-                else None
-            ),
+        connector = (
+            make_connector(offload, config.block_size, config.enable_caching) if offload else None
+        )
+        # Every step is reported, so request state must be exact after each: the compiled
+        # scheduler always is; the reference is on its straightforward path.
+        self.scheduler: Scheduler | NativeScheduler = (
+            NativeScheduler(config, self.events)
+            if native_scheduler_covers(config, connector)
+            else Scheduler(config, observer=self.events, offload=connector)
         )
         self.worker = FixedDelayWorker(offload) if offload else None
         # The external counters as of the latest processed step (vLLM reports them with it).
@@ -157,7 +162,7 @@ class EngineReplay:
         self.cumulative = PrefixCacheStats()
         self.num_steps = 0
         # Steps scheduled but not yet processed, newest first, with their step numbers.
-        self.in_flight: deque[tuple[int, SchedulerOutput]] = deque()
+        self.in_flight: deque[tuple[int, SchedulerOutput | StepOutput]] = deque()
         self.max_in_flight = 2 if config.async_scheduling else 1
 
     def header(self) -> dict[str, Any]:
@@ -270,7 +275,7 @@ class EngineReplay:
         self.events.evicted.clear()
         scheduler = self.scheduler
         in_flight = self.in_flight
-        output: SchedulerOutput | None = None
+        output: SchedulerOutput | StepOutput | None = None
         if scheduler.has_requests or (force and not in_flight):
             self.num_steps += 1
             output = scheduler.schedule(float(self.num_steps))
@@ -287,9 +292,13 @@ class EngineReplay:
         else:
             self.num_steps += 1
         processed_step, oldest = in_flight.pop()
-        done = self.worker.done_after(processed_step, oldest) if self.worker else []
+        done: list[int] = []
+        if self.worker is not None:
+            # Runs with a CPU tier use the reference scheduler (native_scheduler_covers).
+            assert isinstance(scheduler, Scheduler) and isinstance(oldest, SchedulerOutput)
+            done = self.worker.done_after(processed_step, oldest)
         aborted_while_loading = set(scheduler.aborted_while_loading)
-        result = scheduler.update_from_output(oldest, float(self.num_steps), done)
+        result = apply_step_output(scheduler, oldest, float(self.num_steps), done)
         # Like vLLM, a request aborted during its load leaves when the load lands.
         released = aborted_while_loading - scheduler.aborted_while_loading.keys()
         self.cumulative.add(result.prefix_cache_stats)
@@ -303,14 +312,19 @@ class EngineReplay:
             line.update(self._offload_fields(output, done))
         return line
 
-    def _offload_fields(self, scheduled: SchedulerOutput | None, done: list[int]) -> dict[str, Any]:
+    def _offload_fields(
+        self, scheduled: SchedulerOutput | StepOutput | None, done: list[int]
+    ) -> dict[str, Any]:
+        scheduler = self.scheduler
+        # Runs with a CPU tier use the reference scheduler (native_scheduler_covers).
+        assert isinstance(scheduler, Scheduler) and not isinstance(scheduled, StepOutput)
         return offload_step_fields(
-            self.scheduler, scheduled, done, self.labels, self.reported_offload_stats
+            scheduler, scheduled, done, self.labels, self.reported_offload_stats
         )
 
     def _step_line(
         self,
-        output: SchedulerOutput | None,
+        output: SchedulerOutput | StepOutput | None,
         processed_step: int | None,
         finished: list[Request],
         released: AbstractSet[str] = frozenset(),

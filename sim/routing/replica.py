@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.sched import Request, Scheduler
+from sim.sched import NativeScheduler, Request, Scheduler
 
 
 class SchedulerReplica:
@@ -10,7 +10,7 @@ class SchedulerReplica:
 
     __slots__ = ("index", "scheduler")
 
-    def __init__(self, index: int, scheduler: Scheduler) -> None:
+    def __init__(self, index: int, scheduler: Scheduler | NativeScheduler) -> None:
         self.index = index
         self.scheduler = scheduler
 

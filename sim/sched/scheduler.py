@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.kvcache import CacheObserver, PrefixCacheStats, RequestStatus
+from sim.kvcache import CacheManager, CacheObserver, Hasher, PrefixCacheStats, RequestStatus
 from sim.native import make_hasher, make_manager
 from sim.sched.block_fence import BlockFreeFence
 from sim.sched.config import SchedulerConfig
@@ -91,6 +91,34 @@ class StepResult:
     prefix_cache_stats: PrefixCacheStats
 
 
+def make_cache(
+    config: SchedulerConfig, core: str, observer: CacheObserver | None, *, memo_size: int
+) -> tuple[Hasher, CacheManager]:
+    """The block hasher and KV cache manager of `core` sized by `config`."""
+    hasher = make_hasher(
+        core, config.hash_algo, config.block_size, config.hash_seed, memo_size=memo_size
+    )
+    manager = make_manager(
+        core,
+        config.num_gpu_blocks,
+        config.block_size,
+        max_model_len=config.max_model_len,
+        enable_caching=config.enable_caching,
+        watermark=config.watermark,
+        observer=observer,
+    )
+    return hasher, manager
+
+
+def check_prompt_fits(request: Request, max_model_len: int) -> None:
+    """vLLM rejects a prompt of max_model_len tokens or more (ValueError naming both)."""
+    if request.num_prompt_tokens >= max_model_len:
+        raise ValueError(
+            f"request {request.request_id!r}: prompt of {request.num_prompt_tokens} tokens "
+            f"must be shorter than max_model_len {max_model_len}"
+        )
+
+
 class Scheduler:
     """Running-first continuous batching with chunked prefill and preemption by recompute."""
 
@@ -116,21 +144,8 @@ class Scheduler:
             if fast_decode_path and not config.async_scheduling and offload is None
             else None
         )
-        self.hasher = make_hasher(
-            config.core,
-            config.hash_algo,
-            config.block_size,
-            config.hash_seed,
-            memo_size=HASH_MEMO_SIZE if fast_decode_path else 0,
-        )
-        self.kv_cache_manager = make_manager(
-            config.core,
-            config.num_gpu_blocks,
-            config.block_size,
-            max_model_len=config.max_model_len,
-            enable_caching=config.enable_caching,
-            watermark=config.watermark,
-            observer=observer,
+        self.hasher, self.kv_cache_manager = make_cache(
+            config, config.core, observer, memo_size=HASH_MEMO_SIZE if fast_decode_path else 0
         )
         self.waiting: FcfsQueue | PriorityQueue = (
             PriorityQueue() if config.policy == "priority" else FcfsQueue()
@@ -189,11 +204,7 @@ class Scheduler:
 
     def add_request(self, request: Request) -> None:
         """Queue a new request (its prompt must be shorter than max_model_len)."""
-        if request.num_prompt_tokens >= self.config.max_model_len:
-            raise ValueError(
-                f"request {request.request_id!r}: prompt of {request.num_prompt_tokens} tokens "
-                f"must be shorter than max_model_len {self.config.max_model_len}"
-            )
+        check_prompt_fits(request, self.config.max_model_len)
         self.requests[request.request_id] = request
         self.waiting.add(request)
         if self.offload is not None:

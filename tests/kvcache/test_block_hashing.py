@@ -224,7 +224,7 @@ def test_hashes_lent_by_a_prefix_source_equal_hashing_from_scratch(keys):
     hasher = BlockHasher("sha256", 16)
     turn_1 = CacheRequest("t1", list(range(50)), hasher, hash_keys=keys)
     turn_1.append_output_token_ids(list(range(500, 514)))
-    prompt_2 = turn_1.all_token_ids + list(range(900, 940))
+    prompt_2 = [*turn_1.all_token_ids, *range(900, 940)]
     lent = CacheRequest("t2", prompt_2, hasher, hash_keys=keys, prefix_source=turn_1)
     fresh = CacheRequest("t2", prompt_2, BlockHasher("sha256", 16), hash_keys=keys)
     assert len(lent.block_hashes) == 6

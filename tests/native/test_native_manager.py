@@ -2,10 +2,11 @@
 
 Hypothesis draws a pool (size, block size, watermark, caching on or off) and a stream of cache
 ops on requests sharing prefixes: arrive, schedule (an admission with its prefix lookup, or a
-chunk of a running request), append outputs, a decode slot, preempt, finish, reset, and the CPU
-offload hooks: an admission with external (CPU tier) tokens, as an async load (caching
-delayed, blocks reserved) or a sync one, the load landing, and a deferred free (blocks popped,
-released later, oldest first). Both cores
+chunk of a running request), a lookup alone (repeated lookups of one request between other ops
+exercise the compiled core's lookup memo), append outputs, a decode slot, preempt, finish,
+reset, and the CPU offload hooks: an admission with external (CPU tier) tokens, as an async load
+(caching delayed, blocks reserved) or a sync one, the load landing, and a deferred free (blocks
+popped, released later, oldest first). Both cores
 get the same stream; after every op every observable must be equal: return values, block ids,
 the free queue in order with its hashes, counters, per-request block tables and the observer's
 events.
@@ -81,6 +82,9 @@ class Side:
         request = live[index % len(live)]
         if name == "schedule":
             return self._schedule(request, op[2])
+        if name == "lookup":  # a lookup alone, as for a request blocked at the queue head
+            hits, num_hit_tokens = manager.get_computed_blocks(request)
+            return manager.block_ids(hits), num_hit_tokens
         if name == "external":
             return self._admit_external(request, op[2], op[3], op[4])
         if name == "land":
@@ -223,6 +227,8 @@ OPS = st.lists(
         st.tuples(st.just("schedule"), st.integers(0, 50), st.just(1.0)),
         st.tuples(st.just("output"), st.integers(0, 50), st.lists(st.integers(0, 3), max_size=6)),
         st.tuples(st.just("one_slot"), st.integers(0, 50)),
+        st.tuples(st.just("lookup"), st.integers(0, 50)),
+        st.tuples(st.just("lookup"), st.just(0)),
         st.tuples(st.sampled_from(["preempt", "finish"]), st.integers(0, 50)),
         st.tuples(st.just("reset"), st.just(0)),
         st.tuples(
@@ -274,3 +280,34 @@ def test_an_eviction_stream_is_equal_and_evicts() -> None:
     state = sides[1].state()
     assert sides[0].state() == state
     assert (state["num_stored"], state["stats"]["hits"], state["num_evictions"]) == (40, 0, 33)
+
+
+def test_a_repeated_lookup_sees_its_hits_evicted_and_restored() -> None:
+    """A request waiting at the queue head is looked up step after step. Block size 2, 4
+    usable blocks: "a" (5 tokens) stores blocks 1 and 2 and finishes; "b" shares them (hits
+    blocks 1, 2: 4 tokens, twice); "c" takes all 4 blocks, evicting both, so "b" now hits
+    nothing; "d" stores the shared prefix again in blocks 1 and 2, and "b" hits them again."""
+    pool = {
+        "num_gpu_blocks": 5,
+        "block_size": 2,
+        "max_model_len": 64,
+        "enable_caching": True,
+        "watermark": 0.0,
+    }
+    for core in ("python", "native"):
+        side = Side(core, pool)
+        manager = side.manager
+        waiting = CacheRequest("b", [1, 2, 3, 4, 9], side.hasher)
+        lookups: list[Any] = []
+        for prompt, num_lookups in (
+            ([1, 2, 3, 4, 5], 2),
+            ([7, 7, 8, 8, 6, 6, 5, 5], 1),
+            ([1, 2, 3, 4, 6], 1),
+        ):
+            request = CacheRequest(f"r{len(lookups)}", prompt, side.hasher)
+            assert manager.allocate_slots(request, request.num_tokens) is not None
+            manager.free(request)
+            for _ in range(num_lookups):  # a second lookup with the cache unchanged
+                hits, num_hit_tokens = manager.get_computed_blocks(waiting)
+                lookups.append((manager.block_ids(hits), num_hit_tokens))
+        assert lookups == [([1, 2], 4), ([1, 2], 4), ([], 0), ([1, 2], 4)], core

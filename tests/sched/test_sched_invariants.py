@@ -171,7 +171,7 @@ def test_random_sequences_keep_invariants_and_drain(
             request.num_output_tokens == request.max_tokens
             or request.num_tokens == config.max_model_len
         )
-        assert request.all_token_ids[request.num_prompt_tokens :] == list(
+        assert request.all_token_ids[request.num_prompt_tokens :].tolist() == list(
             request.planned_output_token_ids[: request.num_output_tokens]
         )
         # The first admission's hit: whole blocks, capped below the prompt length.

@@ -47,7 +47,8 @@ def test_a_document_has_the_same_tokens_in_every_request() -> None:
     seen: dict[str, list[int]] = {}
     for spec in Workload(RAG, PoissonArrivals(10.0), num_arrivals=100, seed=1):
         for segment in spec.segments:
-            assert seen.setdefault(segment.content_id, segment.tokens) == segment.tokens
+            tokens = list(segment.tokens)
+            assert seen.setdefault(segment.content_id, tokens) == tokens
 
 
 def test_popularity_follows_zipf_and_zero_exponent_is_flat() -> None:

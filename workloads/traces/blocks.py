@@ -6,7 +6,9 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
-from workloads.spec import RequestSpec, Segment
+import numpy as np
+
+from workloads.spec import RequestSpec, Segment, TokenArray
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
 from workloads.traces.fields import ReplayOptions
 
@@ -50,17 +52,21 @@ def token_range(
     tokens: SyntheticTokens,
     start: int,
     end: int,
-) -> list[int]:
+) -> TokenArray:
     """Tokens at positions [start, min(end, num_tokens)) of the prompt those blocks describe."""
     end = min(end, num_tokens)
     if start >= end:
-        return []
+        return np.zeros(0, dtype=np.int64)
     first_block = start // block_size
     last_block = (end - 1) // block_size
-    covered: list[int] = []
-    for index in range(first_block, last_block + 1):
-        length = min(block_size, num_tokens - index * block_size)
-        covered.extend(tokens.block_tokens(namespace, hash_ids[index], length))
+    covered = np.concatenate(
+        [
+            tokens.block_tokens(
+                namespace, hash_ids[index], min(block_size, num_tokens - index * block_size)
+            )
+            for index in range(first_block, last_block + 1)
+        ]
+    )
     offset = first_block * block_size
     return covered[start - offset : end - offset]
 
@@ -101,6 +107,8 @@ def counted_trace_specs(
             index,
             record.arrival_s / options.speedup,
             prompt,
-            options.tokens.tokens(f"{namespace}/output/{index}", num_output_tokens_of(record)),
+            options.tokens.output_tokens(
+                f"{namespace}/output/{index}", num_output_tokens_of(record)
+            ),
             {"trace_line": record.line},
         )

@@ -186,7 +186,7 @@ class _SpecBuilder:
                         self.tokens,
                     )
                 )
-            output = self.tokens.tokens(answer_id, record.output_tokens)
+            output = self.tokens.output_tokens(answer_id, record.output_tokens)
         else:
             tail = token_range(
                 self.namespace,
@@ -201,7 +201,9 @@ class _SpecBuilder:
                 block_id = trace_block_content_id(self.namespace, next_turn.hashes[num_full_blocks])
                 segments.append(Segment(TRACE_BLOCK_SEGMENT, block_id, tail[:remainder]))
             taken = tail[remainder:]
-            output = taken + self.tokens.tokens(answer_id, record.output_tokens - len(taken))
+            output = taken.tolist() + self.tokens.output_tokens(
+                answer_id, record.output_tokens - len(taken)
+            )
         extras: dict[str, str | int | float] = {
             "trace_line": record.line,
             "trace_request_id": record.request_id,

@@ -6,14 +6,19 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <structmember.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <unordered_set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -205,6 +210,21 @@ class NativeHasher {
             block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
             return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
         }
+        if (!PyList_Check(token_ids.ptr()) && PyObject_CheckBuffer(token_ids.ptr())) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(token_ids.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) {
+                throw nb::python_error();
+            }
+            std::string_view format = view.format == nullptr ? "B" : view.format;
+            if (view.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
+                                       format == "<l" || format == "=q" || format == "=l")) {
+                int64_t added = extend_from(block_hashes, static_cast<const int64_t*>(view.buf),
+                                            view.len / 8);
+                PyBuffer_Release(&view);
+                return added;
+            }
+            PyBuffer_Release(&view);
+        }
         nb::object sequence = nb::steal(PySequence_Fast(token_ids.ptr(), "tokens must be a sequence"));
         if (!sequence.is_valid()) throw nb::python_error();
         Py_ssize_t num_tokens = PySequence_Fast_GET_SIZE(sequence.ptr());
@@ -228,6 +248,24 @@ class NativeHasher {
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
+            parent = hash_block(parent.ptr());
+            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+        }
+        return num_full_blocks - start_block;
+    }
+
+    // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
+    // read. The buffer is only read here, and nothing here can run Python code that resizes it.
+    int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
+        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
+        Py_ssize_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        nb::object parent = start_block > 0
+                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
+                                : nb::object(none_hash_);
+        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
+            std::memcpy(tokens_.data(), token_ids + index * block_size_,
+                        size_t(block_size_) * sizeof(int64_t));
             parent = hash_block(parent.ptr());
             if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
         }
@@ -323,6 +361,7 @@ class CacheCore {
         hashed_.assign(size, 0);
         hash_.resize(size);
         num_tokens_.assign(size, 0);
+        in_memo_.assign(size, 0);
         head_ = num_gpu_blocks_;
         tail_ = num_gpu_blocks_ + 1;
         int32_t last = head_;
@@ -370,22 +409,43 @@ class CacheCore {
     // --- manager ----------------------------------------------------------------------------
 
     nb::tuple get_computed_blocks(nb::handle request) {
-        nb::list hits;
+        std::vector<int32_t> hits = computed_block_ids(request);
+        nb::list ids;
+        for (int32_t block : hits) {
+            nb::object id = nb::steal(PyLong_FromLong(block));
+            if (PyList_Append(ids.ptr(), id.ptr()) != 0) throw nb::python_error();
+        }
+        return nb::make_tuple(ids, int64_t(hits.size()) * block_size_);
+    }
+
+    // The longest cached prefix of full blocks (oldest cached copy of each), capped so at
+    // least one token is left to compute.
+    std::vector<int32_t> computed_block_ids(nb::handle request) {
         if (!enable_caching_ || nb::cast<bool>(attr(request, names.skip_reading_prefix_cache))) {
-            return nb::make_tuple(hits, 0);
+            return {};
         }
         int64_t num_tokens = length(attr(request, names.all_token_ids));
         int64_t max_blocks = (num_tokens - 1) / block_size_;
         nb::object hashes = hash_list(request);
         PyObject* list = hashes.ptr();
         int64_t count = std::min<int64_t>(max_blocks, PyList_GET_SIZE(list));
-        for (int64_t index = 0; index < count; ++index) {
+        // A request blocked at the head of the waiting queue is looked up again every step.
+        // Its last hits stay hits while none of their blocks is evicted (only an eviction
+        // drops a hash or changes which block is its oldest copy), and its hash list only
+        // grows, so the scan resumes after them.
+        if (!memo_.request.is(request) || !memo_.hashes.is(hashes) ||
+            int64_t(memo_.hits.size()) > count) {
+            forget_lookup();
+            memo_.request = nb::borrow(request);
+            memo_.hashes = hashes;
+        }
+        for (int64_t index = int64_t(memo_.hits.size()); index < count; ++index) {
             auto found = cached_.find(digest_of(PyList_GET_ITEM(list, index)));
             if (found == cached_.end()) break;
-            nb::object block = nb::steal(PyLong_FromLong(found->second.first));
-            if (PyList_Append(hits.ptr(), block.ptr()) != 0) throw nb::python_error();
+            memo_.hits.push_back(found->second.first);
+            in_memo_[size_t(found->second.first)] = 1;
         }
-        return nb::make_tuple(hits, PyList_GET_SIZE(hits.ptr()) * block_size_);
+        return memo_.hits;
     }
 
     int64_t num_blocks_to_allocate(nb::handle request_id, int64_t num_tokens,
@@ -402,9 +462,30 @@ class CacheCore {
                               bool full_sequence_must_fit, bool has_running_requests,
                               int64_t num_external_computed_tokens, bool delay_cache_blocks,
                               int64_t reserved_blocks, double now) {
+        std::vector<int32_t> new_ids;
+        if (!allocate_slots_ids(request, num_new_tokens, num_new_computed_tokens,
+                                block_ids(new_computed_blocks), full_sequence_must_fit,
+                                has_running_requests, num_external_computed_tokens,
+                                delay_cache_blocks, reserved_blocks, now, new_ids)) {
+            return nb::none();
+        }
+        nb::list ids;
+        for (int32_t block : new_ids) {
+            nb::object id = nb::steal(PyLong_FromLong(block));
+            if (PyList_Append(ids.ptr(), id.ptr()) != 0) throw nb::python_error();
+        }
+        return ids;
+    }
+
+    // allocate_slots on block ids: false (nothing changes) when the blocks do not fit, else
+    // the newly allocated blocks are appended to `new_ids`.
+    bool allocate_slots_ids(nb::handle request, int64_t num_new_tokens,
+                            int64_t num_new_computed_tokens, const std::vector<int32_t>& hits,
+                            bool full_sequence_must_fit, bool has_running_requests,
+                            int64_t num_external_computed_tokens, bool delay_cache_blocks,
+                            int64_t reserved_blocks, double now, std::vector<int32_t>& new_ids) {
         nb::object request_id = attr(request, names.request_id);
         std::string_view id = id_view(request_id);
-        std::vector<int32_t> hits = block_ids(new_computed_blocks);
         int64_t num_tokens = length(attr(request, names.all_token_ids));
         int64_t num_local_computed =
             std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens +
@@ -419,11 +500,11 @@ class CacheCore {
         }
         if (full_sequence_must_fit) {
             int64_t needed = blocks_to_allocate(id, std::min(num_tokens, max_model_len_), hits);
-            if (needed + watermark > num_free_) return nb::none();
+            if (needed + watermark > num_free_) return false;
         }
         int64_t num_slots = std::min(num_local_computed + num_new_tokens, max_model_len_);
         if (blocks_to_allocate(id, num_slots, hits) + watermark > num_free_ - reserved_blocks) {
-            return nb::none();
+            return false;
         }
 
         auto found = requests_.find(id);
@@ -438,20 +519,16 @@ class CacheCore {
             }
         }
         int64_t num_new_blocks = ceil_div(num_slots) - int64_t(state.blocks.size());
-        nb::list new_ids;
         if (num_new_blocks > 0) {
             size_t first_new = state.blocks.size();
             get_new_blocks(num_new_blocks, now, state.blocks);
-            for (size_t i = first_new; i < state.blocks.size(); ++i) {
-                nb::object block = nb::steal(PyLong_FromLong(state.blocks[i]));
-                PyList_Append(new_ids.ptr(), block.ptr());
-            }
+            new_ids.insert(new_ids.end(), state.blocks.begin() + long(first_new), state.blocks.end());
         }
         if (enable_caching_ && !delay_cache_blocks) {
             cache_request_blocks(request, state,
                                  std::min(num_local_computed + num_new_tokens, num_tokens), now);
         }
-        return new_ids;
+        return true;
     }
 
     bool allocate_one_slot(nb::handle request, double now) {
@@ -521,6 +598,7 @@ class CacheCore {
             hashed_[block] = 0;
         }
         cached_.clear();
+        forget_lookup();
         num_cached_free_ = 0;
         return true;
     }
@@ -634,6 +712,7 @@ class CacheCore {
         auto found = cached_.find(hash_[block]);
         if (found->second.erase(block)) cached_.erase(found);
         hashed_[block] = 0;
+        if (in_memo_[size_t(block)]) forget_lookup();
         ++num_evictions;
         --num_cached_free_;  // only free blocks are evicted
         if (!observer_.is_none()) emit(names.evicted, hash_[block], block, now);
@@ -700,7 +779,22 @@ class CacheCore {
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
     std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
+    // The last prefix lookup (computed_block_ids) and which blocks its hits are.
+    struct LookupMemo {
+        nb::object request;
+        nb::object hashes;
+        std::vector<int32_t> hits;
+    };
+    LookupMemo memo_;
+    std::vector<uint8_t> in_memo_;
+
+    void forget_lookup() {
+        for (int32_t block : memo_.hits) in_memo_[size_t(block)] = 0;
+        memo_ = LookupMemo();
+    }
 };
+
+#include "scheduler.hpp"
 
 }  // namespace
 
@@ -778,4 +872,6 @@ NB_MODULE(_core, m) {
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
         .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+
+    bind_scheduler(m);
 }

@@ -26,6 +26,7 @@ from workloads.text_lines import MAX_LINE_BYTES, bounded_lines
 from workloads.text_tokens import TEMPLATE_SEGMENT, TextTokens
 from workloads.traces.azure import read_azure
 from workloads.traces.dynamo import read_dynamo
+from workloads.traces.fields import json_object
 from workloads.traces.mooncake import MOONCAKE_BLOCK_SIZE, read_mooncake
 from workloads.traces.replay import TRACE_FORMATS, read_trace, trace_format_summaries
 from workloads.workload import TokenConfig, Workload, generate
@@ -71,6 +72,7 @@ __all__ = [
     "builtin_layout",
     "config_fields",
     "generate",
+    "json_object",
     "read_azure",
     "read_dynamo",
     "read_mooncake",

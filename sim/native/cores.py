@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 from sim.kvcache import BlockHasher, CacheManager, CacheObserver, Hasher, KVCacheManager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
@@ -38,23 +38,18 @@ def make_hasher(
     return _HASHERS[core](algo, block_size, hash_seed, memo_size=memo_size)
 
 
+class ManagerOptions(TypedDict, total=False):
+    """The keyword options both managers' constructors take (their defaults apply)."""
+
+    max_model_len: int
+    enable_caching: bool
+    watermark: float
+    observer: CacheObserver | None
+
+
 def make_manager(
-    core: str,
-    num_gpu_blocks: int,
-    block_size: int = 16,
-    *,
-    max_model_len: int = 8192,
-    enable_caching: bool = True,
-    watermark: float = 0.0,
-    observer: CacheObserver | None = None,
+    core: str, num_gpu_blocks: int, block_size: int = 16, **options: Unpack[ManagerOptions]
 ) -> CacheManager:
     """The KV cache manager of `core`; both make the same decisions block for block."""
     _check(core)
-    return _MANAGERS[core](
-        num_gpu_blocks,
-        block_size,
-        max_model_len=max_model_len,
-        enable_caching=enable_caching,
-        watermark=watermark,
-        observer=observer,
-    )
+    return _MANAGERS[core](num_gpu_blocks, block_size, **options)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any
 from sim.errors import InputError
 from sim.kvcache import HASH_ALGOS, MAX_NUM_GPU_BLOCKS, pool_size_problem
 from sim.sched import defaults
-from workloads.api import WorkloadError, bounded_lines
+from workloads.api import WorkloadError, bounded_lines, json_object
 
 
 @dataclass(slots=True)
@@ -154,23 +152,7 @@ def read_ops(path: Path, known_ops: frozenset[str]) -> Iterator[Op]:
 
 
 def _parse_line(text: str, source: str, line_number: int, known_ops: frozenset[str]) -> Op:
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"malformed JSON: {error.msg}", source=source, line=line_number) from None
-    except RecursionError:
-        raise InputError(
-            "malformed JSON: nested too deeply", source=source, line=line_number
-        ) from None
-    except ValueError:
-        # json's one plain ValueError: an integer longer than Python converts from text.
-        raise InputError(
-            f"malformed JSON: an integer has more than {sys.get_int_max_str_digits()} digits",
-            source=source,
-            line=line_number,
-        ) from None
-    if not isinstance(fields, dict):
-        raise InputError("each line must be a JSON object", source=source, line=line_number)
+    fields = json_object(text, source, line_number)
     name = fields.get("op")
     if not isinstance(name, str) or name not in known_ops:
         raise InputError(

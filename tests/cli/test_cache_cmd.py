@@ -95,8 +95,8 @@ def test_a_script_without_ops_prints_header_and_summary(tmp_path, text):
 ARRIVE_A = '{"op":"arrive","id":"A","prompt":[1,2,3]}\n'
 
 BAD_SCRIPTS = {
-    "malformed_json": (ARRIVE_A + '{"op": "schedule", "id": \n', 2, "malformed JSON"),
-    "not_an_object": ("[1, 2, 3]\n", 1, "must be a JSON object"),
+    "malformed_json": (ARRIVE_A + '{"op": "schedule", "id": \n', 2, "invalid JSON"),
+    "not_an_object": ("[1, 2, 3]\n", 1, "expected a JSON object, got list"),
     "unknown_op": ('{"op":"frobnicate"}\n', 1, "unknown op 'frobnicate'"),
     "missing_op": ('{"id":"A"}\n', 1, "unknown op None"),
     "unknown_key": ('{"op":"arrive","id":"A","prompt":[1],"colour":1}\n', 1, "'colour'"),

@@ -70,7 +70,7 @@ ADD_A = '{"op":"add","id":"A","prompt":[1,2,3],"outputs":[7,8]}'
 
 # (case, script lines, line number the error names, text the message must contain)
 BAD_INPUTS = [
-    ("malformed_json", [ADD_A, '{"op":"step"'], 2, "malformed JSON"),
+    ("malformed_json", [ADD_A, '{"op":"step"'], 2, "invalid JSON"),
     ("unknown_op", [ADD_A, '{"op":"launch"}'], 2, "unknown op 'launch'"),
     (
         "unknown_add_key",

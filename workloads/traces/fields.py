@@ -96,6 +96,32 @@ def check_replay_options(speedup: float, max_requests: int | None) -> None:
         raise WorkloadError(f"max_requests: {max_requests!r} is not allowed; use an int >= 1")
 
 
+def json_object(text: str, source: str, line_number: int) -> dict:
+    """The JSON object on one line; a WorkloadError naming the line if it is not one."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise WorkloadError(
+            f"invalid JSON ({error.msg} at column {error.colno})", source=source, line=line_number
+        ) from None
+    except RecursionError:
+        raise WorkloadError(
+            "invalid JSON (nested too deeply)", source=source, line=line_number
+        ) from None
+    except ValueError:
+        # json's one plain ValueError: an integer longer than Python converts from text.
+        raise WorkloadError(
+            f"invalid JSON (an integer has more than {sys.get_int_max_str_digits()} digits)",
+            source=source,
+            line=line_number,
+        ) from None
+    if not isinstance(record, dict):
+        raise WorkloadError(
+            f"expected a JSON object, got {type(record).__name__}", source=source, line=line_number
+        )
+    return record
+
+
 def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank JSON-lines record; the file must have one."""
     source = os.fspath(path)
@@ -103,31 +129,7 @@ def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]
     for line_number, line in open_trace(source):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise WorkloadError(
-                f"invalid JSON ({error.msg} at column {error.colno})",
-                source=source,
-                line=line_number,
-            ) from None
-        except RecursionError:
-            raise WorkloadError(
-                "invalid JSON (nested too deeply)", source=source, line=line_number
-            ) from None
-        except ValueError:
-            # json's one plain ValueError: an integer longer than Python converts from text.
-            raise WorkloadError(
-                f"invalid JSON (an integer has more than {sys.get_int_max_str_digits()} digits)",
-                source=source,
-                line=line_number,
-            ) from None
-        if not isinstance(record, dict):
-            raise WorkloadError(
-                f"expected a JSON object, got {type(record).__name__}",
-                source=source,
-                line=line_number,
-            )
+        record = json_object(line, source, line_number)
         found = True
         yield line_number, record
     if not found:

@@ -54,4 +54,7 @@ def offload_command(
     markdown = result.to_markdown()
     write_study_files(out, "offload", markdown, result.as_dict(), offload_figure(result))
     console.print(markdown)
+    warning = result.unstable_warning()
+    if warning is not None:
+        console.print(f"[bold red]{warning}[/]")
     print(out / "offload.md")

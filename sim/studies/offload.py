@@ -48,6 +48,8 @@ class OffloadPoint:
     ttft_p50_s: float | None
     ttft_p99_s: float | None
     num_requests: int
+    stable: bool  # summary.json's steady-state verdict (sim.metrics.stability)
+    unstable_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -77,6 +79,22 @@ class OffloadResult:
         """The runs by size."""
         return sorted(self.points, key=lambda point: point.size_gib)
 
+    def unstable_points(self) -> list[OffloadPoint]:
+        """The runs that reached no steady state, by size."""
+        return [point for point in self.sorted_points() if not point.stable]
+
+    def unstable_warning(self) -> str | None:
+        """A loud line when runs reached no steady state (their TTFTs are not the deployment's)."""
+        unstable = self.unstable_points()
+        if not unstable:
+            return None
+        sizes = ", ".join(_gib(point.size_gib) for point in unstable)
+        return (
+            f"WARNING: UNSTABLE - {len(unstable)} of {len(self.points)} runs reached no steady "
+            f"state ({sizes}; e.g. {unstable[0].unstable_reason}): their TTFTs describe the "
+            "run's length, not the deployment; the hit rates still compare the sizes."
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """The result as offload.json holds it."""
         return {
@@ -86,6 +104,7 @@ class OffloadResult:
             "unbounded_hit_rate": self.unbounded_hit_rate,
             "goal_hit_rate": self.goal_hit_rate,
             "answer_gib": self.answer_gib,
+            "unstable_warning": self.unstable_warning(),
             "points": [asdict(point) for point in self.sorted_points()],
         }
 
@@ -103,20 +122,24 @@ class OffloadResult:
                 f"{_pct(self.unbounded_hit_rate)}), with TTFT p50 {_ms(answer.ttft_p50_s)} and "
                 f"p99 {_ms(answer.ttft_p99_s)}."
             )
+        warning = self.unstable_warning()
+        if warning is not None:
+            lines += ["", f"**{warning}**"]
         lines += [
             "",
             f"GPU KV cache per replica: {_gib(self.gpu_kv_gib)}. Hit rate = tokens served from "
             "the GPU prefix cache or the CPU tier / prompt tokens looked up.",
             "",
-            "| host memory | hit rate | from CPU tier | TTFT p50 | TTFT p99 | requests |",
-            "|---|---|---|---|---|---|",
+            "| host memory | hit rate | from CPU tier | TTFT p50 | TTFT p99 | requests | steady |",
+            "|---|---|---|---|---|---|---|",
         ]
         for point in self.sorted_points():
             mark = " **(answer)**" if point.size_gib == self.answer_gib else ""
             lines.append(
                 f"| {_gib(point.size_gib)}{mark} | {_pct(point.hit_rate)} | "
                 f"{_pct(point.hit_rate_cpu)} | {_ms(point.ttft_p50_s)} | "
-                f"{_ms(point.ttft_p99_s)} | {point.num_requests} |"
+                f"{_ms(point.ttft_p99_s)} | {point.num_requests} | "
+                f"{'yes' if point.stable else '**no**'} |"
             )
         return "\n".join(lines) + "\n"
 
@@ -185,6 +208,8 @@ def offload_study(
             ttft_p50_s=summary["ttft_p50_s"],
             ttft_p99_s=summary["ttft_p99_s"],
             num_requests=summary["num_requests"],
+            stable=summary["stable"],
+            unstable_reason=summary["unstable_reason"],
         )
         by_size[size_gib] = point
         result.points.append(point)

@@ -38,8 +38,22 @@ def offload_figure(result: OffloadResult) -> Figure:
             axes.axvline(result.answer_gib, color="tab:green", linestyle="--", linewidth=1)
         axes.grid(True, which="both", alpha=0.3)
         axes.legend(fontsize=8)
+    unstable = result.unstable_points()
+    if unstable:
+        ttft_axes.plot(
+            [p.size_gib for p in unstable],
+            [_ms(p.ttft_p99_s) for p in unstable],
+            "x",
+            color="tab:red",
+            markersize=10,
+            label="no steady state (TTFT grows with run length)",
+        )
+        ttft_axes.legend(fontsize=8)
     answer = f"answer {result.answer_gib:.3g} GiB" if result.answer_gib is not None else "no answer"
-    figure.suptitle(f"{result.scenario}: CPU KV offload size sweep ({answer})", fontsize=10)
+    title = f"{result.scenario}: CPU KV offload size sweep ({answer})"
+    if unstable:
+        title += f"\nUNSTABLE: {len(unstable)} of {len(points)} runs reached no steady state"
+    figure.suptitle(title, fontsize=10, color="tab:red" if unstable else "black")
     return figure
 
 

@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 from sim.cli import load_commands
 from sim.config import load_scenario
 from sim.errors import InputError
-from sim.studies.offload import OffloadSettings, check_offload_settings, offload_study
+from sim.studies.offload import (
+    OffloadPoint,
+    OffloadResult,
+    OffloadSettings,
+    check_offload_settings,
+    offload_study,
+)
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
 CHAT = offload_chat_scenario("offload-study", "{events: false}")
@@ -44,6 +50,29 @@ def test_answer_is_the_smallest_size_reaching_the_goal(tmp_path: Path) -> None:
     assert all(point.hit_rate < goal for point in points if point.size_gib < answer.size_gib)
     assert answer.hit_rate_cpu > 0
     assert not list((tmp_path / "scratch").glob("probe-*"))  # probe runs are cleaned up
+
+
+def test_runs_without_a_steady_state_are_flagged_in_table_json_and_figure() -> None:
+    # Two probes: no offload (steady) and 4 GiB, whose waiting queue grew (no steady state).
+    steady = OffloadPoint(0.0, 0.5, 0.0, 0.05, 0.2, 100, stable=True)
+    growing = OffloadPoint(4.0, 0.8, 0.3, 9.0, 30.0, 90, False, "the waiting queue grew by 90%")
+    result = OffloadResult("agent", OffloadSettings(), 2.0, [growing, steady], 0.8, 4.0)
+    warning = result.unstable_warning()
+    assert warning == (
+        "WARNING: UNSTABLE - 1 of 2 runs reached no steady state (4 GiB; e.g. the waiting queue "
+        "grew by 90%): their TTFTs describe the run's length, not the deployment; the hit rates "
+        "still compare the sizes."
+    )
+    markdown = result.to_markdown()
+    assert f"**{warning}**" in markdown
+    assert "| 0 (off) | 50.0 % | 0.0 % | 50.0 ms | 200.0 ms | 100 | yes |" in markdown
+    assert "| 4 GiB **(answer)** | 80.0 % | 30.0 % | 9000.0 ms | 30000.0 ms | 90 | **no** |" in (
+        markdown
+    )
+    assert result.as_dict()["unstable_warning"] == warning
+    assert [point["stable"] for point in result.as_dict()["points"]] == [True, False]
+    all_steady = OffloadResult("chat", OffloadSettings(), 2.0, [steady], 0.5, None)
+    assert all_steady.unstable_warning() is None and "WARNING" not in all_steady.to_markdown()
 
 
 @pytest.mark.parametrize(

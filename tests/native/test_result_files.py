@@ -81,20 +81,27 @@ def test_engine_scenarios_write_identical_files(
     assert (summary["num_requests"], summary["num_preemptions"]) == expected
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sweep", SWEEPS, ids=[path.stem for path in SWEEPS])
-def test_shipped_sweeps_write_identical_files(sweep: Path, tmp_path: Path) -> None:
-    plan = load_sweep(sweep)
-    data = plan.runs[0].scenario.model_dump(mode="json")
+def shortened_run_on_both_cores(scenario: Scenario, base_dir: Path, tmp_path: Path) -> RunResult:
+    """Run `scenario` cut to 60 trace requests or 30 s, no warm-up, on both cores; assert their
+    result files are identical and return the native run."""
+    data = scenario.model_dump(mode="json")
     source = data["workload"]["source"]
     data["warmup_s"] = 0
     if source["kind"] == "trace":
         source["max_requests"] = 60
     else:
         data["duration_s"] = 30
-    python = run_on_core(data, "python", plan.base_dir, tmp_path / "python")
-    native = run_on_core(data, "native", plan.base_dir, tmp_path / "native")
+    python = run_on_core(data, "python", base_dir, tmp_path / "python")
+    native = run_on_core(data, "native", base_dir, tmp_path / "native")
     assert_identical_runs(python, native)
+    return native
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", SWEEPS, ids=[path.stem for path in SWEEPS])
+def test_shipped_sweeps_write_identical_files(sweep: Path, tmp_path: Path) -> None:
+    plan = load_sweep(sweep)
+    native = shortened_run_on_both_cores(plan.runs[0].scenario, plan.base_dir, tmp_path)
     assert native.summary["num_requests"] > 0
 
 
@@ -135,14 +142,5 @@ OFFLOAD_STUDIES = sorted((REPO / "scenarios").glob("study_offload_*.yaml"))
 @pytest.mark.parametrize("study", OFFLOAD_STUDIES, ids=[path.stem for path in OFFLOAD_STUDIES])
 def test_offload_study_scenarios_write_identical_files(study: Path, tmp_path: Path) -> None:
     loaded = load_scenario(study, ["engine.kv_offloading_size=2"])
-    data = loaded.scenario.model_dump(mode="json")
-    source = data["workload"]["source"]
-    data["warmup_s"] = 0
-    if source["kind"] == "trace":
-        source["max_requests"] = 60
-    else:
-        data["duration_s"] = 30
-    python = run_on_core(data, "python", loaded.base_dir, tmp_path / "python")
-    native = run_on_core(data, "native", loaded.base_dir, tmp_path / "native")
-    assert_identical_runs(python, native)
+    native = shortened_run_on_both_cores(loaded.scenario, loaded.base_dir, tmp_path)
     assert native.summary["offload_num_chunks"] > 0

@@ -5,7 +5,7 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
-from sim.native._core import SchedulerCore, StepOutput
+from sim.native._core import SchedulerCore, StepOutput, StepUpdate
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
@@ -16,6 +16,7 @@ __all__ = [
     "NativeKVCacheManager",
     "SchedulerCore",
     "StepOutput",
+    "StepUpdate",
     "make_hasher",
     "make_manager",
 ]

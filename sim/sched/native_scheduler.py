@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.kvcache import CacheObserver, RequestStatus
+from sim.kvcache import CacheObserver, PrefixCacheStats, RequestStatus
 from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput, StepUpdate
 from sim.sched.config import SchedulerConfig
 from sim.sched.offload import OffloadConnector
@@ -68,6 +68,7 @@ class NativeScheduler:
             preempted_status=RequestStatus.PREEMPTED,
             finished_status=RequestStatus.FINISHED_LENGTH_CAPPED,
             admission_type=Admission,
+            stats_type=PrefixCacheStats,
         )
         # Ids finished or aborted since the last schedule(): the engine runs one more (flush)
         # step for them (spec §12.3).

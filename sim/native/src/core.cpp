@@ -40,6 +40,7 @@ struct Names {
     PyObject* all_token_ids;
     PyObject* block_hashes;
     PyObject* num_computed_tokens;
+    PyObject* num_preemptions;
     PyObject* status;
     PyObject* skip_reading_prefix_cache;
     PyObject* is_empty;
@@ -57,6 +58,7 @@ void intern_names() {
     names.all_token_ids = PyUnicode_InternFromString("all_token_ids");
     names.block_hashes = PyUnicode_InternFromString("block_hashes");
     names.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
+    names.num_preemptions = PyUnicode_InternFromString("num_preemptions");
     names.status = PyUnicode_InternFromString("status");
     names.skip_reading_prefix_cache = PyUnicode_InternFromString("skip_reading_prefix_cache");
     names.is_empty = PyUnicode_InternFromString("is_empty");
@@ -303,18 +305,18 @@ class NativeHasher {
         return num_full_blocks - start_block;
     }
 
-    // Append to `hashes` the digests of the full blocks of a request's tokens beyond those
-    // hashed; `tokens` holds its tokens from token `first_token` on, which must start at or
-    // before the first block to hash. Only for requests hashes_natively() accepts.
-    void extend_digests(std::vector<Digest>& hashes, const int64_t* tokens, int64_t first_token,
-                        int64_t num_tokens) {
-        for (int64_t index = int64_t(hashes.size()); (index + 1) * block_size_ <= num_tokens;
-             ++index) {
-            std::memcpy(tokens_.data(), tokens + (index * block_size_ - first_token),
+    // Append to `hashes` the digests of the full blocks of tokens[0:num_tokens) beyond those
+    // hashed (chained to hashes.back(), or NONE_HASH); how many it added. Only for requests
+    // hashes_natively() accepts.
+    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* tokens, int64_t num_tokens) {
+        int64_t start = int64_t(hashes.size());
+        for (int64_t index = start; (index + 1) * block_size_ <= num_tokens; ++index) {
+            std::memcpy(tokens_.data(), tokens + index * block_size_,
                         size_t(block_size_) * sizeof(int64_t));
             Digest parent = index > 0 ? hashes.back() : digest_of(none_hash_.ptr());
             hashes.push_back(digest_block(parent.bytes, parent.size));
         }
+        return int64_t(hashes.size()) - start;
     }
 
     // The hash of one block whose tokens are in tokens_, chained to `parent`.
@@ -389,6 +391,35 @@ struct IdHash {
 struct IdEqual {
     using is_transparent = void;
     bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+};
+
+// Prefix-cache lookup counters, counted where vLLM counts them (sim.kvcache.PrefixCacheStats).
+struct LookupCounts {
+    int64_t requests = 0;
+    int64_t queries = 0;
+    int64_t hits = 0;
+    int64_t preempted_requests = 0;
+    int64_t preempted_queries = 0;
+    int64_t preempted_hits = 0;
+    bool reset = false;
+
+    void record(int64_t num_tokens, int64_t num_hit_tokens, bool preempted) {
+        if (preempted) {
+            ++preempted_requests;
+            preempted_queries += num_tokens;
+            preempted_hits += num_hit_tokens;
+        } else {
+            ++requests;
+            queries += num_tokens;
+            hits += num_hit_tokens;
+        }
+    }
+
+    // PrefixCacheStats's fields in order, for its constructor.
+    nb::tuple fields() const {
+        return nb::make_tuple(requests, queries, hits, preempted_requests, preempted_queries,
+                              preempted_hits, reset);
+    }
 };
 
 class CacheCore {
@@ -679,8 +710,34 @@ class CacheCore {
         return found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
     }
 
+    // Count an admitted request's lookup (skipped lookups are not counted).
+    void record_prefix_cache_stats(nb::handle request, int64_t num_hit_tokens) {
+        count_lookup(length(attr(request, names.all_token_ids)), num_hit_tokens,
+                     int_attr(request, names.num_preemptions) > 0,
+                     nb::cast<bool>(attr(request, names.skip_reading_prefix_cache)));
+    }
+
+    void count_lookup(int64_t num_tokens, int64_t num_hit_tokens, bool preempted,
+                      bool skip_reading_prefix_cache) {
+        if (!enable_caching_ || skip_reading_prefix_cache) return;
+        window_counts_.record(num_tokens, num_hit_tokens, preempted);
+        cumulative_counts_.record(num_tokens, num_hit_tokens, preempted);
+    }
+
+    // The counters since the previous call (vLLM reports per-step deltas).
+    LookupCounts take_lookup_counts() {
+        LookupCounts counts = window_counts_;
+        window_counts_ = LookupCounts();
+        return counts;
+    }
+
+    const LookupCounts& window_counts() const { return window_counts_; }
+    const LookupCounts& cumulative_counts() const { return cumulative_counts_; }
+
+    // Clear the cache if no request holds a block.
     bool reset_prefix_cache(double now) {
         if (num_free_ != num_gpu_blocks_ - 1) return false;
+        window_counts_.reset = true;
         for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
             if (!hashed_[block]) continue;
             if (!observer_.is_none()) emit(names.cleared, hash_[block], block, now);
@@ -871,6 +928,8 @@ class CacheCore {
     int32_t head_, tail_, null_block_;
     int64_t num_free_ = 0;
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
+    LookupCounts window_counts_;  // since the last take_lookup_counts()
+    LookupCounts cumulative_counts_;
     std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
     // The last prefix lookup (computed_block_ids) and which blocks its hits are.
@@ -966,7 +1025,13 @@ NB_MODULE(_core, m) {
         .def("release_blocks", &CacheCore::release_blocks)
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
-        .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+        .def("reset_prefix_cache", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0)
+        .def("record_prefix_cache_stats", &CacheCore::record_prefix_cache_stats)
+        .def("_take_lookup_counts", [](CacheCore& core) { return core.take_lookup_counts().fields(); })
+        .def("_lookup_counts",
+             [](const CacheCore& core, bool cumulative) {
+                 return (cumulative ? core.cumulative_counts() : core.window_counts()).fields();
+             });
 
     bind_scheduler(m);
 }

@@ -42,7 +42,6 @@ struct SchedulerNames {
     Field hasher;
     Field extend;
     Field request_id;
-    Field record_prefix_cache_stats;
     Field num_output_placeholders;
     Field num_in_flight_tokens;
     Field num_stale_output_tokens;
@@ -73,7 +72,6 @@ void intern_scheduler_names() {
     snames.hasher.name = PyUnicode_InternFromString("_hasher");
     snames.extend.name = PyUnicode_InternFromString("extend");
     snames.request_id.name = PyUnicode_InternFromString("request_id");
-    snames.record_prefix_cache_stats.name = PyUnicode_InternFromString("record_prefix_cache_stats");
     snames.num_output_placeholders.name = PyUnicode_InternFromString("num_output_placeholders");
     snames.num_in_flight_tokens.name = PyUnicode_InternFromString("num_in_flight_tokens");
     snames.num_stale_output_tokens.name = PyUnicode_InternFromString("num_stale_output_tokens");
@@ -155,9 +153,8 @@ void set_time(nb::handle object, const Field& field, double value) {
     }
 }
 
-// Append a sequence of int64 from a buffer of int64 (array('q'), numpy) or any sequence of
-// Python ints, from item `start` on.
-void read_int64s(nb::handle sequence, Py_ssize_t start, std::vector<int64_t>& out) {
+// Append a sequence of int64: a buffer of int64 (array('q'), numpy) or Python ints.
+void read_int64s(nb::handle sequence, std::vector<int64_t>& out) {
     if (!PyList_Check(sequence.ptr()) && PyObject_CheckBuffer(sequence.ptr())) {
         Py_buffer view;
         if (PyObject_GetBuffer(sequence.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
@@ -166,8 +163,7 @@ void read_int64s(nb::handle sequence, Py_ssize_t start, std::vector<int64_t>& ou
                                                 format == "<l" || format == "=q" || format == "=l");
             if (int64) {
                 const auto* items = static_cast<const int64_t*>(view.buf);
-                Py_ssize_t size = view.len / 8;
-                if (start < size) out.insert(out.end(), items + start, items + size);
+                out.insert(out.end(), items, items + view.len / 8);
             }
             PyBuffer_Release(&view);
             if (int64) return;
@@ -179,7 +175,7 @@ void read_int64s(nb::handle sequence, Py_ssize_t start, std::vector<int64_t>& ou
     if (!items.is_valid()) throw nb::python_error();
     Py_ssize_t size = PySequence_Fast_GET_SIZE(items.ptr());
     PyObject** values = PySequence_Fast_ITEMS(items.ptr());
-    for (Py_ssize_t i = start; i < size; ++i) {
+    for (Py_ssize_t i = 0; i < size; ++i) {
         int64_t value = PyLong_AsLongLong(values[i]);
         if (value == -1 && PyErr_Occurred()) throw nb::python_error();
         out.push_back(value);
@@ -205,16 +201,14 @@ struct StatusObjects {
 
 StatusObjects status_objects;
 
-// One request as the scheduler keeps it. Its tokens are held from `tail_start` (the first
-// token of its first block not hashed yet) on: what hashing a block an output fills reads.
+// One request as the scheduler keeps it.
 struct ReqState {
     nb::object request;     // the Python Request
     nb::object request_id;  // its id, a str
     std::string id;
     int64_t num_prompt_tokens = 0;
     int64_t max_tokens = 0;
-    int64_t tail_start = 0;
-    std::vector<int64_t> tail;
+    std::vector<int64_t> tokens;   // all_token_ids
     std::vector<int64_t> planned;  // planned_output_token_ids
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
@@ -238,23 +232,21 @@ struct ReqState {
     int64_t synced_hashes = 0;
     Status synced_status = Status::kWaiting;
 
-    int64_t num_tokens() const { return tail_start + int64_t(tail.size()); }
+    int64_t num_tokens() const { return int64_t(tokens.size()); }
     int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
     bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
 
     // Read a request the scheduler is given (add_request).
-    explicit ReqState(nb::handle object, int64_t block_size) : request(nb::borrow(object)) {
+    explicit ReqState(nb::handle object) : request(nb::borrow(object)) {
         request_id = get(object, snames.request_id);
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
-        nb::object tokens = get(object, snames.all_token_ids);
-        synced_tokens = length(tokens);
+        read_int64s(get(object, snames.all_token_ids), tokens);
+        synced_tokens = num_tokens();
+        read_int64s(get(object, snames.planned_output_token_ids), planned);
         nb::object hash_objects = hash_list(object);
         synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
-        tail_start = std::min(synced_tokens / block_size, synced_hashes) * block_size;
-        read_int64s(tokens, Py_ssize_t(tail_start), tail);
-        read_int64s(get(object, snames.planned_output_token_ids), 0, planned);
         hashes.reserve(size_t(synced_hashes));
         for (Py_ssize_t i = 0; i < synced_hashes; ++i) {
             hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
@@ -289,7 +281,7 @@ struct ReqState {
         if (synced_tokens < num_tokens()) {
             nb::list added;
             for (int64_t i = synced_tokens; i < num_tokens(); ++i) {
-                nb::object token = nb::steal(PyLong_FromLongLong(tail[size_t(i - tail_start)]));
+                nb::object token = nb::steal(PyLong_FromLongLong(tokens[size_t(i)]));
                 if (PyList_Append(added.ptr(), token.ptr()) != 0) throw nb::python_error();
             }
             extend_sequence(get(object, snames.all_token_ids), added);
@@ -340,10 +332,10 @@ struct ReqState {
     // Sample the next planned token; hash the block it fills, as
     // CacheRequest.append_output_token_ids does.
     void append_token(int64_t block_size) {
-        tail.push_back(planned.at(size_t(num_output_tokens())));
+        tokens.push_back(planned.at(size_t(num_output_tokens())));
         if (num_tokens() / block_size <= int64_t(hashes.size())) return;
         if (hasher != nullptr) {
-            hasher->extend_digests(hashes, tail.data(), tail_start, num_tokens());
+            hasher->extend_digests(hashes, tokens.data(), num_tokens());
             return;
         }
         // Extra hash keys: the request's Python hasher extends its Python list.
@@ -430,23 +422,26 @@ struct StepOutput {
 };
 
 // What update_from_output reports: the requests that sampled a token and those that finished,
-// in step order (Python lists built, and requests synced, when read).
+// in step order, and the prefix-cache counters since the previous step (the Python lists and
+// PrefixCacheStats built, and requests synced, when read).
 struct StepFinished {
     std::vector<State> sampled;
     std::vector<State> finished;
-    nb::object prefix_cache_stats;
+    LookupCounts counts;
+    nb::object stats_type;  // sim.kvcache.PrefixCacheStats
 };
 
 class SchedulerCore {
   public:
     SchedulerCore(nb::object manager, SchedulerLimits limits, nb::dict requests,
                   nb::object running_status, nb::object preempted_status,
-                  nb::object finished_status, nb::object admission_type)
+                  nb::object finished_status, nb::object admission_type, nb::object stats_type)
         : manager_object_(manager),
           manager_(nb::cast<CacheCore*>(manager)),
           limits_(limits),
           requests_(requests),
           admission_type_(admission_type),
+          stats_type_(stats_type),
           last_prefill_step_(-limits.prefill_schedule_interval) {
         // RequestStatus members live as long as the interpreter: kept without a count.
         status_objects = StatusObjects{running_status.inc_ref().ptr(),
@@ -476,7 +471,7 @@ class SchedulerCore {
 
     void add_request(nb::handle request) {
         resolve_slots(Py_TYPE(request.ptr()));
-        State state = std::make_shared<ReqState>(request, manager_->block_size());
+        State state = std::make_shared<ReqState>(request);
         states_[request.ptr()] = state;
         waiting_.push_back(std::move(state));
     }
@@ -564,7 +559,8 @@ class SchedulerCore {
             state->status = Status::kFinished;
             state->sync();
         }
-        result.prefix_cache_stats = manager_object_.attr("make_prefix_cache_stats")();
+        result.counts = manager_->take_lookup_counts();
+        result.stats_type = stats_type_;
         return result;
     }
 
@@ -741,9 +737,8 @@ class SchedulerCore {
                           limits_.scheduler_reserve_full_isl, !running_.empty(), now)) {
                 break;  // head-of-line blocking on KV capacity
             }
-            request.sync();  // the lookup counters read its tokens and preemptions
-            manager_object_.attr(snames.record_prefix_cache_stats.name)(request.request,
-                                                                        num_hit_tokens);
+            manager_->count_lookup(num_tokens, num_hit_tokens, request.num_preemptions > 0,
+                                   request.skip_reading_prefix_cache);
             waiting_.pop_front();
             admit(output, state, num_computed, num_tokens, num_new_tokens, now);
             budget -= num_new_tokens;
@@ -813,11 +808,12 @@ class SchedulerCore {
         release(request);
     }
 
-    nb::object manager_object_;
+    nb::object manager_object_;  // keeps the manager alive
     CacheCore* manager_;
     SchedulerLimits limits_;
     nb::dict requests_;
     nb::object admission_type_;
+    nb::object stats_type_;
     // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
     std::vector<int32_t> hit_blocks_, new_ids_;
     std::vector<State> running_;
@@ -882,7 +878,9 @@ void bind_scheduler(nb::module_& m) {
                      [](const StepFinished& result) { return synced_list(result.sampled); })
         .def_prop_ro("finished",
                      [](const StepFinished& result) { return synced_list(result.finished); })
-        .def_ro("prefix_cache_stats", &StepFinished::prefix_cache_stats);
+        .def_prop_ro("prefix_cache_stats", [](const StepFinished& result) {
+            return result.stats_type(*result.counts.fields());
+        });
 
     nb::class_<SchedulerCore>(m, "SchedulerCore")
         .def(
@@ -893,7 +891,7 @@ void bind_scheduler(nb::module_& m) {
                bool scheduler_reserve_full_isl, int64_t prefill_schedule_interval,
                bool async_scheduling, nb::dict requests, nb::object running_status,
                nb::object preempted_status, nb::object finished_status,
-               nb::object admission_type) {
+               nb::object admission_type, nb::object stats_type) {
                 SchedulerLimits limits{max_num_batched_tokens,
                                        max_num_admitted_seqs,
                                        max_model_len,
@@ -904,7 +902,8 @@ void bind_scheduler(nb::module_& m) {
                                        prefill_schedule_interval,
                                        async_scheduling};
                 new (self) SchedulerCore(manager, limits, requests, running_status,
-                                         preempted_status, finished_status, admission_type);
+                                         preempted_status, finished_status, admission_type,
+                                         stats_type);
             },
             nb::arg("manager"), nb::arg("max_num_batched_tokens"),
             nb::arg("max_num_admitted_seqs"), nb::arg("max_model_len"),
@@ -912,7 +911,8 @@ void bind_scheduler(nb::module_& m) {
             nb::arg("long_prefill_token_threshold_adaptive"),
             nb::arg("scheduler_reserve_full_isl"), nb::arg("prefill_schedule_interval"),
             nb::arg("async_scheduling"), nb::arg("requests"), nb::arg("running_status"),
-            nb::arg("preempted_status"), nb::arg("finished_status"), nb::arg("admission_type"))
+            nb::arg("preempted_status"), nb::arg("finished_status"), nb::arg("admission_type"),
+            nb::arg("stats_type"))
         .def_prop_ro("num_running", &SchedulerCore::num_running)
         .def_prop_ro("num_waiting", &SchedulerCore::num_waiting)
         .def_prop_ro("num_executed_steps", &SchedulerCore::num_executed_steps)

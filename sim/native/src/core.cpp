@@ -660,11 +660,11 @@ class CacheCore {
     void cache_blocks(nb::handle request, int64_t num_tokens, double now) {
         nb::object request_id = attr(request, names.request_id);
         nb::object hashes = hash_list(request);
-        cache_blocks_of(id_view(request_id), HashSpan::of_list(hashes), num_tokens, now);
+        cache_blocks_of(held(id_view(request_id)), HashSpan::of_list(hashes), num_tokens, now);
     }
 
-    void cache_blocks_of(std::string_view id, HashSpan hashes, int64_t num_tokens, double now) {
-        cache_request_blocks(hashes, held(id), num_tokens, now);
+    void cache_blocks_of(RequestBlocks& state, HashSpan hashes, int64_t num_tokens, double now) {
+        cache_request_blocks(hashes, state, num_tokens, now);
     }
 
     void free(nb::handle request) {

@@ -41,6 +41,7 @@ struct SchedulerNames {
     Field hash_keys;
     Field hasher;
     Field extend;
+    Field frombytes;
     Field request_id;
     Field num_output_placeholders;
     Field num_in_flight_tokens;
@@ -71,6 +72,7 @@ void intern_scheduler_names() {
     snames.hash_keys.name = PyUnicode_InternFromString("hash_keys");
     snames.hasher.name = PyUnicode_InternFromString("_hasher");
     snames.extend.name = PyUnicode_InternFromString("extend");
+    snames.frombytes.name = PyUnicode_InternFromString("frombytes");
     snames.request_id.name = PyUnicode_InternFromString("request_id");
     snames.num_output_placeholders.name = PyUnicode_InternFromString("num_output_placeholders");
     snames.num_in_flight_tokens.name = PyUnicode_InternFromString("num_in_flight_tokens");
@@ -182,11 +184,56 @@ void read_int64s(nb::handle sequence, std::vector<int64_t>& out) {
     }
 }
 
-// Call `sequence.extend(items)` (an array or a list).
-void extend_sequence(nb::handle sequence, nb::handle items) {
-    PyObject* result = PyObject_CallMethodOneArg(sequence.ptr(), snames.extend.name, items.ptr());
+void call_method(nb::handle object, const Field& method, nb::handle argument) {
+    PyObject* result = PyObject_CallMethodOneArg(object.ptr(), method.name, argument.ptr());
     if (result == nullptr) throw nb::python_error();
     Py_DECREF(result);
+}
+
+// Whether `sequence` is an array.array of `format` (one character, 8-byte items).
+bool is_array_of(nb::handle sequence, char format) {
+    if (std::strcmp(Py_TYPE(sequence.ptr())->tp_name, "array.array") != 0) return false;
+    Py_buffer view;
+    if (PyObject_GetBuffer(sequence.ptr(), &view, PyBUF_FORMAT) != 0) {
+        PyErr_Clear();
+        return false;
+    }
+    bool matches = view.itemsize == 8 && view.format != nullptr && view.format[0] == format &&
+                   view.format[1] == '\0';
+    PyBuffer_Release(&view);
+    return matches;
+}
+
+// Append values to an array('q') or array('d') in one copy, or to any other sequence
+// (a list) through `extend`.
+void extend_with(nb::handle sequence, const int64_t* values, size_t count) {
+    if (count == 0) return;
+    if (is_array_of(sequence, 'q')) {
+        call_method(sequence, snames.frombytes,
+                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(int64_t)));
+        return;
+    }
+    nb::list items;
+    for (size_t i = 0; i < count; ++i) {
+        nb::object item = nb::steal(PyLong_FromLongLong(values[i]));
+        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+    call_method(sequence, snames.extend, items);
+}
+
+void extend_with(nb::handle sequence, const double* values, size_t count) {
+    if (count == 0) return;
+    if (is_array_of(sequence, 'd')) {
+        call_method(sequence, snames.frombytes,
+                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(double)));
+        return;
+    }
+    nb::list items;
+    for (size_t i = 0; i < count; ++i) {
+        nb::object item = nb::steal(PyFloat_FromDouble(values[i]));
+        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+    call_method(sequence, snames.extend, items);
 }
 
 // The request states the scheduler distinguishes (RequestStatus); the Python objects are
@@ -201,39 +248,44 @@ struct StatusObjects {
 
 StatusObjects status_objects;
 
-// One request as the scheduler keeps it.
+// One request as the scheduler keeps it. What a step reads and writes comes first (one or
+// two cache lines). Output tokens are counted per step and written into `tokens` (from the
+// planned outputs) only when something reads them: a block to hash, a sync.
 struct ReqState {
-    nb::object request;     // the Python Request
-    nb::object request_id;  // its id, a str
-    std::string id;
+    int64_t num_tokens_ = 0;  // prompt plus outputs so far
     int64_t num_prompt_tokens = 0;
     int64_t max_tokens = 0;
-    std::vector<int64_t> tokens;   // all_token_ids
+    int64_t num_computed_tokens = 0;
+    int64_t num_output_placeholders = 0;
+    int64_t num_in_flight_tokens = 0;
+    int64_t num_stale_output_tokens = 0;
+    double last_token_at = std::numeric_limits<double>::quiet_NaN();
+    RequestBlocks* blocks = nullptr;  // its blocks in the cache core, while it holds some
+    Status status = Status::kWaiting;
+    bool is_prefill_chunk = false;
+    int64_t num_hashes_ = 0;  // hashes.size(), read per step to see whether a block filled
+    std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
+    int64_t num_computed_prefill_tokens = 0;
+    std::vector<int64_t> tokens;   // all_token_ids, its first `tokens.size()` written
     std::vector<int64_t> planned;  // planned_output_token_ids
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
     bool skip_reading_prefix_cache = false;
-    Status status = Status::kWaiting;
-    bool is_prefill_chunk = false;
-    int64_t num_computed_tokens = 0;
-    int64_t num_computed_prefill_tokens = 0;
     int64_t num_cached_tokens = -1;
     int64_t num_preemptions = 0;
-    int64_t num_output_placeholders = 0;
-    int64_t num_in_flight_tokens = 0;
-    int64_t num_stale_output_tokens = 0;
     double first_scheduled_at = std::numeric_limits<double>::quiet_NaN();
     double first_token_at = std::numeric_limits<double>::quiet_NaN();
-    double last_token_at = std::numeric_limits<double>::quiet_NaN();
     double finished_at = std::numeric_limits<double>::quiet_NaN();
-    std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
+    nb::object request;     // the Python Request
+    nb::object request_id;  // its id, a str
+    std::string id;
     // What the Python request already holds: tokens, hashes, and its status.
     int64_t synced_tokens = 0;
     int64_t synced_hashes = 0;
     Status synced_status = Status::kWaiting;
 
-    int64_t num_tokens() const { return int64_t(tokens.size()); }
-    int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+    int64_t num_tokens() const { return num_tokens_; }
+    int64_t num_output_tokens() const { return num_tokens_ - num_prompt_tokens; }
     bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
 
     // Read a request the scheduler is given (add_request).
@@ -243,7 +295,7 @@ struct ReqState {
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
         read_int64s(get(object, snames.all_token_ids), tokens);
-        synced_tokens = num_tokens();
+        num_tokens_ = synced_tokens = int64_t(tokens.size());
         read_int64s(get(object, snames.planned_output_token_ids), planned);
         nb::object hash_objects = hash_list(object);
         synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
@@ -251,6 +303,7 @@ struct ReqState {
         for (Py_ssize_t i = 0; i < synced_hashes; ++i) {
             hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
         }
+        num_hashes_ = synced_hashes;
         nb::object python_hasher = get(object, snames.hasher);
         NativeHasher* native = nullptr;
         if (nb::try_cast<NativeHasher*>(python_hasher, native) && native != nullptr &&
@@ -275,26 +328,26 @@ struct ReqState {
         last_token_at = get_time(object, snames.last_token_at);
     }
 
+    // Write the outputs sampled since into `tokens`.
+    void write_tokens() {
+        for (int64_t index = int64_t(tokens.size()); index < num_tokens_; ++index) {
+            tokens.push_back(planned[size_t(index - num_prompt_tokens)]);
+        }
+    }
+
     // Bring the Python request up to date.
     void sync() {
         nb::handle object = request;
-        if (synced_tokens < num_tokens()) {
-            nb::list added;
-            for (int64_t i = synced_tokens; i < num_tokens(); ++i) {
-                nb::object token = nb::steal(PyLong_FromLongLong(tokens[size_t(i)]));
-                if (PyList_Append(added.ptr(), token.ptr()) != 0) throw nb::python_error();
-            }
-            extend_sequence(get(object, snames.all_token_ids), added);
-            synced_tokens = num_tokens();
+        if (synced_tokens < num_tokens_) {
+            write_tokens();
+            extend_with(get(object, snames.all_token_ids), tokens.data() + synced_tokens,
+                        size_t(num_tokens_ - synced_tokens));
+            synced_tokens = num_tokens_;
         }
         sync_hashes();
         if (!new_itls.empty()) {
-            nb::list added;
-            for (double gap : new_itls) {
-                nb::object item = nb::steal(PyFloat_FromDouble(gap));
-                if (PyList_Append(added.ptr(), item.ptr()) != 0) throw nb::python_error();
-            }
-            extend_sequence(get(object, snames.inter_token_latencies_s), added);
+            extend_with(get(object, snames.inter_token_latencies_s), new_itls.data(),
+                        new_itls.size());
             new_itls.clear();
         }
         if (status != synced_status && status != Status::kAborted) {
@@ -332,10 +385,15 @@ struct ReqState {
     // Sample the next planned token; hash the block it fills, as
     // CacheRequest.append_output_token_ids does.
     void append_token(int64_t block_size) {
-        tokens.push_back(planned.at(size_t(num_output_tokens())));
-        if (num_tokens() / block_size <= int64_t(hashes.size())) return;
+        if (num_output_tokens() >= int64_t(planned.size())) {
+            throw nb::index_error("no planned output token left to sample");
+        }
+        ++num_tokens_;
+        if (num_tokens_ / block_size <= num_hashes_) return;
         if (hasher != nullptr) {
-            hasher->extend_digests(hashes, tokens.data(), num_tokens());
+            write_tokens();
+            hasher->extend_digests(hashes, tokens.data(), num_tokens_);
+            num_hashes_ = int64_t(hashes.size());
             return;
         }
         // Extra hash keys: the request's Python hasher extends its Python list.
@@ -347,7 +405,7 @@ struct ReqState {
         for (Py_ssize_t i = Py_ssize_t(hashes.size()); i < PyList_GET_SIZE(hash_objects.ptr()); ++i) {
             hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
         }
-        synced_hashes = int64_t(hashes.size());
+        synced_hashes = num_hashes_ = int64_t(hashes.size());
     }
 
     HashSpan hash_span() const { return HashSpan::of(hashes); }
@@ -484,6 +542,7 @@ class SchedulerCore {
         State state = found->second;
         state->sync();
         state->status = Status::kAborted;
+        state->blocks = nullptr;  // the caller frees them
         release(*state);
         if (!erase_from(running_, state)) erase_from(waiting_, state);
     }
@@ -491,6 +550,8 @@ class SchedulerCore {
     StepOutput* schedule(double now) {
         auto output = std::make_unique<StepOutput>();
         output->admission_type = admission_type_;
+        output->scheduled.reserve(running_.size() + 1);
+        output->num_scheduled.reserve(running_.size() + 1);
         int64_t threshold = long_prefill_threshold();
         bool hold_prefill = hold_prefill_now();
         int64_t budget = limits_.max_num_batched_tokens;
@@ -504,9 +565,11 @@ class SchedulerCore {
     }
 
     // With async scheduling `output` is the oldest step in flight: requests aborted or
-    // finished since are skipped, and a preempted request still receives its token.
-    StepFinished update_from_output(const StepOutput& output, double now) {
+    // finished since are skipped, and a preempted request still receives its token. The
+    // requests that sampled are listed only with `list_sampled`.
+    StepFinished update_from_output(const StepOutput& output, double now, bool list_sampled) {
         StepFinished result;
+        if (list_sampled) result.sampled.reserve(output.scheduled.size());
         bool async_scheduling = limits_.async_scheduling;
         int64_t block_size = manager_->block_size();
         for (size_t i = 0; i < output.scheduled.size(); ++i) {
@@ -533,13 +596,13 @@ class SchedulerCore {
                 request.new_itls.push_back(now - request.last_token_at);
             }
             request.last_token_at = now;
-            result.sampled.push_back(state);
+            if (list_sampled) result.sampled.push_back(state);
             if (!stale && request.num_output_placeholders) {
                 --request.num_output_placeholders;
                 if (manager_->enable_caching()) {
                     // The block this token completes registers now, a step after sync.
                     manager_->cache_blocks_of(
-                        request.id, request.hash_span(),
+                        held_blocks(request), request.hash_span(),
                         request.num_computed_tokens - request.num_in_flight_tokens, now);
                 }
             }
@@ -634,7 +697,7 @@ class SchedulerCore {
             int64_t num_tokens = request.num_tokens();
             int64_t num_new_tokens = num_tokens + placeholders - num_computed;
             if (num_new_tokens == 1 && num_computed < max_model_len - 1 &&
-                manager_->allocate_one(manager_->held(request.id), num_computed, num_tokens,
+                manager_->allocate_one(held_blocks(request), num_computed, num_tokens,
                                        request.hash_span(), now)) {
                 // A decode token (or a prefill's last): the same blocks and caching as
                 // allocate_slots, done lean (if no block is free, the general path preempts).
@@ -662,15 +725,29 @@ class SchedulerCore {
     }
 
     // allocate_slots for a request's new tokens (after a prefix hit of `hits`).
-    bool allocate(const ReqState& request, int64_t num_new_tokens, int64_t num_hit_tokens,
+    bool allocate(ReqState& request, int64_t num_new_tokens, int64_t num_hit_tokens,
                   bool full_sequence_must_fit, bool has_running_requests, double now) {
         new_ids_.clear();
         bool apply_watermark = has_running_requests && (request.status == Status::kWaiting ||
                                                         request.status == Status::kPreempted);
-        return manager_->allocate_ids(request.id, request.num_tokens(), request.num_computed_tokens,
-                                      apply_watermark, request.hash_span(), num_new_tokens,
-                                      num_hit_tokens, hit_blocks_, full_sequence_must_fit, 0,
-                                      false, 0, now, new_ids_);
+        if (!manager_->allocate_ids(request.id, request.num_tokens(), request.num_computed_tokens,
+                                    apply_watermark, request.hash_span(), num_new_tokens,
+                                    num_hit_tokens, hit_blocks_, full_sequence_must_fit, 0, false,
+                                    0, now, new_ids_)) {
+            return false;
+        }
+        if (request.blocks == nullptr) request.blocks = &manager_->held(request.id);
+        return true;
+    }
+
+    static RequestBlocks& held_blocks(const ReqState& request) {
+        if (request.blocks == nullptr) throw nb::key_error("request holds no blocks");
+        return *request.blocks;
+    }
+
+    void free_blocks(ReqState& request) {
+        manager_->free_id(request.id);
+        request.blocks = nullptr;
     }
 
     // Allocate the request's blocks, preempting the last running request (never one before
@@ -692,7 +769,7 @@ class SchedulerCore {
 
     void preempt(const State& state) {
         ReqState& request = *state;
-        manager_->free_id(request.id);
+        free_blocks(request);
         request.status = Status::kPreempted;
         request.num_computed_tokens = 0;
         request.num_stale_output_tokens = request.num_in_flight_tokens;
@@ -803,7 +880,7 @@ class SchedulerCore {
         if (PyDict_DelItem(requests_.ptr(), request.request_id.ptr()) != 0) {
             throw nb::python_error();
         }
-        manager_->free_id(request.id);
+        free_blocks(request);
         request.finished_at = now;
         release(request);
     }
@@ -923,5 +1000,7 @@ void bind_scheduler(nb::module_& m) {
         .def("add_request", &SchedulerCore::add_request)
         .def("remove", &SchedulerCore::remove)
         .def("schedule", &SchedulerCore::schedule, nb::rv_policy::take_ownership)
-        .def("update_from_output", &SchedulerCore::update_from_output);
+        .def("update_from_output", [](SchedulerCore& self, const StepOutput& output, double now) {
+            return self.update_from_output(output, now, true);
+        });
 }

@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -116,7 +117,7 @@ struct Libcrypto {
 
 Libcrypto libcrypto;
 
-void find_libcrypto() {
+bool find_libcrypto() {
     const char* libraries[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
     for (const char* library : libraries) {
         void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
@@ -126,9 +127,10 @@ void find_libcrypto() {
         auto final = reinterpret_cast<Sha256Final>(dlsym(handle, "SHA256_Final"));
         if (init != nullptr && update != nullptr && final != nullptr) {
             libcrypto = Libcrypto{init, update, final};
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 void sha256(const std::string& data, uint8_t* out) {
@@ -178,6 +180,24 @@ nb::object digest_bytes(const Digest& digest) {
 // ---------------------------------------------------------------------------------------------
 // Block hashing
 
+// XXH3-128 from the xxhash package's extension module when the process has it loaded (it
+// exports the C function; sim.native hands over its path): xxhash's block digests and the
+// block identity then need no Python call. Without it, the Python function is called.
+struct Xxh128 {
+    uint64_t low64;
+    uint64_t high64;
+};
+using Xxh3_128 = Xxh128 (*)(const void*, size_t);
+
+Xxh3_128 xxh3_128 = nullptr;
+
+bool find_xxh3(const std::string& library) {
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) return false;
+    xxh3_128 = reinterpret_cast<Xxh3_128>(dlsym(handle, "XXH3_128bits"));
+    return xxh3_128 != nullptr;
+}
+
 enum class Algo { kSha256Pickle, kSha256Cbor, kXxhashPickle, kXxhashCbor };
 
 Algo parse_algo(const std::string& algo) {
@@ -188,15 +208,20 @@ Algo parse_algo(const std::string& algo) {
     throw nb::value_error("unknown hash_algo");
 }
 
-// Chained block hashes of plain blocks; requests with extra keys, tokens beyond int64 or
-// non-int tokens go to the reference hasher (the Python BlockHasher), which gives the same bytes.
+// Chained block hashes of plain blocks (vLLM's digests, or with `identity` the block identity:
+// XXH3-128 of the parent's bytes and the raw int64 tokens, as sim.kvcache.hashing defines it);
+// requests with extra keys, tokens beyond int64 or non-int tokens go to the reference hasher
+// (the Python BlockHasher), which gives the same bytes.
 class NativeHasher {
   public:
     NativeHasher(const std::string& algo, int64_t block_size, nb::bytes none_hash,
-                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest)
+                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest,
+                 bool identity)
         : algo_(parse_algo(algo)),
+          identity_(identity),
           block_size_(block_size),
           none_hash_(none_hash),
+          none_digest_(digest_of(none_hash.ptr())),
           reference_(reference),
           no_hash_keys_(no_hash_keys),
           xxh3_128_digest_(xxh3_128_digest) {
@@ -242,14 +267,12 @@ class NativeHasher {
                 return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
             }
         }
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
+        Digest parent = parent_of(block_hashes);
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+            parent = hash_block(parent);
+            append_bytes(block_hashes, parent);
         }
         return num_full_blocks - start_block;
     }
@@ -260,40 +283,93 @@ class NativeHasher {
         Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
         Py_ssize_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks <= start_block) return 0;
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
+        Digest parent = parent_of(block_hashes);
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             std::memcpy(tokens_.data(), token_ids + index * block_size_,
                         size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+            parent = hash_block(parent);
+            append_bytes(block_hashes, parent);
+        }
+        return num_full_blocks - start_block;
+    }
+
+    // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
+    // full blocks of tokens[0:num_tokens) beyond hashes.size(), chained to hashes.back() (or
+    // NONE_HASH); returns how many were added. Plain blocks only: a request with extra keys
+    // goes through extend(). Needs the GIL (xxhash may be the Python function).
+    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids,
+                           int64_t num_tokens) {
+        int64_t start_block = int64_t(hashes.size());
+        int64_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        Digest parent = hashes.empty() ? none_digest_ : hashes.back();
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            std::memcpy(tokens_.data(), token_ids + index * block_size_,
+                        size_t(block_size_) * sizeof(int64_t));
+            parent = hash_block(parent);
+            hashes.push_back(parent);
         }
         return num_full_blocks - start_block;
     }
 
     // The hash of one block whose tokens are in tokens_, chained to `parent`.
-    nb::object hash_block(PyObject* parent) {
-        const auto* parent_bytes = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(parent));
-        size_t parent_size = size_t(PyBytes_GET_SIZE(parent));
+    Digest hash_block(const Digest& parent) {
+        if (identity_) {
+            buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
+            buffer_.append(reinterpret_cast<const char*>(tokens_.data()),
+                           tokens_.size() * sizeof(int64_t));
+            return xxh3_digest();
+        }
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
-            pickle_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+            pickle_block(buffer_, parent.bytes, parent.size, tokens_.data(), tokens_.size());
         } else {
-            cbor_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+            cbor_block(buffer_, parent.bytes, parent.size, tokens_.data(), tokens_.size());
         }
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
-            uint8_t out[32];
-            sha256(buffer_, out);
-            return nb::steal(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(out), 32));
+            Digest digest;
+            digest.size = 32;
+            sha256(buffer_, digest.bytes);
+            return digest;
         }
-        nb::object data = nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
-        return xxh3_128_digest_(data);
+        return xxh3_digest();
     }
 
   private:
+    static_assert(std::endian::native == std::endian::little,
+                  "the block identity reads tokens as little-endian int64, as array('q') holds them");
+
+    // XXH3-128 of buffer_ in xxhash's canonical (big-endian) byte order.
+    Digest xxh3_digest() {
+        if (xxh3_128 == nullptr) {
+            nb::object data =
+                nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
+            return digest_of(xxh3_128_digest_(data).ptr());
+        }
+        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
+        Digest digest;
+        digest.size = 16;
+        for (int i = 0; i < 8; ++i) {
+            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
+            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
+        }
+        return digest;
+    }
+
+    Digest parent_of(nb::handle block_hashes) const {
+        Py_ssize_t size = PyList_GET_SIZE(block_hashes.ptr());
+        return size > 0 ? digest_of(PyList_GET_ITEM(block_hashes.ptr(), size - 1)) : none_digest_;
+    }
+
+    static void append_bytes(nb::handle block_hashes, const Digest& digest) {
+        nb::object item = digest_bytes(digest);
+        if (PyList_Append(block_hashes.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+
     Algo algo_;
+    bool identity_;
     int64_t block_size_;
     nb::bytes none_hash_;
+    Digest none_digest_;
     nb::object reference_;
     nb::object no_hash_keys_;
     nb::object xxh3_128_digest_;
@@ -817,6 +893,9 @@ NB_MODULE(_core, m) {
         return nb::bytes(reinterpret_cast<const char*>(out), 32);
     });
     m.def("uses_libcrypto", []() { return libcrypto.init != nullptr; });
+    m.def("find_xxh3", &find_xxh3, nb::arg("library"));
+    m.def("find_libcrypto", &find_libcrypto);
+    m.def("uses_xxh3", []() { return xxh3_128 != nullptr; });
     m.def("serialise_block", [](const std::string& algo, nb::bytes parent, std::vector<int64_t> tokens) {
         std::string out;
         const auto* parent_bytes = reinterpret_cast<const uint8_t*>(parent.c_str());
@@ -829,7 +908,8 @@ NB_MODULE(_core, m) {
     });
 
     nb::class_<NativeHasher>(m, "HasherCore")
-        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object>())
+        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object,
+                      bool>())
         .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
              nb::arg("keys").none() = nb::none());
 

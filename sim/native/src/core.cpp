@@ -280,17 +280,9 @@ class NativeHasher {
     // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
     // read. The buffer is only read here, and nothing here can run Python code that resizes it.
     int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
-        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
-        Py_ssize_t num_full_blocks = num_tokens / block_size_;
-        if (num_full_blocks <= start_block) return 0;
-        Digest parent = parent_of(block_hashes);
-        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
-            std::memcpy(tokens_.data(), token_ids + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent);
-            append_bytes(block_hashes, parent);
-        }
-        return num_full_blocks - start_block;
+        return hash_blocks(parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), token_ids,
+                           num_tokens,
+                           [&](const Digest& digest) { append_bytes(block_hashes, digest); });
     }
 
     // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
@@ -299,17 +291,9 @@ class NativeHasher {
     // goes through extend(). Needs the GIL (xxhash may be the Python function).
     int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids,
                            int64_t num_tokens) {
-        int64_t start_block = int64_t(hashes.size());
-        int64_t num_full_blocks = num_tokens / block_size_;
-        if (num_full_blocks <= start_block) return 0;
-        Digest parent = hashes.empty() ? none_digest_ : hashes.back();
-        for (int64_t index = start_block; index < num_full_blocks; ++index) {
-            std::memcpy(tokens_.data(), token_ids + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent);
-            hashes.push_back(parent);
-        }
-        return num_full_blocks - start_block;
+        return hash_blocks(hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()),
+                           token_ids, num_tokens,
+                           [&](const Digest& digest) { hashes.push_back(digest); });
     }
 
     // The hash of one block whose tokens are in tokens_, chained to `parent`.
@@ -335,6 +319,22 @@ class NativeHasher {
     }
 
   private:
+    // Hash blocks start_block.. of the int64 tokens chained from `parent`, handing each digest
+    // to `append`; returns how many.
+    template <class Append>
+    int64_t hash_blocks(Digest parent, int64_t start_block, const int64_t* token_ids,
+                        int64_t num_tokens, Append append) {
+        int64_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            std::memcpy(tokens_.data(), token_ids + index * block_size_,
+                        size_t(block_size_) * sizeof(int64_t));
+            parent = hash_block(parent);
+            append(parent);
+        }
+        return num_full_blocks - start_block;
+    }
+
     static_assert(std::endian::native == std::endian::little,
                   "the block identity reads tokens as little-endian int64, as array('q') holds them");
 

@@ -271,7 +271,7 @@ class NativeHasher {
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
-            parent = hash_block(parent);
+            parent = hash_block(parent, tokens_.data());
             append_bytes(block_hashes, parent);
         }
         return num_full_blocks - start_block;
@@ -296,18 +296,18 @@ class NativeHasher {
                            [&](const Digest& digest) { hashes.push_back(digest); });
     }
 
-    // The hash of one block whose tokens are in tokens_, chained to `parent`.
-    Digest hash_block(const Digest& parent) {
+    // The hash of one block of block_size tokens, chained to `parent`.
+    Digest hash_block(const Digest& parent, const int64_t* tokens) {
+        size_t num_tokens = size_t(block_size_);
         if (identity_) {
             buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
-            buffer_.append(reinterpret_cast<const char*>(tokens_.data()),
-                           tokens_.size() * sizeof(int64_t));
+            buffer_.append(reinterpret_cast<const char*>(tokens), num_tokens * sizeof(int64_t));
             return xxh3_digest();
         }
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
-            pickle_block(buffer_, parent.bytes, parent.size, tokens_.data(), tokens_.size());
+            pickle_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
         } else {
-            cbor_block(buffer_, parent.bytes, parent.size, tokens_.data(), tokens_.size());
+            cbor_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
         }
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
             Digest digest;
@@ -327,9 +327,7 @@ class NativeHasher {
         int64_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks <= start_block) return 0;
         for (int64_t index = start_block; index < num_full_blocks; ++index) {
-            std::memcpy(tokens_.data(), token_ids + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent);
+            parent = hash_block(parent, token_ids + index * block_size_);
             append(parent);
         }
         return num_full_blocks - start_block;

@@ -150,6 +150,11 @@ class SyntheticTokens:
                 found[index] = row
         return found  # type: ignore[return-value]
 
+    def stream_rows(self, seeds: list[int], num_tokens: int) -> TokenArray:
+        """Row r holds the first `num_tokens` ids of the stream seeded by seeds[r]: one numpy
+        pass, uncached, read-only (for callers that compute each stream once)."""
+        return _shared(_token_matrix(seeds, num_tokens, self.vocab_size))
+
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""
         return self.tokens(trace_block_content_id(namespace, hash_id), num_tokens)

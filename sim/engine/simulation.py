@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import simpy
 
@@ -15,6 +15,7 @@ from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
 from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike
 from sim.engine.sessions import SessionBookkeeping
+from sim.kvcache import block_identity_wanted
 from sim.metrics import NullRecorder, Recorder
 from sim.routing import RoundRobinRouter, Router
 from sim.sched import SchedulerConfig
@@ -56,6 +57,8 @@ def simulate(
     """
     recorder = recorder if recorder is not None else NullRecorder()
     router = router if router is not None else RoundRobinRouter()
+    # Block events are the only way a block hash leaves a simulation.
+    config = replace(config, block_identity=block_identity_wanted(hashes_shown=record_block_events))
     env = simpy.Environment()
     stage = FrontEndStage(env, frontend)
     engine_recorder: Recorder = recorder

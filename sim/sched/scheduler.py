@@ -96,7 +96,12 @@ def make_cache(
 ) -> tuple[Hasher, CacheManager]:
     """The block hasher and KV cache manager of `core` sized by `config`."""
     hasher = make_hasher(
-        core, config.hash_algo, config.block_size, config.hash_seed, memo_size=memo_size
+        core,
+        config.hash_algo,
+        config.block_size,
+        config.hash_seed,
+        memo_size=memo_size,
+        identity=config.block_identity,
     )
     manager = make_manager(
         core,

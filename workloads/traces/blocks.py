@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
@@ -9,10 +10,13 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from workloads.spec import RequestSpec, Segment, TokenArray
-from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
+from workloads.synthetic_tokens import SyntheticTokens, content_seed, trace_block_content_id
 from workloads.traces.fields import ReplayOptions
 
 TRACE_BLOCK_SEGMENT = "block"
+
+# A block id's seed (a BLAKE2b digest) is asked for by every request that shares the block.
+_content_seed = functools.lru_cache(maxsize=1 << 18)(content_seed)
 
 
 class _CountedRecord(Protocol):
@@ -33,15 +37,21 @@ def block_segments(
     block_size: int,
     tokens: SyntheticTokens,
 ) -> list[Segment]:
-    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out."""
+    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out.
+
+    A prompt's blocks are computed together in one numpy pass, each block's segment a view of
+    its row: most trace blocks occur once, so caching them costs more than it saves."""
+    if not hash_ids:
+        return []
     content_ids = [trace_block_content_id(namespace, hash_id) for hash_id in hash_ids]
-    lengths = [min(block_size, num_tokens - index * block_size) for index in range(len(hash_ids))]
+    rows = tokens.stream_rows(
+        [_content_seed(content_id) for content_id in content_ids], min(block_size, num_tokens)
+    )
+    last_length = num_tokens - (len(hash_ids) - 1) * block_size
     return [
-        Segment(TRACE_BLOCK_SEGMENT, content_id, block)
-        for content_id, block in zip(
-            content_ids, tokens.tokens_many(content_ids, lengths), strict=True
-        )
-    ]
+        Segment(TRACE_BLOCK_SEGMENT, content_id, row)
+        for content_id, row in zip(content_ids[:-1], rows[:-1], strict=True)
+    ] + [Segment(TRACE_BLOCK_SEGMENT, content_ids[-1], rows[-1, :last_length])]
 
 
 def token_range(

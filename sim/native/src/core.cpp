@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -120,7 +121,7 @@ struct Libcrypto {
 
 Libcrypto libcrypto;
 
-void find_libcrypto() {
+bool find_libcrypto() {
     const char* libraries[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
     for (const char* library : libraries) {
         void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
@@ -130,9 +131,10 @@ void find_libcrypto() {
         auto final = reinterpret_cast<Sha256Final>(dlsym(handle, "SHA256_Final"));
         if (init != nullptr && update != nullptr && final != nullptr) {
             libcrypto = Libcrypto{init, update, final};
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 void sha256(const std::string& data, uint8_t* out) {
@@ -202,6 +204,24 @@ struct HashSpan {
 // ---------------------------------------------------------------------------------------------
 // Block hashing
 
+// XXH3-128 from the xxhash package's extension module when the process has it loaded (it
+// exports the C function; sim.native hands over its path): xxhash's block digests and the
+// block identity then need no Python call. Without it, the Python function is called.
+struct Xxh128 {
+    uint64_t low64;
+    uint64_t high64;
+};
+using Xxh3_128 = Xxh128 (*)(const void*, size_t);
+
+Xxh3_128 xxh3_128 = nullptr;
+
+bool find_xxh3(const std::string& library) {
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) return false;
+    xxh3_128 = reinterpret_cast<Xxh3_128>(dlsym(handle, "XXH3_128bits"));
+    return xxh3_128 != nullptr;
+}
+
 enum class Algo { kSha256Pickle, kSha256Cbor, kXxhashPickle, kXxhashCbor };
 
 Algo parse_algo(const std::string& algo) {
@@ -212,15 +232,20 @@ Algo parse_algo(const std::string& algo) {
     throw nb::value_error("unknown hash_algo");
 }
 
-// Chained block hashes of plain blocks; requests with extra keys, tokens beyond int64 or
-// non-int tokens go to the reference hasher (the Python BlockHasher), which gives the same bytes.
+// Chained block hashes of plain blocks (vLLM's digests, or with `identity` the block identity:
+// XXH3-128 of the parent's bytes and the raw int64 tokens, as sim.kvcache.hashing defines it);
+// requests with extra keys, tokens beyond int64 or non-int tokens go to the reference hasher
+// (the Python BlockHasher), which gives the same bytes.
 class NativeHasher {
   public:
     NativeHasher(const std::string& algo, int64_t block_size, nb::bytes none_hash,
-                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest)
+                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest,
+                 bool identity)
         : algo_(parse_algo(algo)),
+          identity_(identity),
           block_size_(block_size),
           none_hash_(none_hash),
+          none_digest_(digest_of(none_hash.ptr())),
           reference_(reference),
           no_hash_keys_(no_hash_keys),
           xxh3_128_digest_(xxh3_128_digest) {
@@ -235,8 +260,6 @@ class NativeHasher {
         return (keys.is(no_hash_keys_) || nb::cast<bool>(attr(keys, names.is_empty))) &&
                block_size_ * 10 + 64 <= int64_t(kMaxPickleFrame);
     }
-
-    int64_t block_size() const { return block_size_; }
 
     int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
         nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
@@ -275,14 +298,12 @@ class NativeHasher {
                 return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
             }
         }
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
+        Digest parent = parent_of(block_hashes);
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+            parent = hash_block(parent, tokens_.data());
+            append_bytes(block_hashes, parent);
         }
         return num_full_blocks - start_block;
     }
@@ -290,47 +311,34 @@ class NativeHasher {
     // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
     // read. The buffer is only read here, and nothing here can run Python code that resizes it.
     int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
-        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
-        Py_ssize_t num_full_blocks = num_tokens / block_size_;
-        if (num_full_blocks <= start_block) return 0;
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
-        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
-            std::memcpy(tokens_.data(), token_ids + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+        return hash_blocks(parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), token_ids,
+                           num_tokens,
+                           [&](const Digest& digest) { append_bytes(block_hashes, digest); });
+    }
+
+    // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
+    // full blocks of tokens[0:num_tokens) beyond hashes.size(), chained to hashes.back() (or
+    // NONE_HASH); returns how many were added. Plain blocks only: a request with extra keys
+    // goes through extend(). Needs the GIL (xxhash may be the Python function).
+    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids,
+                           int64_t num_tokens) {
+        return hash_blocks(hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()),
+                           token_ids, num_tokens,
+                           [&](const Digest& digest) { hashes.push_back(digest); });
+    }
+
+    // The hash of one block of block_size tokens, chained to `parent`.
+    Digest hash_block(const Digest& parent, const int64_t* tokens) {
+        size_t num_tokens = size_t(block_size_);
+        if (identity_) {
+            buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
+            buffer_.append(reinterpret_cast<const char*>(tokens), num_tokens * sizeof(int64_t));
+            return xxh3_digest();
         }
-        return num_full_blocks - start_block;
-    }
-
-    // Append to `hashes` the digests of the full blocks of tokens[0:num_tokens) beyond those
-    // hashed (chained to hashes.back(), or NONE_HASH); how many it added. Only for requests
-    // hashes_natively() accepts.
-    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* tokens, int64_t num_tokens) {
-        int64_t start = int64_t(hashes.size());
-        for (int64_t index = start; (index + 1) * block_size_ <= num_tokens; ++index) {
-            std::memcpy(tokens_.data(), tokens + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            Digest parent = index > 0 ? hashes.back() : digest_of(none_hash_.ptr());
-            hashes.push_back(digest_block(parent.bytes, parent.size));
-        }
-        return int64_t(hashes.size()) - start;
-    }
-
-    // The hash of one block whose tokens are in tokens_, chained to `parent`.
-    nb::object hash_block(PyObject* parent) {
-        return digest_bytes(
-            digest_block(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(parent)),
-                         size_t(PyBytes_GET_SIZE(parent))));
-    }
-
-    Digest digest_block(const uint8_t* parent_bytes, size_t parent_size) {
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
-            pickle_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+            pickle_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
         } else {
-            cbor_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+            cbor_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
         }
         if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
             Digest digest;
@@ -338,14 +346,59 @@ class NativeHasher {
             sha256(buffer_, digest.bytes);
             return digest;
         }
-        nb::object data = nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
-        return digest_of(xxh3_128_digest_(data).ptr());
+        return xxh3_digest();
     }
 
   private:
+    // Hash blocks start_block.. of the int64 tokens chained from `parent`, handing each digest
+    // to `append`; returns how many.
+    template <class Append>
+    int64_t hash_blocks(Digest parent, int64_t start_block, const int64_t* token_ids,
+                        int64_t num_tokens, Append append) {
+        int64_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks <= start_block) return 0;
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            parent = hash_block(parent, token_ids + index * block_size_);
+            append(parent);
+        }
+        return num_full_blocks - start_block;
+    }
+
+    static_assert(std::endian::native == std::endian::little,
+                  "the block identity reads tokens as little-endian int64, as array('q') holds them");
+
+    // XXH3-128 of buffer_ in xxhash's canonical (big-endian) byte order.
+    Digest xxh3_digest() {
+        if (xxh3_128 == nullptr) {
+            nb::object data =
+                nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
+            return digest_of(xxh3_128_digest_(data).ptr());
+        }
+        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
+        Digest digest;
+        digest.size = 16;
+        for (int i = 0; i < 8; ++i) {
+            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
+            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
+        }
+        return digest;
+    }
+
+    Digest parent_of(nb::handle block_hashes) const {
+        Py_ssize_t size = PyList_GET_SIZE(block_hashes.ptr());
+        return size > 0 ? digest_of(PyList_GET_ITEM(block_hashes.ptr(), size - 1)) : none_digest_;
+    }
+
+    static void append_bytes(nb::handle block_hashes, const Digest& digest) {
+        nb::object item = digest_bytes(digest);
+        if (PyList_Append(block_hashes.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+
     Algo algo_;
+    bool identity_;
     int64_t block_size_;
     nb::bytes none_hash_;
+    Digest none_digest_;
     nb::object reference_;
     nb::object no_hash_keys_;
     nb::object xxh3_128_digest_;
@@ -971,6 +1024,9 @@ NB_MODULE(_core, m) {
         return nb::bytes(reinterpret_cast<const char*>(out), 32);
     });
     m.def("uses_libcrypto", []() { return libcrypto.init != nullptr; });
+    m.def("find_xxh3", &find_xxh3, nb::arg("library"));
+    m.def("find_libcrypto", &find_libcrypto);
+    m.def("uses_xxh3", []() { return xxh3_128 != nullptr; });
     m.def("serialise_block", [](const std::string& algo, nb::bytes parent, std::vector<int64_t> tokens) {
         std::string out;
         const auto* parent_bytes = reinterpret_cast<const uint8_t*>(parent.c_str());
@@ -983,7 +1039,8 @@ NB_MODULE(_core, m) {
     });
 
     nb::class_<NativeHasher>(m, "HasherCore")
-        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object>())
+        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object,
+                      bool>())
         .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
              nb::arg("keys").none() = nb::none());
 

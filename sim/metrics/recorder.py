@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sim.metrics.records import BlockEvent, RequestRecord, StepRecord
+from sim.metrics.records import BlockEvent, RequestRecord, StepColumns, StepRecord
 
 
 class Recorder(Protocol):
@@ -14,6 +14,8 @@ class Recorder(Protocol):
     def on_block_event(self, event: BlockEvent) -> None: ...
 
     def on_step(self, step: StepRecord) -> None: ...
+
+    def on_steps(self, steps: StepColumns) -> None: ...
 
     def on_request_finished(self, request: RequestRecord) -> None: ...
 
@@ -28,6 +30,9 @@ class NullRecorder:
 
     def on_step(self, step: StepRecord) -> None:
         """Ignore the step."""
+
+    def on_steps(self, steps: StepColumns) -> None:
+        """Ignore the steps."""
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Ignore the request."""
@@ -51,6 +56,11 @@ class FanOutRecorder:
         """Forward the step."""
         for recorder in self.recorders:
             recorder.on_step(step)
+
+    def on_steps(self, steps: StepColumns) -> None:
+        """Forward the steps."""
+        for recorder in self.recorders:
+            recorder.on_steps(steps)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Forward the finished request."""

@@ -15,6 +15,7 @@ import simpy
 from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
+from sim.engine.step_sink import StepSink
 from sim.kvcache import Hasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder
 from sim.routing import Router, SchedulerReplica
@@ -39,6 +40,7 @@ class Cluster:
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
+        compiled_loop: bool = True,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -48,6 +50,8 @@ class Cluster:
             )
         shared = recorder if recorder is not None else NullRecorder()
         self.router = router
+        # One sink for every replica keeps the steps in the order the replicas took them.
+        self.step_sink = StepSink(shared, replica_recorders)
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
             replica_recorder = (
@@ -67,6 +71,8 @@ class Cluster:
                     fast_decode_path=fast_decode_path,
                     offload=offload,
                     replica=index,
+                    step_sink=self.step_sink,
+                    compiled_loop=compiled_loop,
                 )
             )
         self.views = [
@@ -83,6 +89,10 @@ class Cluster:
     def num_steps(self) -> int:
         """Engine steps taken, summed over the replicas."""
         return sum(engine.num_steps for engine in self.replicas)
+
+    def flush_steps(self) -> None:
+        """Hand every replica's steps gathered so far to the recorders."""
+        self.step_sink.flush()
 
     def submit(self, request: Request) -> int:
         """Route `request` and queue it there; returns the replica index.

@@ -9,11 +9,14 @@ from typing import Any
 
 import simpy
 
-from sim.costmodel import BatchShape, CostModel
+from sim.costmodel import BatchShape, CostModel, StepTimeModel
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
+from sim.engine.step_sink import StepSink
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
+from sim.native import StepLoop
 from sim.sched import (
+    NativeScheduler,
     Request,
     Scheduler,
     SchedulerConfig,
@@ -22,6 +25,9 @@ from sim.sched import (
     apply_step_output,
     make_scheduler,
 )
+
+# Why StepLoop.run returned (sim/native/src/step_loop.hpp LoopStop).
+_IDLE, _YIELD, _WAIT, _FINISHED = range(4)
 
 
 class _BlockEventForwarder:
@@ -81,6 +87,59 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         )
 
 
+def compiled_loop_covers(scheduler: Scheduler | NativeScheduler, cost_model: CostModel) -> bool:
+    """True when the compiled step loop runs a replica: the compiled scheduler (FCFS, no CPU
+    tier) and the linear step-time model. Everything else runs EngineCore's Python loop."""
+    return isinstance(scheduler, NativeScheduler) and type(cost_model) is StepTimeModel
+
+
+def _make_step_loop(
+    scheduler: NativeScheduler, cost_model: StepTimeModel, sink: StepSink, replica: int
+) -> StepLoop:
+    coefficients = cost_model.coefficients
+    return StepLoop(
+        scheduler.core,
+        scheduler.kv_cache_manager,
+        scheduler.requests,
+        step_overhead_s=coefficients.step_overhead_s,
+        per_token_s=coefficients.per_token_s,
+        t_star_tokens=coefficients.t_star_tokens,
+        half_pair_s=cost_model._half_pair_s,
+        per_kv_token_s=coefficients.per_kv_token_s,
+        per_decode_seq_s=coefficients.per_decode_seq_s,
+        cost_model=cost_model,
+        covered=cost_model.covered,
+        buffer=sink.buffer,
+        replica=replica,
+        async_scheduling=scheduler.async_scheduling,
+    )
+
+
+class _DelayTo(float):
+    """A SimPy delay that lands exactly on `at`: SimPy adds the delay to its clock, and
+    `now + (at - now)` can miss `at` by an ulp (no float delay reaches some times from some
+    clocks), while the Python loop reaches every step end as `start + duration` exactly."""
+
+    at: float
+
+    def __new__(cls, now: float, at: float) -> _DelayTo:
+        delay = super().__new__(cls, at - now)
+        delay.at = at
+        return delay
+
+    def __add__(self, other: object) -> float:
+        return self.at
+
+    __radd__ = __add__
+
+
+def _timeout_at(env: simpy.Environment, at: float) -> simpy.Timeout:
+    """A timeout that fires at exactly `at` (>= env.now)."""
+    now = float(env.now)
+    delay = at - now
+    return env.timeout(delay if now + delay == at else _DelayTo(now, at))
+
+
 class QueueFullError(ValueError):
     """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
     max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
@@ -116,6 +175,13 @@ class EngineCore:
     may start loads; with async scheduling it queues behind the step in flight), and once
     only empty steps are left the loop waits for the next transfer to finish or a request to
     arrive, as vLLM's engine polls transfers in empty steps.
+
+    Where `compiled_loop_covers` the configuration, the same loop runs in C++ (StepLoop),
+    many steps per SimPy event: it goes on by itself until the next event outside the replica
+    is due, so every step, finish and submit happens in the same order as in the Python loop.
+    `on_request_finished` then runs at the finishing step's time for requests of a session;
+    for others it may run later (before anything else in the simulation runs). Steps reach
+    the recorder through `step_sink` in batches.
     """
 
     def __init__(
@@ -131,6 +197,8 @@ class EngineCore:
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
         replica: int = 0,
+        step_sink: StepSink | None = None,
+        compiled_loop: bool = True,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
@@ -158,13 +226,30 @@ class EngineCore:
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
-        self.num_steps = 0
+        self.step_sink = step_sink if step_sink is not None else StepSink(self.recorder)
+        self._num_steps = 0
         self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
         self._gpu_free_at = 0.0
         # Steps launched but not yet processed, newest first (at most 2 with async scheduling).
         self._in_flight: deque[_Batch] = deque()
-        self.process = env.process(self._run())
+        self._loop: StepLoop | None = None
+        if compiled_loop and compiled_loop_covers(self.scheduler, cost_model):
+            assert isinstance(self.scheduler, NativeScheduler)
+            assert isinstance(cost_model, StepTimeModel)
+            self._loop = _make_step_loop(self.scheduler, cost_model, self.step_sink, replica)
+            self.process = env.process(self._run_compiled(self._loop))
+        else:
+            self.process = env.process(self._run())
+
+    @property
+    def num_steps(self) -> int:
+        """Engine steps applied so far."""
+        return self._loop.num_steps if self._loop is not None else self._num_steps
+
+    def flush_steps(self) -> None:
+        """Hand the steps gathered so far to the recorder (the loop does when it goes idle)."""
+        self.step_sink.flush()
 
     @property
     def hasher(self):
@@ -179,6 +264,12 @@ class EngineCore:
             self.num_queue_full_rejections += 1
             raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
+        if (
+            self._loop is not None
+            and request.session_id is not None
+            and self.on_request_finished is not None
+        ):
+            self._loop.stop_on_finish_of(request)  # its next turn is released at its finish
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
@@ -236,6 +327,7 @@ class EngineCore:
                         )
                     continue  # a request preempted itself; vLLM's next iteration goes on
             elif not in_flight:
+                self.step_sink.flush()
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
@@ -253,6 +345,36 @@ class EngineCore:
                 and not any(queued.output.total_num_scheduled_tokens for queued in in_flight)
             ):
                 yield from self._await_transfer_or_arrival(clock)  # async: only empty steps left
+
+    def _run_compiled(self, loop: StepLoop) -> Generator[simpy.Event, Any, None]:
+        """The loop of `_run` in C++: it stops where the Python loop's wait could let another
+        event in first, and this process does that wait."""
+        env = self.env
+        sink = self.step_sink
+        num_steps_reported = 0
+        while True:
+            stop, at = loop.run(env.now, env.peek())
+            if stop in (_FINISHED, _IDLE) and at != env.now:
+                # The loop ran ahead of the clock, with no event in between: catch up, so that
+                # finishes are handed over (and an idle wait starts) at their time.
+                yield _timeout_at(env, at)
+            for request in loop.take_finished():
+                self.recorder.on_request_finished(request_record(request, self.replica))
+                if self.on_request_finished is not None:
+                    self.on_request_finished(request)
+            if self.on_step is not None and loop.num_steps != num_steps_reported:
+                num_steps_reported = loop.num_steps
+                self.on_step(loop.last_applied_at)
+            sink.flush_if_full()
+            if stop == _IDLE:
+                sink.flush()
+                self._wakeup = env.event()
+                yield self._wakeup
+                self._wakeup = None
+            elif stop == _YIELD:
+                yield env.timeout(0)
+            elif stop == _WAIT:
+                yield _timeout_at(env, at)
 
     def _launch_step(self, now: float) -> _Batch:
         """Schedule a step; it runs on the GPU once the previous one ends (an empty step takes
@@ -313,10 +435,10 @@ class EngineCore:
         result = apply_step_output(scheduler, output, now, done)
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
-        self.num_steps += 1
-        self.recorder.on_step(
+        self._num_steps += 1
+        self.step_sink.append(
             StepRecord(
-                step_index=self.num_steps,
+                step_index=self._num_steps,
                 started_at=batch.started_at,
                 duration_s=batch.duration_s,
                 num_prefill_tokens=sum(output.prefill_new_tokens),

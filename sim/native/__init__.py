@@ -5,7 +5,7 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
-from sim.native._core import SchedulerCore, StepOutput
+from sim.native._core import SchedulerCore, StepColumnsBuffer, StepLoop, StepOutput
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
@@ -15,6 +15,8 @@ __all__ = [
     "NativeBlockHasher",
     "NativeKVCacheManager",
     "SchedulerCore",
+    "StepColumnsBuffer",
+    "StepLoop",
     "StepOutput",
     "make_hasher",
     "make_manager",

@@ -152,3 +152,36 @@ class SchedulerCore:
     def update_from_output(
         self, output: StepOutput, now: float
     ) -> tuple[list[Any], list[Any], Any]: ...
+
+class StepColumnsBuffer:
+    """Step records' columns appended by StepLoops (see sim/native/src/step_loop.hpp)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def take(self) -> dict[str, Any]: ...
+
+class StepLoop:
+    """One replica's engine step loop (EngineCore's loop for the compiled scheduler)."""
+
+    num_steps: int
+    last_applied_at: float
+    def __init__(
+        self,
+        scheduler: SchedulerCore,
+        manager: CacheCore,
+        requests: dict[str, Any],
+        step_overhead_s: float,
+        per_token_s: float,
+        t_star_tokens: int,
+        half_pair_s: float,
+        per_kv_token_s: float,
+        per_decode_seq_s: float,
+        cost_model: Any,
+        covered: Any,
+        buffer: StepColumnsBuffer,
+        replica: int,
+        async_scheduling: bool,
+    ) -> None: ...
+    def stop_on_finish_of(self, request: Any) -> None: ...
+    def take_finished(self) -> list[Any]: ...
+    def run(self, now: float, horizon: float) -> tuple[int, float]: ...

@@ -6,8 +6,10 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <structmember.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <stdexcept>
 #include <unordered_set>
 #include <string>
 #include <string_view>
@@ -795,6 +798,7 @@ class CacheCore {
 };
 
 #include "scheduler.hpp"
+#include "step_loop.hpp"
 
 }  // namespace
 
@@ -874,4 +878,5 @@ NB_MODULE(_core, m) {
         .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
 
     bind_scheduler(m);
+    bind_step_loop(m);
 }

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from sim.costmodel import CostModel
+from sim.engine.compiled import CompiledReplicas
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
 from sim.engine.step_sink import StepSink
@@ -52,6 +53,7 @@ class Cluster:
         self.router = router
         # One sink for every replica keeps the steps in the order the replicas took them.
         self.step_sink = StepSink(shared, replica_recorders)
+        compiled_replicas = CompiledReplicas(env, self.step_sink)
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
             replica_recorder = (
@@ -73,6 +75,7 @@ class Cluster:
                     replica=index,
                     step_sink=self.step_sink,
                     compiled_loop=compiled_loop,
+                    compiled_replicas=compiled_replicas,
                 )
             )
         self.views = [

@@ -10,6 +10,7 @@ from typing import Any
 import simpy
 
 from sim.costmodel import BatchShape, CostModel, StepTimeModel
+from sim.engine.compiled import CompiledReplicas
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.engine.step_sink import StepSink
 from sim.errors import InputError
@@ -25,9 +26,6 @@ from sim.sched import (
     apply_step_output,
     make_scheduler,
 )
-
-# Why StepLoop.run returned (sim/native/src/step_loop.hpp LoopStop).
-_IDLE, _YIELD, _WAIT, _FINISHED = range(4)
 
 
 class _BlockEventForwarder:
@@ -115,31 +113,6 @@ def _make_step_loop(
     )
 
 
-class _DelayTo(float):
-    """A SimPy delay that lands exactly on `at`: SimPy adds the delay to its clock, and
-    `now + (at - now)` can miss `at` by an ulp (no float delay reaches some times from some
-    clocks), while the Python loop reaches every step end as `start + duration` exactly."""
-
-    at: float
-
-    def __new__(cls, now: float, at: float) -> _DelayTo:
-        delay = super().__new__(cls, at - now)
-        delay.at = at
-        return delay
-
-    def __add__(self, other: object) -> float:
-        return self.at
-
-    __radd__ = __add__
-
-
-def _timeout_at(env: simpy.Environment, at: float) -> simpy.Timeout:
-    """A timeout that fires at exactly `at` (>= env.now)."""
-    now = float(env.now)
-    delay = at - now
-    return env.timeout(delay if now + delay == at else _DelayTo(now, at))
-
-
 class QueueFullError(ValueError):
     """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
     max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
@@ -177,11 +150,10 @@ class EngineCore:
     arrive, as vLLM's engine polls transfers in empty steps.
 
     Where `compiled_loop_covers` the configuration, the same loop runs in C++ (StepLoop),
-    many steps per SimPy event: it goes on by itself until the next event outside the replica
-    is due, so every step, finish and submit happens in the same order as in the Python loop.
-    `on_request_finished` then runs at the finishing step's time for requests of a session;
-    for others it may run later (before anything else in the simulation runs). Steps reach
-    the recorder through `step_sink` in batches.
+    many steps per SimPy event (sim/engine/compiled.py: `compiled_replicas` runs the loops of
+    one clock's replicas together), in the same order as the Python loop. `on_request_finished`
+    then runs at the finishing step's time for requests of a session; for others it may run
+    later, before any other event. Steps reach the recorder through `step_sink` in batches.
     """
 
     def __init__(
@@ -199,6 +171,7 @@ class EngineCore:
         replica: int = 0,
         step_sink: StepSink | None = None,
         compiled_loop: bool = True,
+        compiled_replicas: CompiledReplicas | None = None,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
@@ -238,7 +211,10 @@ class EngineCore:
             assert isinstance(self.scheduler, NativeScheduler)
             assert isinstance(cost_model, StepTimeModel)
             self._loop = _make_step_loop(self.scheduler, cost_model, self.step_sink, replica)
-            self.process = env.process(self._run_compiled(self._loop))
+            if compiled_replicas is None:
+                compiled_replicas = CompiledReplicas(env, self.step_sink)
+            self._compiled = compiled_replicas
+            self._compiled_index = compiled_replicas.add(self, self._loop)
         else:
             self.process = env.process(self._run())
 
@@ -270,7 +246,9 @@ class EngineCore:
             and self.on_request_finished is not None
         ):
             self._loop.stop_on_finish_of(request)  # its next turn is released at its finish
-        if self._wakeup is not None and not self._wakeup.triggered:
+        if self._loop is not None:
+            self._compiled.wake(self._compiled_index)
+        elif self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
     def _queue_limit_problem(self) -> str | None:
@@ -345,36 +323,6 @@ class EngineCore:
                 and not any(queued.output.total_num_scheduled_tokens for queued in in_flight)
             ):
                 yield from self._await_transfer_or_arrival(clock)  # async: only empty steps left
-
-    def _run_compiled(self, loop: StepLoop) -> Generator[simpy.Event, Any, None]:
-        """The loop of `_run` in C++: it stops where the Python loop's wait could let another
-        event in first, and this process does that wait."""
-        env = self.env
-        sink = self.step_sink
-        num_steps_reported = 0
-        while True:
-            stop, at = loop.run(env.now, env.peek())
-            if stop in (_FINISHED, _IDLE) and at != env.now:
-                # The loop ran ahead of the clock, with no event in between: catch up, so that
-                # finishes are handed over (and an idle wait starts) at their time.
-                yield _timeout_at(env, at)
-            for request in loop.take_finished():
-                self.recorder.on_request_finished(request_record(request, self.replica))
-                if self.on_request_finished is not None:
-                    self.on_request_finished(request)
-            if self.on_step is not None and loop.num_steps != num_steps_reported:
-                num_steps_reported = loop.num_steps
-                self.on_step(loop.last_applied_at)
-            sink.flush_if_full()
-            if stop == _IDLE:
-                sink.flush()
-                self._wakeup = env.event()
-                yield self._wakeup
-                self._wakeup = None
-            elif stop == _YIELD:
-                yield env.timeout(0)
-            elif stop == _WAIT:
-                yield _timeout_at(env, at)
 
     def _launch_step(self, now: float) -> _Batch:
         """Schedule a step; it runs on the GPU once the previous one ends (an empty step takes
@@ -458,12 +406,16 @@ class EngineCore:
             )
         )
         for request in result.finished:
-            self.recorder.on_request_finished(request_record(request, self.replica))
-            if self.on_request_finished is not None:
-                self.on_request_finished(request)
+            self.hand_over_finished(request)
         if self.on_step is not None:
             self.on_step(now)
         return load_reported
+
+    def hand_over_finished(self, request: Request) -> None:
+        """A finished request to the recorder and the `on_request_finished` callback."""
+        self.recorder.on_request_finished(request_record(request, self.replica))
+        if self.on_request_finished is not None:
+            self.on_request_finished(request)
 
     def _external_delta(self) -> tuple[int, int]:
         """The CPU tier's query and hit tokens counted since the last step record."""

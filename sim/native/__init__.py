@@ -5,12 +5,19 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
-from sim.native._core import SchedulerCore, StepColumnsBuffer, StepLoop, StepOutput
+from sim.native._core import (
+    ClusterLoop,
+    SchedulerCore,
+    StepColumnsBuffer,
+    StepLoop,
+    StepOutput,
+)
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
 __all__ = [
     "CORES",
+    "ClusterLoop",
     "DEFAULT_CORE",
     "NativeBlockHasher",
     "NativeKVCacheManager",

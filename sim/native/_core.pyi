@@ -164,7 +164,6 @@ class StepLoop:
     """One replica's engine step loop (EngineCore's loop for the compiled scheduler)."""
 
     num_steps: int
-    last_applied_at: float
     def __init__(
         self,
         scheduler: SchedulerCore,
@@ -183,5 +182,22 @@ class StepLoop:
         async_scheduling: bool,
     ) -> None: ...
     def stop_on_finish_of(self, request: Any) -> None: ...
-    def take_finished(self) -> list[Any]: ...
-    def run(self, now: float, horizon: float) -> tuple[int, float]: ...
+
+class ClusterLoop:
+    """The step loops of one SimPy clock's replicas, run in SimPy's event order."""
+
+    next_event_id: int
+    last_at: float
+    last_id: int
+    def __init__(self, loops: Sequence[StepLoop], next_event_id: int) -> None: ...
+    def is_idle(self, replica: int) -> bool: ...
+    def wake(self, replica: int, now: float, event_id: int) -> None: ...
+    def next_wake(self) -> tuple[float, int] | None: ...
+    def run(
+        self,
+        now: float,
+        top_at: float,
+        top_priority: int,
+        top_id: int,
+        finished: list[tuple[int, Any]],
+    ) -> tuple[int, float, int]: ...

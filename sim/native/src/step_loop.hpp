@@ -1,14 +1,13 @@
-// One engine replica's step loop in C++: sim/engine/core.py EngineCore's loop for the compiled
-// scheduler and the linear step-time model, many steps per call from Python.
+// The engine step loop in C++: sim/engine/core.py EngineCore's loop for the compiled scheduler
+// and the linear step-time model, for the replicas of one SimPy clock together.
 //
-// The loop is the same state machine as EngineCore._run (the readable reference): schedule a
-// step, keep it in flight (one step with sync scheduling, two with async), wait until the
-// oldest ends on the GPU clock, apply its output, record it. Where the Python loop yields to
-// SimPy (a zero wait before scheduling when other events are due now, the wait for a step's
-// end, the idle wait for a request) this loop goes on by itself while no other event can come
-// first: `run(now, horizon)` stops before any action at or after `horizon` (the time of the
-// next event outside the replica) and says which wait the caller must do in SimPy, so every
-// action happens in the same order relative to every other event as in the Python loop.
+// StepLoop is one replica's loop, the same state machine as EngineCore._run (the readable
+// reference): schedule a step, keep it in flight (one step with sync scheduling, two with
+// async), wait until the oldest ends on the GPU clock, apply its output, record it. `resume`
+// runs it from one SimPy wait of the Python loop to the next. ClusterLoop keeps every replica's
+// pending wait as a wake with the id SimPy would give that event and runs the wakes in SimPy's
+// order until the next event in SimPy's own queue is due (sim/engine/compiled.py), so nothing
+// outside the replicas can tell the two loops apart.
 //
 // Included by core.cpp inside its anonymous namespace, after scheduler.hpp.
 
@@ -68,12 +67,16 @@ class StepColumnsBuffer {
     }
 };
 
-// Why run() returned, and what the caller does in SimPy before calling it again.
-enum class LoopStop : int {
-    kIdle = 0,      // nothing to do: wait for a request (EngineCore.submit wakes the loop)
-    kYield = 1,     // other events are due now and come before the next schedule: yield 0 s
-    kWait = 2,      // the oldest step in flight ends at `at`, not before the horizon: wait
-    kFinished = 3,  // a request whose finish the caller needs at once finished at `at`
+// How a replica's resume ended: the SimPy wait the Python loop would start there.
+enum class Yield : int {
+    kIdle = 0,      // nothing to do: wait for a request (EngineCore.submit wakes the replica)
+    kTimeout = 1,   // a timeout to `at` (the end of the oldest step, or now when others are due)
+    kFinished = 2,  // a request whose finish the caller needs at once finished now
+};
+
+struct Resumed {
+    Yield kind;
+    double at;
 };
 
 class StepLoop {
@@ -108,30 +111,24 @@ class StepLoop {
     StepLoop& operator=(const StepLoop&) = delete;
 
     int64_t num_steps = 0;
-    double last_applied_at = 0.0;
 
-    // A request whose finish stops run() right after the step that finishes it.
+    // A request whose finish ends the resume right after the step that finishes it.
     void stop_on_finish_of(nb::handle request) { urgent_.insert(request.ptr()); }
 
-    // Requests finished since the last call, in the order they finished.
-    nb::list take_finished() {
-        nb::list finished = finished_;
-        finished_ = nb::list();
-        return finished;
-    }
-
-    std::tuple<int, double> run(double now, double horizon) {
-        double t = now;
+    // Go on from where the replica waited, at time `t`, until it waits again; `other_due_at`
+    // is the earliest time any other event is due (SimPy's peek while this replica runs).
+    // Applied steps' finished requests are appended to `finished` as (replica, request).
+    Resumed resume(double t, double other_due_at, nb::list& finished) {
         for (;;) {
             switch (phase_) {
                 case Phase::kTop:
                     if (PyDict_GET_SIZE(requests_.ptr()) > 0) {
                         phase_ = Phase::kSchedule;
-                        // The Python loop yields once when other events are due now.
-                        if (t >= horizon) return {int(LoopStop::kYield), t};
+                        // Other events due now run first: the Python loop yields once.
+                        if (other_due_at <= t) return {Yield::kTimeout, t};
                         break;
                     }
-                    if (in_flight_.empty()) return {int(LoopStop::kIdle), t};
+                    if (in_flight_.empty()) return {Yield::kIdle, t};
                     phase_ = Phase::kPop;
                     break;
                 case Phase::kSchedule:
@@ -141,18 +138,14 @@ class StepLoop {
                     const InFlight& batch = in_flight_.back();
                     double ends_at = batch.started_at + batch.duration_s;
                     phase_ = Phase::kApply;
-                    // The time SimPy reaches after the Python loop's timeout from t.
-                    bool waits = batch.started_at == t || ends_at > t;
-                    double end = batch.started_at == t ? t + batch.duration_s : t + (ends_at - t);
-                    if (waits) {
-                        if (end >= horizon) return {int(LoopStop::kWait), end};
-                        t = end;
-                    }
+                    // SimPy's clock after the Python loop's timeout from t.
+                    if (batch.started_at == t) return {Yield::kTimeout, t + batch.duration_s};
+                    if (ends_at > t) return {Yield::kTimeout, t + (ends_at - t)};
                     break;
                 }
                 case Phase::kApply:
                     phase_ = Phase::kTop;
-                    if (apply(t)) return {int(LoopStop::kFinished), t};
+                    if (apply(t, finished)) return {Yield::kFinished, t};
                     break;
             }
         }
@@ -232,12 +225,11 @@ class StepLoop {
 
     // Apply the oldest step's output at `now` and record it; true when a request whose
     // finish the caller needs at once finished.
-    bool apply(double now) {
+    bool apply(double now, nb::list& finished) {
         InFlight batch = std::move(in_flight_.back());
         in_flight_.pop_back();
         LoopAppliedStep applied = loop_apply_step(*scheduler_, *batch.output, now);
         ++num_steps;
-        last_applied_at = now;
         StepColumnsBuffer& b = *buffer_;
         b.step_index.push_back(num_steps);
         b.started_at.push_back(batch.started_at);
@@ -256,7 +248,7 @@ class StepLoop {
         b.cached_free_usage.push_back(manager_->cached_free_usage());
         bool stop = false;
         for (nb::handle request : applied.finished) {
-            if (PyList_Append(finished_.ptr(), request.ptr()) != 0) throw nb::python_error();
+            finished.append(nb::make_tuple(replica_, request));
             stop = stop || urgent_.erase(request.ptr()) > 0;
         }
         return stop;
@@ -279,8 +271,119 @@ class StepLoop {
     double gpu_free_at_ = 0.0;
     // Steps launched but not yet applied, newest first.
     std::deque<InFlight> in_flight_;
-    nb::list finished_;
     std::unordered_set<PyObject*> urgent_;
+};
+
+// A SimPy event's place in the queue: (time, priority, id); SimPy fires events in this order.
+struct EventKey {
+    double at;
+    int64_t priority;
+    int64_t id;
+
+    bool operator<(const EventKey& other) const {
+        return std::tie(at, priority, id) < std::tie(other.at, other.priority, other.id);
+    }
+    bool operator>(const EventKey& other) const { return other < *this; }
+};
+
+constexpr int64_t kNormalPriority = 1;  // simpy.events.NORMAL: timeouts and succeeded events
+
+// Why ClusterLoop.run returned.
+enum class ClusterStop : int {
+    kReached = 0,   // every wait due before the next outside event is done
+    kFinished = 1,  // a replica finished a request the caller needs at once, at `at`
+};
+
+// Several replicas' step loops on one SimPy clock, run as SimPy would run their processes:
+// each wait the Python loop would start is a wake with the event id SimPy would give it, and
+// wakes run in SimPy's order until the next event in SimPy's own queue (an arrival, a
+// session's next turn, a wake the caller gave SimPy) is due. So steps, finishes and block
+// events come in the same order as with one SimPy process per replica, interleaved the same
+// way with everything else; SimPy only sees the waits that meet an outside event.
+class ClusterLoop {
+  public:
+    ClusterLoop(std::vector<nb::object> loops, int64_t next_event_id)
+        : loop_objects_(std::move(loops)), next_event_id(next_event_id) {
+        for (const nb::object& loop : loop_objects_) {
+            loops_.push_back(nb::cast<StepLoop*>(loop));
+            idle_.push_back(1);
+        }
+    }
+
+    ClusterLoop(const ClusterLoop&) = delete;
+    ClusterLoop& operator=(const ClusterLoop&) = delete;
+
+    int64_t next_event_id;  // SimPy's next event id; the caller keeps the two in step
+    double last_at = 0.0;   // when the last wake ran
+    int64_t last_id = -1;   // that wake's event id
+
+    bool is_idle(int64_t replica) const { return idle_.at(size_t(replica)) != 0; }
+
+    // A request reached an idle replica: its wake-up event, with the id SimPy gave it.
+    void wake(int64_t replica, double now, int64_t event_id) {
+        idle_.at(size_t(replica)) = 0;
+        wakes_.push(Wake{{now, kNormalPriority, event_id}, replica});
+    }
+
+    // The earliest pending wake as (at, event id), or None when every replica is idle.
+    nb::object next_wake() const {
+        if (wakes_.empty()) return nb::none();
+        const EventKey& key = wakes_.top().key;
+        return nb::make_tuple(key.at, key.id);
+    }
+
+    // Run every wake before `queue_top` (the first event in SimPy's queue), SimPy's clock at
+    // `now`. Returns (stop, at, event id of the wake that stopped).
+    std::tuple<int, double, int64_t> run(double now, double top_at, int64_t top_priority,
+                                         int64_t top_id, nb::list finished) {
+        EventKey top{top_at, top_priority, top_id};
+        if (resuming_ >= 0) {  // the replica whose finish stopped the last run goes on
+            int64_t replica = resuming_;
+            resuming_ = -1;
+            if (resume(replica, now, top, finished)) return {int(ClusterStop::kFinished), now, last_id};
+        }
+        while (!wakes_.empty() && wakes_.top().key < top) {
+            Wake wake = wakes_.top();
+            wakes_.pop();
+            last_at = wake.key.at;
+            last_id = wake.key.id;
+            if (resume(wake.replica, wake.key.at, top, finished)) {
+                return {int(ClusterStop::kFinished), wake.key.at, wake.key.id};
+            }
+        }
+        return {int(ClusterStop::kReached), last_at, last_id};
+    }
+
+  private:
+    struct Wake {
+        EventKey key;
+        int64_t replica;
+        bool operator>(const Wake& other) const { return key > other.key; }
+    };
+
+    // True when the replica stopped on a finish the caller needs at once.
+    bool resume(int64_t replica, double at, const EventKey& top, nb::list& finished) {
+        double other_due_at = std::min(top.at, wakes_.empty() ? top.at : wakes_.top().key.at);
+        Resumed resumed = loops_[size_t(replica)]->resume(at, other_due_at, finished);
+        switch (resumed.kind) {
+            case Yield::kIdle:
+                idle_[size_t(replica)] = 1;
+                return false;
+            case Yield::kTimeout:
+                wakes_.push(Wake{{resumed.at, kNormalPriority, next_event_id++}, replica});
+                return false;
+            case Yield::kFinished:
+                resuming_ = replica;
+                return true;
+        }
+        return false;
+    }
+
+    std::vector<nb::object> loop_objects_;
+    std::vector<StepLoop*> loops_;
+    std::vector<uint8_t> idle_;
+    std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes_;
+    int64_t resuming_ = -1;
 };
 
 void bind_step_loop(nb::module_& m) {
@@ -308,8 +411,17 @@ void bind_step_loop(nb::module_& m) {
             nb::arg("cost_model"), nb::arg("covered").none(), nb::arg("buffer"),
             nb::arg("replica"), nb::arg("async_scheduling"))
         .def_ro("num_steps", &StepLoop::num_steps)
-        .def_ro("last_applied_at", &StepLoop::last_applied_at)
-        .def("stop_on_finish_of", &StepLoop::stop_on_finish_of)
-        .def("take_finished", &StepLoop::take_finished)
-        .def("run", &StepLoop::run, nb::arg("now"), nb::arg("horizon"));
+        .def("stop_on_finish_of", &StepLoop::stop_on_finish_of);
+
+    nb::class_<ClusterLoop>(m, "ClusterLoop")
+        .def(nb::init<std::vector<nb::object>, int64_t>(), nb::arg("loops"),
+             nb::arg("next_event_id"))
+        .def_rw("next_event_id", &ClusterLoop::next_event_id)
+        .def_ro("last_at", &ClusterLoop::last_at)
+        .def_ro("last_id", &ClusterLoop::last_id)
+        .def("is_idle", &ClusterLoop::is_idle)
+        .def("wake", &ClusterLoop::wake, nb::arg("replica"), nb::arg("now"), nb::arg("event_id"))
+        .def("next_wake", &ClusterLoop::next_wake)
+        .def("run", &ClusterLoop::run, nb::arg("now"), nb::arg("top_at"), nb::arg("top_priority"),
+             nb::arg("top_id"), nb::arg("finished"));
 }

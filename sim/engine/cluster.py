@@ -16,7 +16,7 @@ from sim.costmodel import CostModel
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
 from sim.kvcache import Hasher
-from sim.metrics import FanOutRecorder, NullRecorder, Recorder
+from sim.metrics import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders, StepBuffer
 from sim.routing import Router, SchedulerReplica
 from sim.sched import Request, SchedulerConfig
 
@@ -47,20 +47,22 @@ class Cluster:
                 f"{len(replica_recorders)} replica recorders given for {num_replicas} replicas"
             )
         shared = recorder if recorder is not None else NullRecorder()
+        engine_recorder = (
+            shared
+            if replica_recorders is None
+            else FanOutRecorder([shared, ReplicaRecorders(replica_recorders)])
+        )
+        step_buffer = StepBuffer(engine_recorder)
         self.router = router
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
-            replica_recorder = (
-                shared
-                if replica_recorders is None
-                else FanOutRecorder([shared, replica_recorders[index]])
-            )
             self.replicas.append(
                 EngineCore(
                     env,
                     config,
                     cost_model,
-                    recorder=replica_recorder,
+                    recorder=engine_recorder,
+                    step_buffer=step_buffer,
                     record_block_events=record_block_events,
                     on_request_finished=on_request_finished,
                     on_step=on_step,

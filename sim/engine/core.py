@@ -12,7 +12,7 @@ import simpy
 from sim.costmodel import BatchShape, CostModel
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
-from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
+from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepBuffer, StepRecord
 from sim.sched import (
     Request,
     Scheduler,
@@ -131,11 +131,15 @@ class EngineCore:
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
         replica: int = 0,
+        step_buffer: StepBuffer | None = None,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
+        # Steps reach the recorder in batches: through `step_buffer` when engines share the
+        # recorder (one buffer keeps their steps in order), flushed whenever an engine idles.
+        self.step_buffer = step_buffer if step_buffer is not None else StepBuffer(self.recorder)
         observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.record_block_events = record_block_events
         self.transfer_clock = TransferClock(offload) if offload is not None else None
@@ -236,6 +240,7 @@ class EngineCore:
                         )
                     continue  # a request preempted itself; vLLM's next iteration goes on
             elif not in_flight:
+                self.step_buffer.flush()
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
@@ -314,7 +319,7 @@ class EngineCore:
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
         self.num_steps += 1
-        self.recorder.on_step(
+        self.step_buffer.add(
             StepRecord(
                 step_index=self.num_steps,
                 started_at=batch.started_at,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
@@ -116,6 +116,22 @@ class StepColumns:
         return StepColumns(
             **{name: getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES}
         )
+
+    def select(self, mask: npt.NDArray[np.bool_]) -> StepColumns:
+        """The steps where `mask` is true, in order."""
+        return StepColumns(**{name: getattr(self, name)[mask] for name in _STEP_COLUMN_DTYPES})
+
+    def by_replica(self) -> Iterator[tuple[int, StepColumns]]:
+        """Each replica's steps, in order, replicas ascending."""
+        replicas = self.replica
+        if not len(replicas):
+            return
+        first = int(replicas[0])
+        if (replicas == first).all():
+            yield first, self
+            return
+        for replica in np.unique(replicas).tolist():
+            yield replica, self.select(replicas == replica)
 
 
 # StepRecord's fields, in order, with the dtype of their column.

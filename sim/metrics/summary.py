@@ -28,7 +28,7 @@ from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
 from sim.metrics.stability import assess_stability
 
 SummaryValue = float | int | bool | str | None
@@ -52,6 +52,13 @@ def json_value(value: SummaryValue) -> SummaryValue:
 
 def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else math.nan
+
+
+def _running_sum(start: float, values: np.ndarray) -> float:
+    """start + values[0] + values[1] + ..., added left to right."""
+    if not len(values):
+        return start
+    return float(np.cumsum(np.concatenate(((start,), values)))[-1])
 
 
 def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
@@ -99,7 +106,8 @@ class SummaryRecorder(NullRecorder):
         self.tpots_s = array("d")
         self.last_arrival_at = 0.0
         # Request-seconds spent waiting, per second of simulated time (all replicas).
-        self.waiting_time_per_second = array("d")
+        self.waiting_time_per_second = np.zeros(0, dtype=np.float64)  # a view of the buffer
+        self._waiting_time_buffer = self.waiting_time_per_second
         self.num_steps = 0
         self.num_queries = 0
         self.num_hits = 0
@@ -109,26 +117,44 @@ class SummaryRecorder(NullRecorder):
         self.usage_time_s = 0.0  # integral of KV usage over step time
         self.usage_max = -math.inf  # stays non-finite (written as null) without steps
 
-    def on_step(self, step: StepRecord) -> None:
-        """Add a measured step's counts and usage; every step's queue feeds the stability test."""
-        if step.num_waiting:
-            second = int(step.started_at)
-            per_second = self.waiting_time_per_second
-            if second >= len(per_second):
-                per_second.extend([0.0] * (second + 1 - len(per_second)))
-            per_second[second] += step.num_waiting * step.duration_s
-        if step.started_at < self.warmup_s:
+    def on_steps(self, steps: StepColumns) -> None:
+        """Add the measured steps' counts and usage; every step's queue feeds the stability
+        test. Float sums run step by step in order (np.cumsum, np.add.at), as one at a time."""
+        waiting = steps.num_waiting != 0
+        if waiting.any():
+            seconds = steps.started_at[waiting].astype(np.int64)
+            self._grow_waiting_time(int(seconds.max()) + 1)
+            np.add.at(
+                self.waiting_time_per_second,
+                seconds,
+                steps.num_waiting[waiting] * steps.duration_s[waiting],
+            )
+        measured = steps.started_at >= self.warmup_s
+        if not measured.all():
+            steps = steps.select(measured)
+        if not len(steps):
             return
-        self.num_steps += 1
-        self.num_queries += step.num_queries
-        self.num_hits += step.num_hits
-        self.num_external_queries += step.num_external_queries
-        self.num_external_hits += step.num_external_hits
-        self.num_preemptions += step.num_preemptions
-        self.num_evictions += step.num_evictions
-        self.busy_s += step.duration_s
-        self.usage_time_s += step.usage * step.duration_s
-        self.usage_max = max(self.usage_max, step.usage)
+        self.num_steps += len(steps)
+        self.num_queries += int(steps.num_queries.sum())
+        self.num_hits += int(steps.num_hits.sum())
+        self.num_external_queries += int(steps.num_external_queries.sum())
+        self.num_external_hits += int(steps.num_external_hits.sum())
+        self.num_preemptions += int(steps.num_preemptions.sum())
+        self.num_evictions += int(steps.num_evictions.sum())
+        self.busy_s = _running_sum(self.busy_s, steps.duration_s)
+        self.usage_time_s = _running_sum(self.usage_time_s, steps.usage * steps.duration_s)
+        self.usage_max = max(self.usage_max, float(steps.usage.max()))
+
+    def _grow_waiting_time(self, num_seconds: int) -> None:
+        """Make waiting_time_per_second cover `num_seconds` seconds (capacity doubles)."""
+        if num_seconds <= len(self.waiting_time_per_second):
+            return
+        capacity = len(self._waiting_time_buffer)
+        if num_seconds > capacity:
+            grown = np.zeros(max(num_seconds, 2 * capacity), dtype=np.float64)
+            grown[:capacity] = self._waiting_time_buffer
+            self._waiting_time_buffer = grown
+        self.waiting_time_per_second = self._waiting_time_buffer[:num_seconds]
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Add a measured request's latencies and token counts."""

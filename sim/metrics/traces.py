@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from sim.metrics.columns import numeric_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -67,9 +68,8 @@ STEPS_SCHEMA = pa.schema(
 )
 
 
-# Read a record's attributes (fields and derived properties) in column order.
+# Read a request record's attributes (fields and derived properties) in column order.
 _request_row = attrgetter(*REQUESTS_SCHEMA.names)
-_step_row = attrgetter(*STEPS_SCHEMA.names)
 
 
 class RequestsWriter(NullRecorder):
@@ -93,9 +93,12 @@ class StepsWriter(NullRecorder):
     def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.sink = ParquetSink(path, STEPS_SCHEMA, batch_rows=batch_rows)
 
-    def on_step(self, step: StepRecord) -> None:
-        """Append one row for the step."""
-        self.sink.append(_step_row(step))
+    def on_steps(self, steps: StepColumns) -> None:
+        """Append one row per step."""
+        if len(steps):
+            self.sink.extend_columns(
+                [numeric_array(getattr(steps, field.name), field.type) for field in STEPS_SCHEMA]
+            )
 
     def close(self, end_at: float) -> None:
         """Finish steps.parquet."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from step_helpers import steps_of
 
 from sim.errors import InputError
 from sim.metrics.goodput import GoodputSlos, parse_goodput
@@ -24,12 +25,16 @@ def run_warmup_scenario(path, make_step, make_request) -> dict:
     """Warm-up 10 s, arrivals until 15 s, end at 20 s; one request and one step fall inside the
     warm-up."""
     recorder = SummaryRecorder(path, warmup_s=10.0, duration_s=15.0)
-    recorder.on_step(make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
-                               num_hits=1000, num_preemptions=5, num_evictions=5))  # fmt: skip
-    recorder.on_step(make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
-                               num_hits=0, num_preemptions=1, num_evictions=2))  # fmt: skip
-    recorder.on_step(make_step(started_at=11.0, duration_s=3.0, usage=0.8, num_queries=200,
-                               num_hits=100, num_evictions=1))  # fmt: skip
+    recorder.on_steps(
+        steps_of(
+            make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
+                      num_hits=1000, num_preemptions=5, num_evictions=5),
+            make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
+                      num_hits=0, num_preemptions=1, num_evictions=2),
+            make_step(started_at=11.0, duration_s=3.0, usage=0.8, num_queries=200,
+                      num_hits=100, num_evictions=1),
+        )
+    )  # fmt: skip
     recorder.on_request_finished(
         make_request(arrival_at=5.0, first_scheduled_at=5.0, first_token_at=55.0,
                      finished_at=60.0, num_output_tokens=50, num_cached_tokens=99,
@@ -113,7 +118,9 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
 def test_without_warmup_everything_counts(tmp_path, make_step, make_request):
     path = tmp_path / "summary.json"
     recorder = SummaryRecorder(path)
-    recorder.on_step(make_step(started_at=0.0, duration_s=2.0, usage=0.5, num_queries=10))
+    recorder.on_steps(
+        steps_of(make_step(started_at=0.0, duration_s=2.0, usage=0.5, num_queries=10))
+    )
     recorder.on_request_finished(make_request(arrival_at=0.0, first_token_at=0.5))
     recorder.close(end_at=4.0)
     summary = json.loads(path.read_text())

@@ -1,11 +1,13 @@
-"""NullRecorder accepts every hook; FanOutRecorder forwards each hook to every recorder in order."""
+"""NullRecorder accepts every hook; FanOutRecorder forwards each hook to every recorder in order;
+ReplicaRecorders splits hooks by replica; StepBuffer hands steps over in batches."""
 
 from __future__ import annotations
 
 from step_helpers import steps_of
 
-from sim.metrics.recorder import FanOutRecorder, NullRecorder
+from sim.metrics.recorder import FanOutRecorder, NullRecorder, ReplicaRecorders
 from sim.metrics.records import BlockEvent
+from sim.metrics.step_buffer import StepBuffer
 
 
 class CallLog:
@@ -52,3 +54,40 @@ def test_fan_out_calls_each_recorder_in_order(make_step, make_request):
         ("a", "close", 9.5),
         ("b", "close", 9.5),
     ]
+
+
+def test_replica_recorders_send_each_hook_to_its_replica(make_step, make_request):
+    # Steps of replicas 1, 0, 1 in one batch: replica 0 gets [2], replica 1 gets [1, 3].
+    log: list[tuple[str, str, object]] = []
+    split = ReplicaRecorders([CallLog("r0", log), CallLog("r1", log)])
+    split.on_steps(
+        steps_of(
+            make_step(step_index=1, replica=1),
+            make_step(step_index=2, replica=0),
+            make_step(step_index=3, replica=1),
+        )
+    )
+    split.on_steps(steps_of(make_step(step_index=4, replica=1)))
+    split.on_request_finished(make_request(request_id="x", replica=1))
+    split.on_block_event(BlockEvent("hit", 1.0, b"\x02", 7, 32, replica=0))
+    split.close(2.0)
+    assert log == [
+        ("r0", "steps", [2]),
+        ("r1", "steps", [1, 3]),
+        ("r1", "steps", [4]),
+        ("r1", "request", "x"),
+        ("r0", "block", 7),
+        ("r0", "close", 2.0),
+        ("r1", "close", 2.0),
+    ]
+
+
+def test_step_buffer_hands_over_full_batches_and_the_rest_on_flush(make_step):
+    # Capacity 2, five steps: batches [1, 2] and [3, 4] on the way, [5] on flush, nothing more.
+    log: list[tuple[str, str, object]] = []
+    buffer = StepBuffer(CallLog("a", log), capacity=2)
+    for index in range(1, 6):
+        buffer.add(make_step(step_index=index))
+    buffer.flush()
+    buffer.flush()
+    assert log == [("a", "steps", [1, 2]), ("a", "steps", [3, 4]), ("a", "steps", [5])]

@@ -267,3 +267,29 @@ def test_histogram_observe_many_counts_like_one_by_one() -> None:
     exact = Histogram((1.0,))
     exact.observe_many([0.1, 0.2, 0.3])
     assert exact.total == 0.6
+
+
+def test_a_batch_handed_after_later_requests_still_counts_at_its_own_times(
+    tmp_path, make_step, make_request
+):
+    # Interval 1.0: a request finishing at 1.3 arrives before the batch of steps stamped 0.5 and
+    # 1.2 that produced it; the 1.0 scrape still has the 0.5 step (10 queries, usage 0.25) and
+    # no request, the 2.0 scrape both steps (15 queries, usage 0.5) and the request.
+    path = tmp_path / "metrics.parquet"
+    scraper = make_scraper(path, 1.0)
+    scraper.on_request_finished(make_request(arrival_at=0.2, finished_at=1.3))
+    scraper.on_steps(
+        steps_of(
+            make_step(started_at=0.5, num_queries=10, usage=0.25),
+            make_step(started_at=1.2, num_queries=5, usage=0.5),
+        )
+    )
+    scraper.close(end_at=2.0)
+    scrapes = scrape(path)
+    assert sorted(scrapes) == [1.0, 2.0]
+    assert scrapes[1.0][("vllm:prefix_cache_queries_total", None)] == 10.0
+    assert scrapes[1.0][("vllm:kv_cache_usage_perc", None)] == 0.25
+    assert scrapes[1.0][("vllm:request_success_total", None)] == 0.0
+    assert scrapes[2.0][("vllm:prefix_cache_queries_total", None)] == 15.0
+    assert scrapes[2.0][("vllm:kv_cache_usage_perc", None)] == 0.5
+    assert scrapes[2.0][("vllm:request_success_total", None)] == 1.0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from step_helpers import steps_of
 
 from sim.errors import InputError
@@ -223,3 +226,41 @@ def test_goodput_counts_requests_meeting_every_given_limit(tmp_path, make_step, 
 def test_bad_goodput_limits_are_input_errors(texts, problem) -> None:
     with pytest.raises(InputError, match=problem):
         parse_goodput(texts)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 30.0, allow_nan=False),
+            st.sampled_from((0.0, 0.013, 0.1, 0.37, 1.1)),
+            st.integers(0, 20),
+            st.floats(0.0, 1.0, allow_nan=False),
+        ),
+        max_size=60,
+    ),
+    warmup_s=st.sampled_from((0.0, 4.0)),
+)
+def test_batched_sums_equal_adding_steps_one_by_one(make_step, steps, warmup_s):
+    # Invariant: one batch of steps gives the float sums of adding each step in order, left to
+    # right, as a loop over single steps does (busy time, usage integral, waiting per second).
+    recorder = SummaryRecorder(Path("unused.json"), warmup_s=warmup_s)
+    records = [
+        make_step(started_at=started_at, duration_s=duration_s, num_waiting=waiting, usage=usage)
+        for started_at, duration_s, waiting, usage in steps
+    ]
+    recorder.on_steps(steps_of(*records))
+    busy_s = usage_time_s = 0.0
+    per_second: list[float] = []
+    for step in records:
+        if step.num_waiting:
+            second = int(step.started_at)
+            per_second.extend([0.0] * (second + 1 - len(per_second)))
+            per_second[second] += step.num_waiting * step.duration_s
+        if step.started_at >= warmup_s:
+            busy_s += step.duration_s
+            usage_time_s += step.usage * step.duration_s
+    assert recorder.busy_s == busy_s
+    assert recorder.usage_time_s == usage_time_s
+    assert recorder.waiting_time_per_second.tolist() == per_second
+    assert recorder.num_steps == sum(1 for step in records if step.started_at >= warmup_s)

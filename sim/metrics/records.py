@@ -117,9 +117,18 @@ class StepColumns:
             **{name: getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES}
         )
 
-    def select(self, mask: npt.NDArray[np.bool_]) -> StepColumns:
-        """The steps where `mask` is true, in order."""
-        return StepColumns(**{name: getattr(self, name)[mask] for name in _STEP_COLUMN_DTYPES})
+    def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.intp]) -> StepColumns:
+        """The steps where the mask `which` is true, or at the indexes `which`, in its order."""
+        return StepColumns(**{name: getattr(self, name)[which] for name in _STEP_COLUMN_DTYPES})
+
+    @classmethod
+    def concat(cls, parts: Sequence[StepColumns]) -> StepColumns:
+        """The steps of `parts`, one after the other."""
+        columns: dict[str, Any] = {
+            name: np.concatenate([getattr(part, name) for part in parts])
+            for name in _STEP_COLUMN_DTYPES
+        }
+        return cls(**columns)
 
     def by_replica(self) -> Iterator[tuple[int, StepColumns]]:
         """Each replica's steps, in order, replicas ascending."""

@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
@@ -61,6 +63,52 @@ def _running_sum(start: float, values: np.ndarray) -> float:
     return float(np.cumsum(np.concatenate(((start,), values)))[-1])
 
 
+def _sum_in_order(values: Iterable[float]) -> float:
+    """0.0 + values[0] + values[1] + ..., added left to right."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+class _StepTimes:
+    """One replica's step-time sums, added step by step in its order, as one at a time."""
+
+    __slots__ = ("busy_s", "usage_time_s", "_waiting", "_num_seconds")
+
+    def __init__(self) -> None:
+        self.busy_s = 0.0  # measured steps only
+        self.usage_time_s = 0.0  # integral of KV usage over measured step time
+        self._waiting = np.zeros(0, dtype=np.float64)  # capacity doubles
+        self._num_seconds = 0
+
+    @property
+    def waiting_time_per_second(self) -> npt.NDArray[np.float64]:
+        """Request-seconds spent waiting in each second, up to the last with a queue."""
+        return self._waiting[: self._num_seconds]
+
+    def add(self, steps: StepColumns, warmup_s: float) -> None:
+        """Add every step's queue and the measured steps' time and usage (np.add.at and
+        np.cumsum add element by element, in order)."""
+        waiting = steps.num_waiting != 0
+        if waiting.any():
+            seconds = steps.started_at[waiting].astype(np.int64)
+            num_seconds = int(seconds.max()) + 1
+            if num_seconds > len(self._waiting):
+                grown = np.zeros(max(num_seconds, 2 * len(self._waiting)), dtype=np.float64)
+                grown[: len(self._waiting)] = self._waiting
+                self._waiting = grown
+            self._num_seconds = max(self._num_seconds, num_seconds)
+            np.add.at(
+                self._waiting, seconds, steps.num_waiting[waiting] * steps.duration_s[waiting]
+            )
+        measured = steps.started_at >= warmup_s
+        if not measured.all():
+            steps = steps.select(measured)
+        self.busy_s = _running_sum(self.busy_s, steps.duration_s)
+        self.usage_time_s = _running_sum(self.usage_time_s, steps.usage * steps.duration_s)
+
+
 def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
     """Write sorted-key JSON to `path` atomically (sim.fileio)."""
     atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")
@@ -69,7 +117,10 @@ def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
 class SummaryRecorder(NullRecorder):
     """Accumulates the measured requests and steps; writes summary.json at close.
 
-    Memory grows by 8 bytes per measured request latency and per inter-token gap.
+    Step times are summed per replica, step by step in that replica's order, and the
+    replicas' sums added in replica order, so neither batching nor the order in which replicas'
+    batches arrive changes them. Memory grows by 8 bytes per measured request latency and per
+    inter-token gap.
     """
 
     def __init__(
@@ -106,29 +157,25 @@ class SummaryRecorder(NullRecorder):
         self.tpots_s = array("d")
         self.last_arrival_at = 0.0
         # Request-seconds spent waiting, per second of simulated time (all replicas).
-        self.waiting_time_per_second = np.zeros(0, dtype=np.float64)  # a view of the buffer
-        self._waiting_time_buffer = self.waiting_time_per_second
+        # Step-time sums per replica, each added step by step in that replica's order and
+        # combined in replica order, so the order in which replicas' batches interleave
+        # cannot change a bit (sim.metrics.recorder).
+        self._step_times: dict[int, _StepTimes] = {}
         self.num_steps = 0
         self.num_queries = 0
         self.num_hits = 0
         self.num_preemptions = 0
         self.num_evictions = 0
-        self.busy_s = 0.0
-        self.usage_time_s = 0.0  # integral of KV usage over step time
         self.usage_max = -math.inf  # stays non-finite (written as null) without steps
 
     def on_steps(self, steps: StepColumns) -> None:
         """Add the measured steps' counts and usage; every step's queue feeds the stability
-        test. Float sums run step by step in order (np.cumsum, np.add.at), as one at a time."""
-        waiting = steps.num_waiting != 0
-        if waiting.any():
-            seconds = steps.started_at[waiting].astype(np.int64)
-            self._grow_waiting_time(int(seconds.max()) + 1)
-            np.add.at(
-                self.waiting_time_per_second,
-                seconds,
-                steps.num_waiting[waiting] * steps.duration_s[waiting],
-            )
+        test."""
+        for replica, replica_steps in steps.by_replica():
+            times = self._step_times.get(replica)
+            if times is None:
+                times = self._step_times[replica] = _StepTimes()
+            times.add(replica_steps, self.warmup_s)
         measured = steps.started_at >= self.warmup_s
         if not measured.all():
             steps = steps.select(measured)
@@ -141,20 +188,28 @@ class SummaryRecorder(NullRecorder):
         self.num_external_hits += int(steps.num_external_hits.sum())
         self.num_preemptions += int(steps.num_preemptions.sum())
         self.num_evictions += int(steps.num_evictions.sum())
-        self.busy_s = _running_sum(self.busy_s, steps.duration_s)
-        self.usage_time_s = _running_sum(self.usage_time_s, steps.usage * steps.duration_s)
         self.usage_max = max(self.usage_max, float(steps.usage.max()))
 
-    def _grow_waiting_time(self, num_seconds: int) -> None:
-        """Make waiting_time_per_second cover `num_seconds` seconds (capacity doubles)."""
-        if num_seconds <= len(self.waiting_time_per_second):
-            return
-        capacity = len(self._waiting_time_buffer)
-        if num_seconds > capacity:
-            grown = np.zeros(max(num_seconds, 2 * capacity), dtype=np.float64)
-            grown[:capacity] = self._waiting_time_buffer
-            self._waiting_time_buffer = grown
-        self.waiting_time_per_second = self._waiting_time_buffer[:num_seconds]
+    @property
+    def busy_s(self) -> float:
+        """Measured step time, all replicas."""
+        return _sum_in_order(times.busy_s for _, times in sorted(self._step_times.items()))
+
+    @property
+    def usage_time_s(self) -> float:
+        """The integral of KV usage over measured step time, all replicas."""
+        return _sum_in_order(times.usage_time_s for _, times in sorted(self._step_times.items()))
+
+    @property
+    def waiting_time_per_second(self) -> npt.NDArray[np.float64]:
+        """Request-seconds spent waiting in each second of simulated time, all replicas."""
+        per_replica = [
+            times.waiting_time_per_second for _, times in sorted(self._step_times.items())
+        ]
+        total = np.zeros(max((len(waiting) for waiting in per_replica), default=0))
+        for waiting in per_replica:
+            total[: len(waiting)] += waiting
+        return total
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Add a measured request's latencies and token counts."""

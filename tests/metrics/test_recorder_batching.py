@@ -1,9 +1,10 @@
 """Recorders give the same files however steps are batched and hooks interleave.
 
-A run's hooks are three streams in fixed orders: steps (per replica in time order, replicas
-interleaved), finished requests and block events. The reference hands every step alone and
-all steps before any request or event. Each case then cuts the step stream into random
-batches and merges the three streams in a random order; every file the recorders write
+A run's hooks are three streams: steps (each replica's in time order), finished requests and
+block events (both in a fixed order). The reference hands every step alone, replicas
+interleaved as generated, and all steps before any request or event. Each case then
+interleaves the replicas' steps in a random order, cuts them into random batches and merges
+the three streams in a random order; every file the recorders write
 (requests, steps, events, metrics with small row groups, summary, per-replica summaries)
 and every raw summary value must be identical to the reference's.
 """
@@ -127,7 +128,7 @@ def _recorders(out_dir: Path, num_replicas: int) -> tuple[Recorder, list[Summary
                 out_dir / "run", max_model_len=MAX_MODEL_LEN, num_replicas=num_replicas
             ),
             RequestsWriter(small / "requests.parquet", batch_rows=3),
-            StepsWriter(small / "steps.parquet", batch_rows=5),
+            StepsWriter(small / "steps.parquet", num_replicas=num_replicas, batch_rows=5),
             EventsWriter(small / "events.parquet", batch_rows=2),
             MetricsScraper(
                 small / "metrics.parquet",
@@ -158,10 +159,16 @@ def _run(
         batches = [[step] for step in steps]
         order = ["steps"] * len(batches) + ["request"] * len(requests) + ["event"] * len(events)
     else:
+        # The replicas' steps merged in a random order (each replica's kept), then cut.
+        per_replica = [[step for step in steps if step.replica == r] for r in range(num_replicas)]
+        labels = [step.replica for step in steps]
+        rng.shuffle(labels)
+        queues_by_replica = [iter(replica_steps) for replica_steps in per_replica]
+        merged = [next(queues_by_replica[replica]) for replica in labels]
         batches, start = [], 0
-        while start < len(steps):
+        while start < len(merged):
             size = rng.choice((1, 2, 3, 8, 40))
-            batches.append(steps[start : start + size])
+            batches.append(merged[start : start + size])
             start += size
         order = ["steps"] * len(batches) + ["request"] * len(requests) + ["event"] * len(events)
         rng.shuffle(order)  # each stream keeps its own order

@@ -16,9 +16,8 @@ from sim.costmodel import CostModel
 from sim.engine.compiled import CompiledReplicas
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
-from sim.engine.step_sink import StepSink
 from sim.kvcache import Hasher
-from sim.metrics import FanOutRecorder, NullRecorder, Recorder
+from sim.metrics import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders, StepBuffer
 from sim.routing import Router, SchedulerReplica
 from sim.sched import Request, SchedulerConfig
 
@@ -50,30 +49,30 @@ class Cluster:
                 f"{len(replica_recorders)} replica recorders given for {num_replicas} replicas"
             )
         shared = recorder if recorder is not None else NullRecorder()
+        engine_recorder = (
+            shared
+            if replica_recorders is None
+            else FanOutRecorder([shared, ReplicaRecorders(replica_recorders)])
+        )
+        step_buffer = StepBuffer(engine_recorder)
+        # One buffer and one set of compiled loops keep the replicas' steps in order.
+        compiled_replicas = CompiledReplicas(env, step_buffer)
         self.router = router
-        # One sink for every replica keeps the steps in the order the replicas took them.
-        self.step_sink = StepSink(shared, replica_recorders)
-        compiled_replicas = CompiledReplicas(env, self.step_sink)
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
-            replica_recorder = (
-                shared
-                if replica_recorders is None
-                else FanOutRecorder([shared, replica_recorders[index]])
-            )
             self.replicas.append(
                 EngineCore(
                     env,
                     config,
                     cost_model,
-                    recorder=replica_recorder,
+                    recorder=engine_recorder,
+                    step_buffer=step_buffer,
                     record_block_events=record_block_events,
                     on_request_finished=on_request_finished,
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
                     offload=offload,
                     replica=index,
-                    step_sink=self.step_sink,
                     compiled_loop=compiled_loop,
                     compiled_replicas=compiled_replicas,
                 )
@@ -92,10 +91,6 @@ class Cluster:
     def num_steps(self) -> int:
         """Engine steps taken, summed over the replicas."""
         return sum(engine.num_steps for engine in self.replicas)
-
-    def flush_steps(self) -> None:
-        """Hand every replica's steps gathered so far to the recorders."""
-        self.step_sink.flush()
 
     def submit(self, request: Request) -> int:
         """Route `request` and queue it there; returns the replica index.

@@ -16,6 +16,7 @@ This needs SimPy's event ids and queue, which SimPy keeps private (`Environment.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from heapq import heappush
 from math import inf
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import simpy
 from simpy.events import NORMAL
 
-from sim.engine.step_sink import StepSink
-from sim.native import ClusterLoop, StepLoop
+from sim.metrics import StepBuffer, StepColumns
+from sim.native import ClusterLoop, StepColumnsBuffer, StepLoop
 
 if TYPE_CHECKING:
     from sim.engine.core import EngineCore
@@ -79,11 +80,21 @@ class CompiledReplicas:
     """The compiled step loops of one clock's replicas (every replica of a Cluster, or one
     EngineCore), run together so that their steps interleave as the replicas' processes do."""
 
-    __slots__ = ("env", "step_sink", "engines", "_loops", "_cluster", "_finished", "_handed")
+    __slots__ = (
+        "env",
+        "step_buffer",
+        "columns",
+        "engines",
+        "_loops",
+        "_cluster",
+        "_finished",
+        "_handed",
+    )
 
-    def __init__(self, env: simpy.Environment, step_sink: StepSink) -> None:
+    def __init__(self, env: simpy.Environment, step_buffer: StepBuffer) -> None:
         self.env = env
-        self.step_sink = step_sink
+        self.step_buffer = step_buffer  # its recorder gets the steps, `capacity` at a time
+        self.columns = StepColumnsBuffer()  # where the compiled loops write their steps
         self.engines: dict[int, EngineCore] = {}  # by replica number
         self._loops: list[StepLoop] = []
         self._cluster: ClusterLoop | None = None
@@ -148,7 +159,7 @@ class CompiledReplicas:
         cluster = self._cluster_loop()
         wake = cluster.next_wake()
         if wake is None:
-            self.step_sink.flush()
+            self._flush_steps()
             if cluster.last_at > env.now:  # the clock ends where the last step ended
                 _schedule_at(env, cluster.last_at, cluster.last_id, _ignore)
             return
@@ -162,15 +173,29 @@ class CompiledReplicas:
         finished, self._finished = self._finished, []
         for replica, request in finished:
             self.engines[replica].hand_over_finished(request)
-        if finished or len(self.step_sink.buffer):
+        if finished or len(self.columns):
             self._report_progress()
-        self.step_sink.flush_if_full()
+        if len(self.columns) >= self.step_buffer.capacity:
+            self._flush_steps()
+
+    def _flush_steps(self) -> None:
+        if len(self.columns):
+            self.step_buffer.recorder.on_steps(_step_columns(self.columns.take()))
 
     def _report_progress(self) -> None:
         # Every replica of a clock reports to the same progress callback.
         on_step = next(iter(self.engines.values())).on_step
         if on_step is not None:
             on_step(self._cluster_loop().last_at)
+
+
+def _step_columns(arrays: dict[str, Any]) -> StepColumns:
+    """StepColumns from the compiled loops' arrays; the CPU-tier counters are 0 (no tier)."""
+    zeros = arrays["step_index"] * 0
+    return StepColumns(**{name: arrays.get(name, zeros) for name in _STEP_FIELDS})
+
+
+_STEP_FIELDS = tuple(field.name for field in fields(StepColumns))
 
 
 def _ignore(_event: simpy.Event) -> None:

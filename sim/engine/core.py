@@ -12,10 +12,9 @@ import simpy
 from sim.costmodel import BatchShape, CostModel, StepTimeModel
 from sim.engine.compiled import CompiledReplicas
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
-from sim.engine.step_sink import StepSink
 from sim.errors import InputError
-from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepRecord
-from sim.native import StepLoop
+from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepBuffer, StepRecord
+from sim.native import StepColumnsBuffer, StepLoop
 from sim.sched import (
     NativeScheduler,
     Request,
@@ -92,7 +91,7 @@ def compiled_loop_covers(scheduler: Scheduler | NativeScheduler, cost_model: Cos
 
 
 def _make_step_loop(
-    scheduler: NativeScheduler, cost_model: StepTimeModel, sink: StepSink, replica: int
+    scheduler: NativeScheduler, cost_model: StepTimeModel, buffer: StepColumnsBuffer, replica: int
 ) -> StepLoop:
     coefficients = cost_model.coefficients
     return StepLoop(
@@ -107,7 +106,7 @@ def _make_step_loop(
         per_decode_seq_s=coefficients.per_decode_seq_s,
         cost_model=cost_model,
         covered=cost_model.covered,
-        buffer=sink.buffer,
+        buffer=buffer,
         replica=replica,
         async_scheduling=scheduler.async_scheduling,
     )
@@ -153,7 +152,7 @@ class EngineCore:
     many steps per SimPy event (sim/engine/compiled.py: `compiled_replicas` runs the loops of
     one clock's replicas together), in the same order as the Python loop. `on_request_finished`
     then runs at the finishing step's time for requests of a session; for others it may run
-    later, before any other event. Steps reach the recorder through `step_sink` in batches.
+    later, before any other event.
     """
 
     def __init__(
@@ -169,7 +168,7 @@ class EngineCore:
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
         replica: int = 0,
-        step_sink: StepSink | None = None,
+        step_buffer: StepBuffer | None = None,
         compiled_loop: bool = True,
         compiled_replicas: CompiledReplicas | None = None,
     ) -> None:
@@ -177,6 +176,9 @@ class EngineCore:
         self.env = env
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
+        # Steps reach the recorder in batches: through `step_buffer` when engines share the
+        # recorder (one buffer keeps their steps in order), flushed whenever an engine idles.
+        self.step_buffer = step_buffer if step_buffer is not None else StepBuffer(self.recorder)
         observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.record_block_events = record_block_events
         self.transfer_clock = TransferClock(offload) if offload is not None else None
@@ -199,7 +201,6 @@ class EngineCore:
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
-        self.step_sink = step_sink if step_sink is not None else StepSink(self.recorder)
         self._num_steps = 0
         self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
@@ -210,9 +211,11 @@ class EngineCore:
         if compiled_loop and compiled_loop_covers(self.scheduler, cost_model):
             assert isinstance(self.scheduler, NativeScheduler)
             assert isinstance(cost_model, StepTimeModel)
-            self._loop = _make_step_loop(self.scheduler, cost_model, self.step_sink, replica)
             if compiled_replicas is None:
-                compiled_replicas = CompiledReplicas(env, self.step_sink)
+                compiled_replicas = CompiledReplicas(env, self.step_buffer)
+            self._loop = _make_step_loop(
+                self.scheduler, cost_model, compiled_replicas.columns, replica
+            )
             self._compiled = compiled_replicas
             self._compiled_index = compiled_replicas.add(self, self._loop)
         else:
@@ -222,10 +225,6 @@ class EngineCore:
     def num_steps(self) -> int:
         """Engine steps applied so far."""
         return self._loop.num_steps if self._loop is not None else self._num_steps
-
-    def flush_steps(self) -> None:
-        """Hand the steps gathered so far to the recorder (the loop does when it goes idle)."""
-        self.step_sink.flush()
 
     @property
     def hasher(self):
@@ -305,7 +304,7 @@ class EngineCore:
                         )
                     continue  # a request preempted itself; vLLM's next iteration goes on
             elif not in_flight:
-                self.step_sink.flush()
+                self.step_buffer.flush()
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
@@ -384,7 +383,7 @@ class EngineCore:
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
         self._num_steps += 1
-        self.step_sink.append(
+        self.step_buffer.add(
             StepRecord(
                 step_index=self._num_steps,
                 started_at=batch.started_at,

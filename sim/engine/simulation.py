@@ -104,7 +104,6 @@ def simulate(
         if type(original) is type(error):
             raise original from None
         raise
-    cluster.flush_steps()
     recorder.close(env.now)
     return SimulationResult(
         env.now,

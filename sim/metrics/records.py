@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
@@ -116,6 +116,31 @@ class StepColumns:
         return StepColumns(
             **{name: getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES}
         )
+
+    def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.intp]) -> StepColumns:
+        """The steps where the mask `which` is true, or at the indexes `which`, in its order."""
+        return StepColumns(**{name: getattr(self, name)[which] for name in _STEP_COLUMN_DTYPES})
+
+    @classmethod
+    def concat(cls, parts: Sequence[StepColumns]) -> StepColumns:
+        """The steps of `parts`, one after the other."""
+        columns: dict[str, Any] = {
+            name: np.concatenate([getattr(part, name) for part in parts])
+            for name in _STEP_COLUMN_DTYPES
+        }
+        return cls(**columns)
+
+    def by_replica(self) -> Iterator[tuple[int, StepColumns]]:
+        """Each replica's steps, in order, replicas ascending."""
+        replicas = self.replica
+        if not len(replicas):
+            return
+        first = int(replicas[0])
+        if (replicas == first).all():
+            yield first, self
+            return
+        for replica in np.unique(replicas).tolist():
+            yield replica, self.select(replicas == replica)
 
 
 # StepRecord's fields, in order, with the dtype of their column.

@@ -356,8 +356,8 @@ class EngineCore:
             output,
             started_at,
             duration_s,
-            len(scheduler.running),
-            len(scheduler.waiting),
+            scheduler.num_running,
+            scheduler.num_waiting,
             scheduler.num_preemptions - num_preemptions_before,
             block_pool.num_evictions - num_evictions_before,
         )

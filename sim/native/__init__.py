@@ -11,6 +11,7 @@ from sim.native._core import (
     StepColumnsBuffer,
     StepLoop,
     StepOutput,
+    StepUpdate,
 )
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
@@ -25,6 +26,7 @@ __all__ = [
     "StepColumnsBuffer",
     "StepLoop",
     "StepOutput",
+    "StepUpdate",
     "make_hasher",
     "make_manager",
 ]

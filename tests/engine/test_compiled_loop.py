@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from engine_fakes import CollectingRecorder
 from engine_specs import engine_config, open_spec, tokens
+from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
 from sim.config import Scenario
@@ -28,17 +29,8 @@ from sim.engine import simulate
 from sim.engine.compiled import CompiledReplicas
 from sim.runner import RunResult, run_scenario
 
-PROFILE = "h100/llama-3.1-8b/tp1"
 REPO = Path(__file__).resolve().parents[2]
 ARXIV = REPO / "tests" / "fixtures" / "traces" / "mooncake" / "arxiv_mooncake_trace_first1000.jsonl"
-
-
-def chat(rate_per_s: float) -> dict[str, Any]:
-    """Chat sessions at `rate_per_s` with 2 s mean think time."""
-    return {
-        "source": {"kind": "chat", "think_time_s": 2},
-        "arrivals": {"process": "poisson", "rate_per_s": rate_per_s},
-    }
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {

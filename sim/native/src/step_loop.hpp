@@ -342,7 +342,10 @@ class ClusterLoop {
             resuming_ = -1;
             if (resume(replica, now, top, finished)) return {int(ClusterStop::kFinished), now, last_id};
         }
+        int64_t num_run = 0;
         while (!wakes_.empty() && wakes_.top().key < top) {
+            // A run may go on for many steps: Ctrl-C and SIGTERM are seen inside it too.
+            if (++num_run % 4096 == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
             Wake wake = wakes_.top();
             wakes_.pop();
             last_at = wake.key.at;

@@ -22,7 +22,7 @@ from math import inf
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT, EventPriority
 
 from sim.metrics import StepBuffer, StepColumns
 from sim.native import ClusterLoop, StepColumnsBuffer, StepLoop
@@ -66,14 +66,18 @@ def _queue_top(env: simpy.Environment) -> tuple[float, int, int]:
 
 
 def _schedule_at(
-    env: simpy.Environment, at: float, event_id: int, callback: Callable[[simpy.Event], None]
+    env: simpy.Environment,
+    at: float,
+    event_id: int,
+    callback: Callable[[simpy.Event], None],
+    priority: EventPriority = NORMAL,
 ) -> None:
     """An event that fires at `at` in the place of SimPy's event `event_id`."""
     event = simpy.Event(env)
     event._ok = True
     event._value = None
     event.callbacks.append(callback)
-    heappush(env._queue, (at, NORMAL, event_id, event))
+    heappush(env._queue, (at, priority, event_id, event))
 
 
 class CompiledReplicas:
@@ -85,7 +89,6 @@ class CompiledReplicas:
         "step_buffer",
         "columns",
         "engines",
-        "_loops",
         "_cluster",
         "_finished",
         "_handed",
@@ -96,31 +99,26 @@ class CompiledReplicas:
         self.step_buffer = step_buffer  # its recorder gets the steps, `capacity` at a time
         self.columns = StepColumnsBuffer()  # where the compiled loops write their steps
         self.engines: dict[int, EngineCore] = {}  # by replica number
-        self._loops: list[StepLoop] = []
-        self._cluster: ClusterLoop | None = None
+        self._cluster = ClusterLoop()
         self._finished: list[tuple[int, Any]] = []
         self._handed: set[int] = set()  # ids of wakes handed to SimPy, not yet due
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
-        """Take on `engine`, whose step loop is `loop`; its index here."""
-        if self._cluster is not None:
-            raise RuntimeError("replicas are added before the clock runs")
+        """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the
+        Python loop's process would (SimPy's urgent start event)."""
         self.engines[engine.replica] = engine
-        self._loops.append(loop)
-        return len(self._loops) - 1
+        env = self.env
+        index = self._cluster.add(loop, float(env.now), next(_event_ids(env)), URGENT)
+        self._hand_next_wake_to_simpy()
+        return index
 
     def wake(self, index: int) -> None:
         """A request reached replica `index`: an idle replica wakes now (EngineCore.submit)."""
-        cluster = self._cluster_loop()
+        cluster = self._cluster
         if not cluster.is_idle(index):
             return
         cluster.wake(index, float(self.env.now), next(_event_ids(self.env)))
         self._hand_next_wake_to_simpy()
-
-    def _cluster_loop(self) -> ClusterLoop:
-        if self._cluster is None:
-            self._cluster = ClusterLoop(self._loops, 0)
-        return self._cluster
 
     def _on_wake(self, event_id: int) -> Callable[[simpy.Event], None]:
         def wake_due(_event: simpy.Event) -> None:
@@ -136,7 +134,7 @@ class CompiledReplicas:
     def _advance(self) -> None:
         """Run every wake due before SimPy's next event."""
         env = self.env
-        cluster = self._cluster_loop()
+        cluster = self._cluster
         ids = _event_ids(env)
         while True:
             cluster.next_event_id = ids.next_id
@@ -156,17 +154,17 @@ class CompiledReplicas:
 
     def _hand_next_wake_to_simpy(self) -> None:
         env = self.env
-        cluster = self._cluster_loop()
+        cluster = self._cluster
         wake = cluster.next_wake()
         if wake is None:
             self._flush_steps()
             if cluster.last_at > env.now:  # the clock ends where the last step ended
                 _schedule_at(env, cluster.last_at, cluster.last_id, _ignore)
             return
-        at, event_id = wake
+        at, priority, event_id = wake
         if event_id not in self._handed:
             self._handed.add(event_id)
-            _schedule_at(env, at, event_id, self._on_wake(event_id))
+            _schedule_at(env, at, event_id, self._on_wake(event_id), EventPriority(priority))
 
     def _hand_over(self) -> None:
         """Finished requests to their replicas' recorders and callbacks, in finishing order."""
@@ -186,7 +184,7 @@ class CompiledReplicas:
         # Every replica of a clock reports to the same progress callback.
         on_step = next(iter(self.engines.values())).on_step
         if on_step is not None:
-            on_step(self._cluster_loop().last_at)
+            on_step(self._cluster.last_at)
 
 
 def _step_columns(arrays: dict[str, Any]) -> StepColumns:

@@ -14,10 +14,12 @@ replicas. The expected counts pin that each scenario reaches the situation it is
 from __future__ import annotations
 
 import warnings
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import simpy
 from engine_fakes import CollectingRecorder
 from engine_specs import engine_config, open_spec, tokens
 from test_fast_path_equivalence import PROFILE, chat
@@ -25,7 +27,7 @@ from test_fast_path_equivalence import PROFILE, chat
 import sim.engine.core as core_module
 from sim.config import Scenario
 from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
-from sim.engine import simulate
+from sim.engine import EngineCore, request_from_spec, simulate
 from sim.engine.compiled import CompiledReplicas
 from sim.runner import RunResult, run_scenario
 
@@ -206,3 +208,36 @@ def test_out_of_range_warning_is_issued_once_with_the_models_text() -> None:
         "test profile: step outside the range it was fitted on (num_tokens=200 not in "
         "[1, 100]); the prediction is an extrapolation (warned once per model)"
     ]
+
+
+def test_an_engine_fed_before_and_while_the_clock_runs_steps_as_the_python_loop() -> None:
+    # One EngineCore (no cluster): two requests are submitted before env.run(), three more by
+    # a process at 0.05 s, 0.05 s and 0.3 s, while a sync step is on the GPU or the engine idles.
+    def run(compiled: bool) -> CollectingRecorder:
+        env = simpy.Environment()
+        recorder = CollectingRecorder()
+        engine = EngineCore(env, engine_config(), LINEAR, recorder=recorder, compiled_loop=compiled)
+        assert (engine._loop is not None) is compiled
+
+        def submit(name: str, first_token: int) -> None:
+            spec = open_spec(name, float(env.now), tokens(first_token, 40), 4)
+            engine.submit(request_from_spec(spec, engine.hasher, float(env.now)))
+
+        def later() -> Generator[simpy.Event, Any, None]:
+            yield env.timeout(0.05)
+            submit("c", 200)
+            submit("d", 300)
+            yield env.timeout(0.25)
+            submit("e", 400)
+
+        submit("a", 0)
+        submit("b", 100)
+        env.process(later())
+        env.run()
+        return recorder
+
+    compiled, python = run(True), run(False)
+    assert compiled.steps == python.steps
+    assert compiled.requests == python.requests
+    assert compiled.block_events == python.block_events
+    assert (len(compiled.steps), len(compiled.requests)) == (11, 5)

@@ -302,20 +302,25 @@ enum class ClusterStop : int {
 // way with everything else; SimPy only sees the waits that meet an outside event.
 class ClusterLoop {
   public:
-    ClusterLoop(std::vector<nb::object> loops, int64_t next_event_id)
-        : loop_objects_(std::move(loops)), next_event_id(next_event_id) {
-        for (const nb::object& loop : loop_objects_) {
-            loops_.push_back(nb::cast<StepLoop*>(loop));
-            idle_.push_back(1);
-        }
-    }
+    ClusterLoop() = default;
 
     ClusterLoop(const ClusterLoop&) = delete;
     ClusterLoop& operator=(const ClusterLoop&) = delete;
 
-    int64_t next_event_id;  // SimPy's next event id; the caller keeps the two in step
+    int64_t next_event_id = 0;  // SimPy's next event id; the caller keeps the two in step
     double last_at = 0.0;   // when the last wake ran
     int64_t last_id = -1;   // that wake's event id
+
+    // A replica's loop; its index. It starts as its process would: at `now`, with the
+    // process's start event (`event_id`, SimPy's urgent priority).
+    int64_t add(nb::object loop, double now, int64_t event_id, int64_t urgent_priority) {
+        int64_t replica = int64_t(loops_.size());
+        loops_.push_back(nb::cast<StepLoop*>(loop));
+        loop_objects_.push_back(std::move(loop));
+        idle_.push_back(0);
+        wakes_.push(Wake{{now, urgent_priority, event_id}, replica});
+        return replica;
+    }
 
     bool is_idle(int64_t replica) const { return idle_.at(size_t(replica)) != 0; }
 
@@ -325,11 +330,11 @@ class ClusterLoop {
         wakes_.push(Wake{{now, kNormalPriority, event_id}, replica});
     }
 
-    // The earliest pending wake as (at, event id), or None when every replica is idle.
+    // The earliest pending wake as (at, priority, event id), or None when every replica is idle.
     nb::object next_wake() const {
         if (wakes_.empty()) return nb::none();
         const EventKey& key = wakes_.top().key;
-        return nb::make_tuple(key.at, key.id);
+        return nb::make_tuple(key.at, key.priority, key.id);
     }
 
     // Run every wake before `queue_top` (the first event in SimPy's queue), SimPy's clock at
@@ -417,8 +422,9 @@ void bind_step_loop(nb::module_& m) {
         .def("stop_on_finish_of", &StepLoop::stop_on_finish_of);
 
     nb::class_<ClusterLoop>(m, "ClusterLoop")
-        .def(nb::init<std::vector<nb::object>, int64_t>(), nb::arg("loops"),
-             nb::arg("next_event_id"))
+        .def(nb::init<>())
+        .def("add", &ClusterLoop::add, nb::arg("loop"), nb::arg("now"), nb::arg("event_id"),
+             nb::arg("urgent_priority"))
         .def_rw("next_event_id", &ClusterLoop::next_event_id)
         .def_ro("last_at", &ClusterLoop::last_at)
         .def_ro("last_id", &ClusterLoop::last_id)

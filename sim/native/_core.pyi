@@ -170,3 +170,53 @@ class SchedulerCore:
     def remove(self, request: Any) -> None: ...
     def schedule(self, now: float) -> StepOutput: ...
     def update_from_output(self, output: StepOutput, now: float) -> StepUpdate: ...
+
+class StepColumnsBuffer:
+    """Step records' columns appended by StepLoops (see sim/native/src/step_loop.hpp)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def take(self) -> dict[str, Any]: ...
+
+class StepLoop:
+    """One replica's engine step loop (EngineCore's loop for the compiled scheduler)."""
+
+    num_steps: int
+    def __init__(
+        self,
+        scheduler: SchedulerCore,
+        manager: CacheCore,
+        requests: dict[str, Any],
+        step_overhead_s: float,
+        per_token_s: float,
+        t_star_tokens: int,
+        half_pair_s: float,
+        per_kv_token_s: float,
+        per_decode_seq_s: float,
+        cost_model: Any,
+        covered: Any,
+        buffer: StepColumnsBuffer,
+        replica: int,
+        async_scheduling: bool,
+    ) -> None: ...
+    def stop_on_finish_of(self, request: Any) -> None: ...
+
+class ClusterLoop:
+    """The step loops of one SimPy clock's replicas, run in SimPy's event order."""
+
+    next_event_id: int
+    last_at: float
+    last_id: int
+    def __init__(self) -> None: ...
+    def add(self, loop: StepLoop, now: float, event_id: int, urgent_priority: int) -> int: ...
+    def is_idle(self, replica: int) -> bool: ...
+    def wake(self, replica: int, now: float, event_id: int) -> None: ...
+    def next_wake(self) -> tuple[float, int, int] | None: ...
+    def run(
+        self,
+        now: float,
+        top_at: float,
+        top_priority: int,
+        top_id: int,
+        finished: list[tuple[int, Any]],
+    ) -> tuple[int, float, int]: ...

@@ -6,8 +6,10 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <structmember.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -18,9 +20,11 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <unordered_set>
 #include <string>
 #include <string_view>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -1002,6 +1006,7 @@ class CacheCore {
 };
 
 #include "scheduler.hpp"
+#include "step_loop.hpp"
 
 }  // namespace
 
@@ -1091,4 +1096,5 @@ NB_MODULE(_core, m) {
              });
 
     bind_scheduler(m);
+    bind_step_loop(m);
 }

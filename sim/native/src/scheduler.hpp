@@ -1004,3 +1004,64 @@ void bind_scheduler(nb::module_& m) {
             return self.update_from_output(output, now, true);
         });
 }
+
+// ---------------------------------------------------------------------------------------------
+// What the step loop (step_loop.hpp) reads of a scheduled and an applied step: the only place
+// it touches StepOutput and update_from_output's result.
+
+// A scheduled step's batch shape: batch.step_features and longest_context of
+// sim/costmodel/batch.py, and the record's token counts.
+struct LoopStepShape {
+    int64_t num_scheduled_tokens = 0;
+    bool preempted = false;
+    int64_t num_tokens = 0;
+    int64_t twice_attention_pairs = 0;
+    int64_t kv_tokens = 0;
+    int64_t num_decodes = 0;
+    int64_t longest_context = 0;
+};
+
+LoopStepShape loop_step_shape(const StepOutput& output) {
+    LoopStepShape shape;
+    shape.num_scheduled_tokens = output.total_num_scheduled_tokens;
+    shape.preempted = !output.preempted.empty();
+    shape.num_decodes = int64_t(output.decode_context_lens.size());
+    shape.num_tokens = shape.num_decodes;
+    int64_t longest = -1;
+    for (int64_t context : output.decode_context_lens) {
+        shape.kv_tokens += context;
+        longest = std::max(longest, context);
+    }
+    longest += 1;
+    for (size_t i = 0; i < output.prefill_new_tokens.size(); ++i) {
+        int64_t num_new = output.prefill_new_tokens[i];
+        int64_t num_context = output.prefill_context_tokens[i];
+        shape.num_tokens += num_new;
+        shape.twice_attention_pairs += num_new * (2 * num_context + num_new + 1);
+        shape.kv_tokens += num_context;
+        longest = std::max(longest, num_new + num_context);
+    }
+    shape.longest_context = longest;
+    return shape;
+}
+
+// An applied step: the requests it finished (in step order), its prefix-cache counters and
+// the record's token counts.
+struct LoopAppliedStep {
+    nb::list finished;
+    int64_t num_queries = 0;
+    int64_t num_hits = 0;
+    int64_t num_prefill_tokens = 0;
+    int64_t num_decode_tokens = 0;
+};
+
+LoopAppliedStep loop_apply_step(SchedulerCore& scheduler, const StepOutput& output, double now) {
+    StepFinished result = scheduler.update_from_output(output, now);
+    LoopAppliedStep applied;
+    if (!result.finished.empty()) applied.finished = synced_list(result.finished);
+    applied.num_queries = result.counts.queries;
+    applied.num_hits = result.counts.hits;
+    for (int64_t tokens : output.prefill_new_tokens) applied.num_prefill_tokens += tokens;
+    applied.num_decode_tokens = int64_t(output.decode_context_lens.size());
+    return applied;
+}

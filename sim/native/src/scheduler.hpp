@@ -1056,7 +1056,7 @@ struct LoopAppliedStep {
 };
 
 LoopAppliedStep loop_apply_step(SchedulerCore& scheduler, const StepOutput& output, double now) {
-    StepFinished result = scheduler.update_from_output(output, now);
+    StepFinished result = scheduler.update_from_output(output, now, false);
     LoopAppliedStep applied;
     if (!result.finished.empty()) applied.finished = synced_list(result.finished);
     applied.num_queries = result.counts.queries;

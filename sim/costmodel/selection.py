@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
-from sim.costmodel.loader import auto_cost_model_spec, cost_model_from_profile, load_cost_model
+from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import CostModel
 from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_profile
@@ -49,20 +49,26 @@ def choose_cost_model(
     gpu: str | GpuSpec,
     model: str | ModelSpec,
     tp: int,
+    cuda_graphs: bool = True,
 ) -> CostModelChoice:
-    """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings."""
+    """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings for an engine
+    with or without CUDA graphs."""
     gpu_spec, model_spec = get_gpu(gpu), get_model(model)
     text = spec.strip()
     if text == "auto":
         text = auto_cost_model_spec(gpu_spec, model_spec, tp)
     # load_cost_model checks a profile against the deployment and parses inline specs.
-    step_model = load_cost_model(text, gpu=gpu_spec, model=model_spec, tp=tp)
+    step_model = load_cost_model(
+        text, gpu=gpu_spec, model=model_spec, tp=tp, cuda_graphs=cuda_graphs
+    )
     if text == "roofline":
-        return _from_profile(roofline_profile(gpu_spec, model_spec, tp), frontend_spec, text)
+        profile = roofline_profile(gpu_spec, model_spec, tp)
+        return _from_profile(profile, step_model, frontend_spec, text)
     is_file = text.endswith((".yaml", ".yml")) or Path(text).is_file()
     if is_file or is_profile_name(text):
         profile = load_profile(Path(text) if is_file else shipped_profile_path(text))
-        choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=not is_file))
+        kind = _profile_kind(profile, shipped=not is_file)
+        choice = _from_profile(profile, step_model, frontend_spec, kind)
         return _renamed(choice, text) if is_file else choice
     # A constant: or linear: model states every time of a hypothetical engine itself, so 'auto'
     # adds no front end to it.
@@ -88,12 +94,15 @@ def _profile_kind(profile: Profile, *, shipped: bool) -> str:
     return "shipped" if shipped else "derived"
 
 
-def _from_profile(profile: Profile, frontend_spec: str, kind: str) -> CostModelChoice:
-    """The choice of `profile`; "roofline" as kind means the profile's own source decides."""
+def _from_profile(
+    profile: Profile, step_model: CostModel, frontend_spec: str, kind: str
+) -> CostModelChoice:
+    """The choice of `profile` timed by `step_model`; "roofline" as kind means the profile's own
+    source decides."""
     if kind == "roofline":
         kind = _profile_kind(profile, shipped=True)
     return CostModelChoice(
-        cost_model_from_profile(profile),
+        step_model,
         resolve_frontend(frontend_spec, profile.frontend),
         kind,
         profile.name,

@@ -240,8 +240,10 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
 
 
 def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
-    """The host time per layer fitted on `rows`' eager decode steps, at `fit`'s factors."""
-    return fit_eager_host_per_layer_s([row.eager_fit_row(fit) for row in rows if row.eager_layers])
+    """The host time per layer fitted on `rows`' eager decode steps, at `fit`'s factors; 0 when
+    none of them is one (nothing measures the term then)."""
+    eager = [row.eager_fit_row(fit) for row in rows if row.eager_layers]
+    return fit_eager_host_per_layer_s(eager) if eager else 0.0
 
 
 def is_as_shipped(source: str) -> bool:

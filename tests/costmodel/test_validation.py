@@ -22,8 +22,11 @@ from sim.costmodel.validation import (
     SPLITWISE_PREFILL_SOURCE,
     SPLITWISE_REFIT_SOURCE,
     ErrorSummary,
+    RealRow,
+    ValidationRecord,
     ValidationReport,
     eager_pair_rows,
+    leave_one_source_out_records,
     validate_shipped_profiles,
 )
 
@@ -108,6 +111,35 @@ def test_leave_one_source_out(report: ValidationReport) -> None:
         if record.source == SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX
     }
     assert held_out_labels == {"eager host 141 us/layer"}
+
+
+def test_each_eager_source_is_predicted_by_the_host_time_fitted_without_it() -> None:
+    """Source P: 10 ms steps of 10 layers measured 12 ms eager (0.2 ms per layer); source S: 20 ms
+    of 20 layers measured 28 ms (0.4 ms). Each also has a prefill measured at its kernel time
+    (factor 1). P with S's 0.4 ms: 14 ms, 16.67 % too slow; S with P's 0.2 ms: 24 ms, 14.29 % too
+    fast. The labels name the host time each was predicted with."""
+
+    def rows(source: str, base_s: float, layers: int, measured_s: float) -> list[RealRow]:
+        decode = ValidationRecord(source, "p", "decode", measured_s, base_s, None, None, True)
+        prefill = ValidationRecord(source, "p", "prefill", 0.1, 0.1, None, None, True)
+        return [
+            RealRow(decode, source, "h100", lambda _f: base_s, eager_layers=layers),
+            RealRow(prefill, source, "h100", lambda f: 0.1 * f, fitted=True),
+        ]
+
+    held_out = [
+        record
+        for record in leave_one_source_out_records(
+            rows("P", 0.010, 10, 0.012) + rows("S", 0.020, 20, 0.028)
+        )
+        if record.case == "decode"
+    ]
+    errors = {r.source: round(r.relative_error, 4) for r in held_out}
+    assert errors == {"P" + LOSO_SUFFIX: 0.1667, "S" + LOSO_SUFFIX: -0.1429}
+    assert [r.profile for r in held_out] == [
+        "p x1.000 prefill compute, eager host 400 us/layer",
+        "p x1.000 prefill compute, eager host 200 us/layer",
+    ]
 
 
 def test_the_eager_pairs_load_with_their_sources() -> None:

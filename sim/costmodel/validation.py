@@ -99,6 +99,8 @@ class ValidationRecord:
     roofline_predicted_s: float | None  # the specs-only profile of the same (gpu, model, tp)
     in_fitted_range: bool
     batch_size: int | None = None  # sequences measured together, where the source says
+    # The real-engine terms a leave-one-source-out prediction was made with ("" as shipped).
+    held_out_terms: str = ""
 
     @property
     def relative_error(self) -> float:
@@ -187,21 +189,20 @@ class ValidationReport:
                 groups[record.profile].append(record)
         return [_summarize(name, rows) for name, rows in groups.items()]
 
-    def setup_summaries(self) -> list[ErrorSummary]:
-        """Errors per real source and cost model ("source | profile"), as shipped (no
-        leave-one-source-out rows, no kernel tables, no refit)."""
+    def setup_summaries(self, *, held_out: bool = False) -> list[ErrorSummary]:
+        """Errors per real source and cost model ("source | profile"): as shipped, or predicted
+        leave-one-source-out (`held_out`); no kernel tables, no refit."""
         groups: dict[str, list[ValidationRecord]] = defaultdict(list)
         for record in self.records:
-            if not is_as_shipped(record.source):
-                continue
-            groups[f"{record.source} | {record.profile}"].append(record)
+            if _in_breakdown(record, held_out):
+                groups[f"{record.source} | {record.profile}"].append(record)
         return [_summarize(name, rows) for name, rows in sorted(groups.items())]
 
-    def batch_summaries(self) -> list[ErrorSummary]:
-        """Errors per real source and batch size ("source | B"), as shipped."""
+    def batch_summaries(self, *, held_out: bool = False) -> list[ErrorSummary]:
+        """Errors per real source and batch size ("source | B"), as shipped or held out."""
         groups: dict[tuple[str, int], list[ValidationRecord]] = defaultdict(list)
         for record in self.records:
-            if record.batch_size is None or not is_as_shipped(record.source):
+            if record.batch_size is None or not _in_breakdown(record, held_out):
                 continue
             groups[(record.source, record.batch_size)].append(record)
         return [
@@ -246,6 +247,12 @@ def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
     return fit_eager_host_per_layer_s(eager) if eager else 0.0
 
 
+def _in_breakdown(record: ValidationRecord, held_out: bool) -> bool:
+    if held_out:
+        return bool(record.held_out_terms)
+    return is_as_shipped(record.source)
+
+
 def is_as_shipped(source: str) -> bool:
     """A real source compared with the shipped model itself (not a refit or a variant)."""
     return source not in (KERNEL_SOURCE, SPLITWISE_REFIT_SOURCE) and not source.endswith(
@@ -274,7 +281,7 @@ def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
                 replace(
                     row.record,
                     source=row.record.source + (SERVED_LOSO_SUFFIX if served else LOSO_SUFFIX),
-                    profile=f"{row.record.profile} {terms}",
+                    held_out_terms=terms,
                     predicted_s=row.engine_s(factor)
                     + row.request_s_count * request_s
                     + row.eager_layers * eager_s,

@@ -3,12 +3,13 @@ validated error of that kind of model (`summary.json`'s `cost_model` block)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sim.costmodel.engine_terms import EagerDecodeModel, load_engine_terms
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
 from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import CostModel
@@ -28,6 +29,9 @@ class CostModelChoice:
     kind: str  # shipped, roofline, calibrated, derived (a kernel-derived file) or synthetic
     name: str  # the profile's name, its file, or the constant/linear spec
     provenance: str
+    cuda_graphs: bool = True  # the deployment's engine replays decode steps as CUDA graphs
+    # The host time per layer added to decode steps (docs/cost_model.md §5.8); None: not added.
+    eager_host_per_layer_s: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """What summary.json and the report say about the cost model."""
@@ -35,6 +39,8 @@ class CostModelChoice:
             "kind": self.kind,
             "name": self.name,
             "provenance": self.provenance,
+            "cuda_graphs": self.cuda_graphs,
+            "eager_host_per_layer_s": self.eager_host_per_layer_s,
             "frontend_request_s": self.frontend.request_s,
             "frontend_per_prompt_token_s": self.frontend.per_prompt_token_s,
             "frontend_first_token_s": self.frontend.first_token_s,
@@ -53,7 +59,23 @@ def choose_cost_model(
 ) -> CostModelChoice:
     """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings for an engine
     with or without CUDA graphs."""
-    gpu_spec, model_spec = get_gpu(gpu), get_model(model)
+    choice = _choose(spec, frontend_spec, get_gpu(gpu), get_model(model), tp, cuda_graphs)
+    eager = isinstance(choice.model, EagerDecodeModel)
+    return replace(
+        choice,
+        cuda_graphs=cuda_graphs,
+        eager_host_per_layer_s=load_engine_terms().eager_host_per_layer_s if eager else None,
+    )
+
+
+def _choose(
+    spec: str,
+    frontend_spec: str,
+    gpu_spec: GpuSpec,
+    model_spec: ModelSpec,
+    tp: int,
+    cuda_graphs: bool,
+) -> CostModelChoice:
     text = spec.strip()
     if text == "auto":
         text = auto_cost_model_spec(gpu_spec, model_spec, tp)

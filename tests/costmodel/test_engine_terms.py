@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.config import load_scenario
 from sim.costmodel import (
     BatchShape,
     StepCoefficients,
@@ -21,6 +22,7 @@ from sim.costmodel.engine_terms import (
     load_engine_terms,
 )
 from sim.costmodel.loader import load_cost_model
+from sim.runner import scenario_cost_model_choice
 
 KERNELS = StepCoefficients(0.004, 2e-5, 200, 1e-9, 4e-8, 3e-6)
 DECODE_10_AT_1000 = BatchShape([], [], [1000] * 10)
@@ -119,3 +121,28 @@ def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
     rows = [EagerFitRow(0.010, 10, 0.012), EagerFitRow(0.020, 20, 0.024)]
     assert fit_eager_host_per_layer_s(rows) == pytest.approx(0.0002)
     assert fit_eager_host_per_layer_s([EagerFitRow(0.010, 10, 0.008)]) == 0.0
+
+
+def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
+    """deployment.cuda_graphs false on Llama-3.1-8B (32 layers) on one H100: the run's step model
+    adds 32 x 192.5 us = 6.16 ms to every decode-only step, and its summary says so; the default
+    keeps CUDA graphs."""
+    path = tmp_path / "eager.yaml"
+    path.write_text(
+        "name: eager\nseed: 1\nduration_s: 10\n"
+        "deployment: {model: llama-3.1-8b, gpu: h100}\n"
+        "workload:\n  source: {kind: chat, tenants: [{name: a}]}\n"
+        "  arrivals: {process: poisson, rate_per_s: 1}\n"
+    )
+    graphs_choice = scenario_cost_model_choice(load_scenario(path).scenario, tmp_path)
+    eager_scenario = load_scenario(path, ["deployment.cuda_graphs=false"]).scenario
+    eager_choice = scenario_cost_model_choice(eager_scenario, tmp_path)
+    graphs, eager = graphs_choice.model, eager_choice.model
+    assert isinstance(eager, EagerDecodeModel) and not isinstance(graphs, EagerDecodeModel)
+    # summary.json says which: the deployment's setting and the host time added.
+    assert graphs_choice.summary()["cuda_graphs"] is True
+    assert graphs_choice.summary()["eager_host_per_layer_s"] is None
+    assert eager_choice.summary()["cuda_graphs"] is False
+    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001925
+    decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
+    assert decode_extra_s == pytest.approx(32 * 0.0001925)

@@ -176,9 +176,9 @@ class EngineCore:
         self.env = env
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
-        # Steps reach the recorder in batches: through `step_buffer` when engines share the
-        # recorder (one buffer keeps their steps in order), flushed whenever an engine idles.
+        # Steps reach the recorder in batches, through a buffer the cluster's engines share.
         self.step_buffer = step_buffer if step_buffer is not None else StepBuffer(self.recorder)
+        self.step_buffer.attach_engine()
         observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.record_block_events = record_block_events
         self.transfer_clock = TransferClock(offload) if offload is not None else None
@@ -304,10 +304,11 @@ class EngineCore:
                         )
                     continue  # a request preempted itself; vLLM's next iteration goes on
             elif not in_flight:
-                self.step_buffer.flush()
+                self.step_buffer.engine_idle()
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
+                self.step_buffer.engine_busy()
                 continue
             batch = in_flight.pop()
             if batch.started_at == env.now:

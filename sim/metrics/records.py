@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,11 +99,25 @@ class StepColumns:
     def from_records(cls, records: Sequence[StepRecord]) -> StepColumns:
         """The columns of `records`, in their order."""
         count = len(records)
-        columns: dict[str, Any] = {
-            name: np.fromiter(map(attrgetter(name), records), dtype=dtype, count=count)
+        return cls._trusted(
+            np.fromiter(map(attrgetter(name), records), dtype=dtype, count=count)
             for name, dtype in _STEP_COLUMN_DTYPES.items()
-        }
-        return cls(**columns)
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[StepColumns]) -> StepColumns:
+        """The steps of `parts`, one after the other."""
+        return cls._trusted(
+            np.concatenate([getattr(part, name) for part in parts]) for name in _STEP_COLUMN_DTYPES
+        )
+
+    @classmethod
+    def _trusted(cls, columns: Iterable[np.ndarray]) -> StepColumns:
+        """Columns made here from checked ones (cut, gathered, joined): not checked again."""
+        steps = object.__new__(cls)
+        for name, column in zip(_STEP_COLUMN_DTYPES, columns, strict=True):
+            setattr(steps, name, column)
+        return steps
 
     def records(self) -> list[StepRecord]:
         """One StepRecord per step, in order (for tests and small consumers)."""
@@ -113,22 +126,11 @@ class StepColumns:
 
     def slice(self, start: int, stop: int) -> StepColumns:
         """Steps start..stop-1 (views, no copy)."""
-        return StepColumns(
-            **{name: getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES}
-        )
+        return self._trusted(getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES)
 
     def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.intp]) -> StepColumns:
         """The steps where the mask `which` is true, or at the indexes `which`, in its order."""
-        return StepColumns(**{name: getattr(self, name)[which] for name in _STEP_COLUMN_DTYPES})
-
-    @classmethod
-    def concat(cls, parts: Sequence[StepColumns]) -> StepColumns:
-        """The steps of `parts`, one after the other."""
-        columns: dict[str, Any] = {
-            name: np.concatenate([getattr(part, name) for part in parts])
-            for name in _STEP_COLUMN_DTYPES
-        }
-        return cls(**columns)
+        return self._trusted(getattr(self, name)[which] for name in _STEP_COLUMN_DTYPES)
 
     def by_replica(self) -> Iterator[tuple[int, StepColumns]]:
         """Each replica's steps, in order, replicas ascending."""
@@ -139,8 +141,11 @@ class StepColumns:
         if (replicas == first).all():
             yield first, self
             return
-        for replica in np.unique(replicas).tolist():
-            yield replica, self.select(replicas == replica)
+        order = np.argsort(replicas, kind="stable")
+        grouped, grouped_replicas = self.select(order), replicas[order]
+        bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
+        for start, stop in zip(bounds, bounds[1:], strict=False):
+            yield int(grouped_replicas[start]), grouped.slice(start, stop)
 
 
 # StepRecord's fields, in order, with the dtype of their column.

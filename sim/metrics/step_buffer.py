@@ -10,10 +10,11 @@ DEFAULT_STEP_BATCH = 2048
 
 class StepBuffer:
     """Collects StepRecords and hands them to `recorder.on_steps` as StepColumns, `capacity`
-    at a time and on `flush`. Engines sharing a recorder share its buffer, so the recorder
-    sees every engine's steps in the order they were taken."""
+    at a time, and whenever every engine feeding it is idle (so a finished simulation has
+    handed over every step). Engines sharing a recorder share its buffer: its batches are
+    large even when engines idle one at a time."""
 
-    __slots__ = ("recorder", "capacity", "_records")
+    __slots__ = ("recorder", "capacity", "_records", "_num_engines", "_num_idle")
 
     def __init__(self, recorder: Recorder, capacity: int = DEFAULT_STEP_BATCH) -> None:
         if capacity < 1:
@@ -21,6 +22,22 @@ class StepBuffer:
         self.recorder = recorder
         self.capacity = capacity
         self._records: list[StepRecord] = []
+        self._num_engines = 0
+        self._num_idle = 0
+
+    def attach_engine(self) -> None:
+        """Count one more engine feeding the buffer (busy until it says `engine_idle`)."""
+        self._num_engines += 1
+
+    def engine_idle(self) -> None:
+        """An engine waits for work: flush once every engine does."""
+        self._num_idle += 1
+        if self._num_idle >= self._num_engines:
+            self.flush()
+
+    def engine_busy(self) -> None:
+        """An idle engine has work again."""
+        self._num_idle -= 1
 
     def add(self, step: StepRecord) -> None:
         """Buffer one step; hand the batch over when it is full."""

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 import simpy
 from engine_fakes import CollectingRecorder
-from engine_specs import engine_config, open_spec, tokens
+from engine_specs import engine_config, open_spec, session_turn, tokens
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
@@ -29,7 +31,9 @@ from sim.config import Scenario
 from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.engine.compiled import CompiledReplicas
+from sim.routing import make_router
 from sim.runner import RunResult, run_scenario
+from workloads.spec import RequestSpec, Segment
 
 REPO = Path(__file__).resolve().parents[2]
 ARXIV = REPO / "tests" / "fixtures" / "traces" / "mooncake" / "arxiv_mooncake_trace_first1000.jsonl"
@@ -241,3 +245,75 @@ def test_an_engine_fed_before_and_while_the_clock_runs_steps_as_the_python_loop(
     assert compiled.requests == python.requests
     assert compiled.block_events == python.block_events
     assert (len(compiled.steps), len(compiled.requests)) == (11, 5)
+
+
+@st.composite
+def random_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], dict[str, Any]]:
+    """Open-loop requests and two-turn sessions on a coarse time grid (many same-time
+    arrivals and step ends), prompts sharing prefixes, a cache small enough to preempt."""
+    specs: list[RequestSpec] = []
+    at = 0.0
+    for index in range(draw(st.integers(1, 14))):
+        at += draw(st.sampled_from([0.0, 0.0, 0.01, 0.02, 0.25]))
+        prompt = tokens(draw(st.sampled_from([0, 0, 500])), draw(st.sampled_from([16, 40, 90])))
+        num_outputs = draw(st.integers(1, 6))
+        if draw(st.booleans()):
+            specs.append(open_spec(f"r{index}", at, prompt, num_outputs))
+            continue
+        session = f"s{index}"
+        first = [Segment("prompt", f"{session}-0", prompt)]
+        second = [*first, Segment("follow", f"{session}-1", tokens(900 + index, 8))]
+        think_time_s = draw(st.sampled_from([0.0, 0.01]))
+        specs.append(
+            session_turn(f"{session}-0", session, 0, first, tokens(1, num_outputs), arrival_at=at)
+        )
+        specs.append(
+            session_turn(
+                f"{session}-1", session, 1, second, tokens(1, 2), think_time_s=think_time_s
+            )
+        )
+    options = {
+        "num_replicas": draw(st.integers(1, 3)),
+        "router": draw(
+            st.sampled_from(["round_robin", "least_loaded", "prefix_aware", "session_affinity"])
+        ),
+        "async_scheduling": draw(st.booleans()),
+        "num_gpu_blocks": draw(st.sampled_from([12, 20, 65])),
+        "max_num_seqs": draw(st.sampled_from([2, 256])),
+    }
+    return specs, options
+
+
+def run_loop(
+    specs: list[RequestSpec], options: dict[str, Any], compiled: bool
+) -> CollectingRecorder:
+    """simulate() with events on, on the compiled or the Python loop."""
+    recorder = CollectingRecorder()
+    config = engine_config(
+        num_gpu_blocks=options["num_gpu_blocks"],
+        max_model_len=160,
+        max_num_seqs=options["max_num_seqs"],
+        async_scheduling=options["async_scheduling"],
+    )
+    simulate(
+        specs,
+        config,
+        LINEAR,
+        recorder=recorder,
+        num_replicas=options["num_replicas"],
+        router=make_router(options["router"]),
+        compiled_loop=compiled,
+    )
+    return recorder
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_runs())
+def test_compiled_and_python_loops_hand_the_recorder_the_same_hooks(
+    run: tuple[list[RequestSpec], dict[str, Any]],
+) -> None:
+    specs, options = run
+    compiled, python = run_loop(specs, options, True), run_loop(specs, options, False)
+    assert compiled.steps == python.steps
+    assert list(compiled.requests.items()) == list(python.requests.items())
+    assert compiled.block_events == python.block_events

@@ -91,3 +91,21 @@ def test_step_buffer_hands_over_full_batches_and_the_rest_on_flush(make_step):
     buffer.flush()
     buffer.flush()
     assert log == [("a", "steps", [1, 2]), ("a", "steps", [3, 4]), ("a", "steps", [5])]
+
+
+def test_step_buffer_flushes_when_every_engine_is_idle(make_step):
+    # Two engines: the first going idle keeps step 1 buffered; both idle hands it over; the
+    # second wakes, adds step 2 and idles again: with the first still idle, step 2 follows.
+    log: list[tuple[str, str, object]] = []
+    buffer = StepBuffer(CallLog("a", log))
+    buffer.attach_engine()
+    buffer.attach_engine()
+    buffer.add(make_step(step_index=1))
+    buffer.engine_idle()
+    assert log == []
+    buffer.engine_idle()
+    assert log == [("a", "steps", [1])]
+    buffer.engine_busy()
+    buffer.add(make_step(step_index=2))
+    buffer.engine_idle()
+    assert log == [("a", "steps", [1]), ("a", "steps", [2])]

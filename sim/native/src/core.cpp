@@ -26,6 +26,7 @@
 #include <string_view>
 #include <queue>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 

@@ -204,34 +204,22 @@ bool is_array_of(nb::handle sequence, char format) {
     return matches;
 }
 
-// Append values to an array('q') or array('d') in one copy, or to any other sequence
-// (a list) through `extend`.
-void extend_with(nb::handle sequence, const int64_t* values, size_t count) {
-    if (count == 0) return;
-    if (is_array_of(sequence, 'q')) {
-        call_method(sequence, snames.frombytes,
-                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(int64_t)));
-        return;
-    }
-    nb::list items;
-    for (size_t i = 0; i < count; ++i) {
-        nb::object item = nb::steal(PyLong_FromLongLong(values[i]));
-        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
-    }
-    call_method(sequence, snames.extend, items);
-}
+nb::object to_python(int64_t value) { return nb::steal(PyLong_FromLongLong(value)); }
+nb::object to_python(double value) { return nb::steal(PyFloat_FromDouble(value)); }
 
-void extend_with(nb::handle sequence, const double* values, size_t count) {
+// Append values to an array('q') (int64) or array('d') (double) in one copy, or to any other
+// sequence (a list) through `extend`.
+template <typename Value>
+void extend_with(nb::handle sequence, const Value* values, size_t count) {
     if (count == 0) return;
-    if (is_array_of(sequence, 'd')) {
+    if (is_array_of(sequence, std::is_same_v<Value, double> ? 'd' : 'q')) {
         call_method(sequence, snames.frombytes,
-                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(double)));
+                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(Value)));
         return;
     }
     nb::list items;
     for (size_t i = 0; i < count; ++i) {
-        nb::object item = nb::steal(PyFloat_FromDouble(values[i]));
-        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
+        if (PyList_Append(items.ptr(), to_python(values[i]).ptr()) != 0) throw nb::python_error();
     }
     call_method(sequence, snames.extend, items);
 }
@@ -501,7 +489,8 @@ class SchedulerCore {
           admission_type_(admission_type),
           stats_type_(stats_type),
           last_prefill_step_(-limits.prefill_schedule_interval) {
-        // RequestStatus members live as long as the interpreter: kept without a count.
+        // RequestStatus members live as long as the interpreter: the references are never
+        // released.
         status_objects = StatusObjects{running_status.inc_ref().ptr(),
                                        preempted_status.inc_ref().ptr(),
                                        finished_status.inc_ref().ptr()};

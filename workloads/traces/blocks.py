@@ -16,7 +16,13 @@ from workloads.traces.fields import ReplayOptions
 TRACE_BLOCK_SEGMENT = "block"
 
 # A block id's seed (a BLAKE2b digest) is asked for by every request that shares the block.
-_content_seed = functools.lru_cache(maxsize=1 << 18)(content_seed)
+_content_seed = functools.lru_cache(maxsize=1 << 16)(content_seed)
+
+
+def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
+    """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
+    own, and caching millions of short answers would hold memory for nothing."""
+    return tokens.stream_rows([content_seed(content_id)], num_tokens)[0].tolist()
 
 
 class _CountedRecord(Protocol):
@@ -117,8 +123,8 @@ def counted_trace_specs(
             index,
             record.arrival_s / options.speedup,
             prompt,
-            options.tokens.output_tokens(
-                f"{namespace}/output/{index}", num_output_tokens_of(record)
+            answer_tokens(
+                options.tokens, f"{namespace}/output/{index}", num_output_tokens_of(record)
             ),
             {"trace_line": record.line},
         )

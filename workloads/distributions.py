@@ -3,16 +3,46 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from workloads.errors import WorkloadError
 from workloads.validation import require_number
 
+# Draws of one call: `size` floats, or `size` token counts and the like.
+FloatArray: TypeAlias = npt.NDArray[np.float64]
+CountArray: TypeAlias = npt.NDArray[np.int64]
+
+
+class _Draws(ABC):
+    """One draw as one element of a vector of draws: n single draws and one call of size n
+    consume the random stream alike, so the two give the same values."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """`size` draws."""
+
+    @abstractmethod
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+        """`size` draws as counts, each at least `minimum`."""
+
+    def sample(self, rng: np.random.Generator) -> float:
+        """One draw."""
+        return float(self.samples(rng, 1)[0])
+
+    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
+        """One count, at least `minimum`."""
+        return int(self.sample_counts(rng, 1, minimum)[0])
+
 
 @dataclass(slots=True, frozen=True)
-class Fixed:
+class Fixed(_Draws):
     """Always `value`."""
 
     value: float
@@ -20,17 +50,17 @@ class Fixed:
     def __post_init__(self) -> None:
         require_number("Fixed", "value", self.value, 0.0)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw (consumes no randomness)."""
-        return float(self.value)
+    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """`size` draws (consuming no randomness)."""
+        return np.full(size, float(self.value))
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """`value` rounded, at least `minimum`."""
-        return max(minimum, round(self.value))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+        """`size` times `value` rounded, at least `minimum`."""
+        return np.full(size, max(minimum, round(self.value)), dtype=np.int64)
 
 
 @dataclass(slots=True, frozen=True)
-class Uniform:
+class Uniform(_Draws):
     """Uniform on [low, high]; counts are uniform over the integers in that range."""
 
     low: float
@@ -48,18 +78,18 @@ class Uniform:
                 f"Uniform: [{self.low!r}, {self.high!r}] holds no integer; widen the range"
             )
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        return float(rng.uniform(self.low, self.high))
+    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """`size` draws."""
+        return rng.uniform(self.low, self.high, size)
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """A uniform integer in [ceil(low), floor(high)], at least `minimum`."""
-        drawn = int(rng.integers(math.ceil(self.low), math.floor(self.high) + 1))
-        return max(minimum, drawn)
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+        """`size` uniform integers in [ceil(low), floor(high)], each at least `minimum`."""
+        drawn = rng.integers(math.ceil(self.low), math.floor(self.high) + 1, size)
+        return np.maximum(drawn, minimum)
 
 
 @dataclass(slots=True, frozen=True)
-class LogNormal:
+class LogNormal(_Draws):
     """exp(Normal(ln median, sigma)), clipped to [low, high]."""
 
     median: float
@@ -77,18 +107,18 @@ class LogNormal:
                 f"LogNormal.high: {self.high!r} is not allowed; use a number >= low ({self.low!r})"
             )
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        drawn = float(rng.lognormal(math.log(self.median), self.sigma))
-        return min(self.high, max(self.low, drawn))
+    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """`size` draws."""
+        drawn = rng.lognormal(math.log(self.median), self.sigma, size)
+        return np.minimum(np.maximum(drawn, self.low), self.high)
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """One draw rounded to an int, at least `minimum`."""
-        return max(minimum, round(self.sample(rng)))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+        """`size` draws rounded to ints (half to even), each at least `minimum`."""
+        return _counts(self.samples(rng, size), minimum)
 
 
 @dataclass(slots=True, frozen=True)
-class Exponential:
+class Exponential(_Draws):
     """Exponential with the given mean."""
 
     mean: float
@@ -96,13 +126,18 @@ class Exponential:
     def __post_init__(self) -> None:
         require_number("Exponential", "mean", self.mean, 0.0, exclusive=True)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        return float(rng.exponential(self.mean))
+    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """`size` draws."""
+        return rng.exponential(self.mean, size)
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """One draw rounded to an int, at least `minimum`."""
-        return max(minimum, round(self.sample(rng)))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+        """`size` draws rounded to ints (half to even), each at least `minimum`."""
+        return _counts(self.samples(rng, size), minimum)
 
 
 Distribution = Fixed | Uniform | LogNormal | Exponential
+
+
+def _counts(draws: FloatArray, minimum: int) -> CountArray:
+    """Draws rounded half to even, as Python's round does, and raised to `minimum`."""
+    return np.maximum(np.rint(draws).astype(np.int64), minimum)

@@ -85,6 +85,9 @@ class RequestSpec:
     priority: int = 0
     measured_cached_tokens: int | None = None
     extras: dict[str, str | int | float] = field(default_factory=dict)
+    # The segments' tokens end to end as one array, where the builder has them so (a view
+    # into a buffer the segments also view); None: joined from the segments when asked.
+    prompt_array: TokenArray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def open_loop(
@@ -107,10 +110,12 @@ class RequestSpec:
         """The prompt as one new int64 array ('q'), built without a Python int per token from
         synthetic tokens."""
         prompt = array("q")
-        if self.segments:
+        tokens = self.prompt_array
+        if tokens is None and self.segments:
             tokens = np.concatenate(
                 [np.asarray(segment.tokens, dtype=np.int64) for segment in self.segments]
             )
+        if tokens is not None:
             prompt.frombytes(tokens.data.cast("B"))
         return prompt
 

@@ -69,11 +69,9 @@ class AgentBuilder(SessionBuilder):
             "user",
             config.task_tokens.sample_count(rng, minimum=1),
         )
-        action_lengths = [config.action_tokens.sample_count(rng, 1) for _ in range(num_steps)]
-        observation_lengths = [
-            config.observation_tokens.sample_count(rng, 1) for _ in range(num_steps)
-        ]
-        latencies_s = [0.0] + [config.tool_latency_s.sample(rng) for _ in range(num_steps - 1)]
+        action_lengths = config.action_tokens.sample_counts(rng, num_steps, 1).tolist()
+        observation_lengths = config.observation_tokens.sample_counts(rng, num_steps, 1).tolist()
+        latencies_s = [0.0, *config.tool_latency_s.samples(rng, num_steps - 1).tolist()]
         return [
             Turn(
                 question=(task,),

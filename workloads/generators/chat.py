@@ -58,11 +58,9 @@ class ChatBuilder(SessionBuilder):
         """The session's turns: a user message and an answer each."""
         config, rng = self._config, self._rng
         num_turns = config.turns_per_session.sample_count(rng, minimum=1)
-        question_lengths = [
-            config.user_message_tokens.sample_count(rng, 1) for _ in range(num_turns)
-        ]
-        answer_lengths = [config.answer_tokens.sample_count(rng, 1) for _ in range(num_turns)]
-        think_times_s = [0.0] + [config.think_time_s.sample(rng) for _ in range(num_turns - 1)]
+        question_lengths = config.user_message_tokens.sample_counts(rng, num_turns, 1).tolist()
+        answer_lengths = config.answer_tokens.sample_counts(rng, num_turns, 1).tolist()
+        think_times_s = [0.0, *config.think_time_s.samples(rng, num_turns - 1).tolist()]
         turns: list[Turn] = []
         for index in range(num_turns):
             question = Piece(

@@ -106,10 +106,9 @@ class RagBuilder:
         self._config = config
         self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
         self._tokens = tokens
-        self._document_lengths = [
-            config.document_tokens.sample_count(corpus_rng, minimum=1)
-            for _ in range(config.corpus_size)
-        ]
+        self._document_lengths = config.document_tokens.sample_counts(
+            corpus_rng, config.corpus_size, minimum=1
+        ).tolist()
         self._document_of_rank = corpus_rng.permutation(config.corpus_size).tolist()
         weights = np.arange(1, config.corpus_size + 1, dtype=float) ** -config.zipf_exponent
         self._rank_cdf = np.cumsum(weights) / weights.sum()

@@ -16,6 +16,7 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import distribution_fields
+from workloads.generators.rendering import render_turns
 from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
@@ -117,13 +118,17 @@ def session_specs(
     tenant: TenantSpec | None,
 ) -> list[RequestSpec]:
     """The session's specs; it ends before a turn whose prompt plus output exceeds the limit."""
+    prompts: list[list[Piece]] = []
     history: list[Piece] = []
+    for turn, slots in zip(turns, turn_slots, strict=True):
+        prompts.append(layout.arrange({**slots, "history": history}))
+        answer = Piece("history", turn.answer_id, "assistant", turn.num_answer_tokens)
+        history = [*history, *turn.history_before_answer, answer, *turn.history_after_answer]
+    answers = [(turn.answer_id, turn.num_answer_tokens) for turn in turns]
     specs: list[RequestSpec] = []
-    for index, (turn, slots, logprobs) in enumerate(
-        zip(turns, turn_slots, prompt_logprobs, strict=True)
+    for index, (turn, logprobs, (segments, prompt_array, output_tokens)) in enumerate(
+        zip(turns, prompt_logprobs, render_turns(tokens, prompts, answers), strict=False)
     ):
-        output_tokens = tokens.output_tokens(turn.answer_id, turn.num_answer_tokens)
-        segments = tokens.render(layout.arrange({**slots, "history": history}))
         num_tokens = sum(len(segment.tokens) for segment in segments) + len(output_tokens)
         if max_context_tokens is not None and num_tokens > max_context_tokens:
             break
@@ -137,11 +142,10 @@ def session_specs(
                 segments=segments,
                 output_tokens=output_tokens,
                 prompt_logprobs=logprobs,
+                prompt_array=prompt_array,
                 **tenant_fields(tenant),
             )
         )
-        answer = Piece("history", turn.answer_id, "assistant", turn.num_answer_tokens)
-        history = [*history, *turn.history_before_answer, answer, *turn.history_after_answer]
     return specs
 
 

@@ -5,40 +5,35 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TypeAlias
 
 import numpy as np
-import numpy.typing as npt
 
 from workloads.errors import WorkloadError
 from workloads.validation import require_number
 
-# Draws of one call: `size` floats, or `size` token counts and the like.
-FloatArray: TypeAlias = npt.NDArray[np.float64]
-CountArray: TypeAlias = npt.NDArray[np.int64]
-
 
 class _Draws(ABC):
-    """One draw as one element of a vector of draws: n single draws and one call of size n
-    consume the random stream alike, so the two give the same values."""
+    """Draws one at a time or `size` at once: numpy's n single draws and one draw of size n
+    consume the random stream alike, so both give the same values. Draws come back as Python
+    lists: the few a session takes are shaped (clipped, rounded) faster so than in numpy."""
 
     __slots__ = ()
 
     @abstractmethod
-    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
 
     @abstractmethod
-    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
         """`size` draws as counts, each at least `minimum`."""
 
     def sample(self, rng: np.random.Generator) -> float:
         """One draw."""
-        return float(self.samples(rng, 1)[0])
+        return self.samples(rng, 1)[0]
 
     def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
         """One count, at least `minimum`."""
-        return int(self.sample_counts(rng, 1, minimum)[0])
+        return self.sample_counts(rng, 1, minimum)[0]
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,13 +45,13 @@ class Fixed(_Draws):
     def __post_init__(self) -> None:
         require_number("Fixed", "value", self.value, 0.0)
 
-    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws (consuming no randomness)."""
-        return np.full(size, float(self.value))
+        return [float(self.value)] * size
 
-    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
         """`size` times `value` rounded, at least `minimum`."""
-        return np.full(size, max(minimum, round(self.value)), dtype=np.int64)
+        return [max(minimum, round(self.value))] * size
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,14 +73,19 @@ class Uniform(_Draws):
                 f"Uniform: [{self.low!r}, {self.high!r}] holds no integer; widen the range"
             )
 
-    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
-        return rng.uniform(self.low, self.high, size)
+        drawn: list[float] = rng.uniform(self.low, self.high, size).tolist()
+        return drawn
 
-    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
         """`size` uniform integers in [ceil(low), floor(high)], each at least `minimum`."""
-        drawn = rng.integers(math.ceil(self.low), math.floor(self.high) + 1, size)
-        return np.maximum(drawn, minimum)
+        low, high = math.ceil(self.low), math.floor(self.high) + 1
+        # One integer without `size` skips numpy's shape handling, most of the call's cost.
+        drawn = (
+            [int(rng.integers(low, high))] if size == 1 else rng.integers(low, high, size).tolist()
+        )
+        return [max(minimum, count) for count in drawn]
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,14 +107,15 @@ class LogNormal(_Draws):
                 f"LogNormal.high: {self.high!r} is not allowed; use a number >= low ({self.low!r})"
             )
 
-    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
-        drawn = rng.lognormal(math.log(self.median), self.sigma, size)
-        return np.minimum(np.maximum(drawn, self.low), self.high)
+        low, high = self.low, self.high
+        drawn = rng.lognormal(math.log(self.median), self.sigma, size).tolist()
+        return [min(high, max(low, value)) for value in drawn]
 
-    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
-        """`size` draws rounded to ints (half to even), each at least `minimum`."""
-        return _counts(self.samples(rng, size), minimum)
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` draws rounded to ints, each at least `minimum`."""
+        return [max(minimum, round(value)) for value in self.samples(rng, size)]
 
 
 @dataclass(slots=True, frozen=True)
@@ -126,18 +127,14 @@ class Exponential(_Draws):
     def __post_init__(self) -> None:
         require_number("Exponential", "mean", self.mean, 0.0, exclusive=True)
 
-    def samples(self, rng: np.random.Generator, size: int) -> FloatArray:
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
-        return rng.exponential(self.mean, size)
+        drawn: list[float] = rng.exponential(self.mean, size).tolist()
+        return drawn
 
-    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> CountArray:
-        """`size` draws rounded to ints (half to even), each at least `minimum`."""
-        return _counts(self.samples(rng, size), minimum)
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` draws rounded to ints, each at least `minimum`."""
+        return [max(minimum, round(value)) for value in self.samples(rng, size)]
 
 
 Distribution = Fixed | Uniform | LogNormal | Exponential
-
-
-def _counts(draws: FloatArray, minimum: int) -> CountArray:
-    """Draws rounded half to even, as Python's round does, and raised to `minimum`."""
-    return np.maximum(np.rint(draws).astype(np.int64), minimum)

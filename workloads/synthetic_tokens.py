@@ -26,7 +26,9 @@ from workloads.spec import Segment, TokenArray
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN_INT = 0x9E3779B97F4A7C15
+_GOLDEN = np.uint64(_GOLDEN_INT)
+_TWO_TO_64 = 1 << 64
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
@@ -73,14 +75,19 @@ _POSITIONS = _Positions()
 def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> np.ndarray:
     """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
     (int64): one numpy pass however many streams there are."""
-    if not seeds:
-        return np.zeros(0, dtype=np.int64)
+    total = sum(lengths)
     if len(seeds) == 1:
-        mixed = _POSITIONS.first(lengths[0]) + np.uint64(seeds[0])
+        mixed = _POSITIONS.first(total) + np.uint64(seeds[0])
     else:
-        positions = _POSITIONS.first(max(lengths, default=0))
-        mixed = np.repeat(np.array(seeds, dtype=np.uint64), lengths)
-        mixed += np.concatenate([positions[:length] for length in lengths])
+        # Token i of stream r, at offset start_r + i of the run, mixes
+        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden.
+        shifted_seeds = []
+        start = 0
+        for seed, length in zip(seeds, lengths, strict=True):
+            shifted_seeds.append((seed - start * _GOLDEN_INT) % _TWO_TO_64)
+            start += length
+        mixed = np.repeat(np.array(shifted_seeds, dtype=np.uint64), lengths)
+        mixed += _POSITIONS.first(total)
     _mix64(mixed)
     mixed %= np.uint64(vocab_size)
     return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64

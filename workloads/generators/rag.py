@@ -108,7 +108,7 @@ class RagBuilder:
         self._tokens = tokens
         self._document_lengths = config.document_tokens.sample_counts(
             corpus_rng, config.corpus_size, minimum=1
-        ).tolist()
+        )
         self._document_of_rank = corpus_rng.permutation(config.corpus_size).tolist()
         weights = np.arange(1, config.corpus_size + 1, dtype=float) ** -config.zipf_exponent
         self._rank_cdf = np.cumsum(weights) / weights.sum()

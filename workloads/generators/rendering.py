@@ -1,110 +1,211 @@
-"""From the pieces of a session's prompts to token segments, prompt arrays and output tokens.
+"""From a session's plan to each turn's prompt segments, prompt array and output tokens.
 
-Any token mode renders prompt by prompt (`TokenMode.render`). Synthetic tokens take a faster
-road, decided here alone: the session's distinct contents are laid out once, end to end in the
-order they first appear, in one buffer whose session-private part is synthesised in one numpy
-pass; segments are views into it, and a prompt whose contents lie there back to back (each
-turn repeating the previous prompt and its answer, then adding to them) is one slice of it.
+A plan names the session's own contents once and says, per turn, which it asks (the question
+slot), which it answers, and which the history gains after it. Any token mode renders it
+prompt by prompt: pieces arranged by the layout, through `TokenMode.render`. Synthetic tokens
+take a faster road, decided here alone: the session's distinct contents are laid out once, in
+the order they first appear, in one buffer whose own part is synthesised in one numpy pass;
+segments are views into it, a slot's segments are built once and the history grows by its
+gain, and a prompt whose slots lie back to back in the buffer (each turn repeating the previous
+prompt and its answer, then adding to them) is one slice of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import Segment, TokenArray
 from workloads.synthetic_tokens import SyntheticTokens
 
-# A turn's prompt segments, its prompt as one array (None: join the segments) and its output.
-RenderedTurn = tuple[list[Segment], TokenArray | None, list[int]]
-# An answer: the content identity of the tokens the fake model emits, and how many.
-Answer = tuple[str, int]
-
-# Slots whose contents recur across sessions: kept in the token mode's cache. The others are
-# a session's own and synthesised with it.
+# Slots whose contents recur across sessions: kept in the token mode's cache. The session's
+# own contents and the other slots' (user fields) are synthesised with the session.
 _SHARED_SLOTS = frozenset({"system_prompt", "tools", "few_shot", "documents"})
 
+# Per turn, the pieces of the slots the plan does not fill (common slots, documents).
+SlotPieces = Mapping[str, Sequence[Piece]]
 
-def render_turns(
-    tokens: TokenMode, prompts: Sequence[Sequence[Piece]], answers: Sequence[Answer]
+
+@dataclass(slots=True)
+class SessionPlan:
+    """A session's own contents (identity, chat role, length) and, per turn, the indices of
+    those it asks, answers and carries: after turn k the history gains carried_before[k], the
+    answer (as an assistant piece), then carried_after[k]."""
+
+    content_ids: list[str]
+    roles: list[str]
+    lengths: list[int]
+    questions: list[tuple[int, ...]]
+    answers: list[int]
+    carried_before: list[tuple[int, ...]]
+    carried_after: list[tuple[int, ...]]
+
+    def gain(self, turn: int) -> tuple[int, ...]:
+        """The contents the history gains after `turn`, in order."""
+        return (*self.carried_before[turn], self.answers[turn], *self.carried_after[turn])
+
+    def piece(self, slot: str, content: int) -> Piece:
+        """Content `content` as a piece of `slot`."""
+        return Piece(slot, self.content_ids[content], self.roles[content], self.lengths[content])
+
+
+@dataclass(slots=True)
+class RenderedTurn:
+    """A turn's prompt segments, its prompt as one array (None: join the segments), its length
+    and the output tokens."""
+
+    segments: list[Segment]
+    prompt_array: TokenArray | None
+    num_prompt_tokens: int
+    output_tokens: list[int]
+
+
+def render_session(
+    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
 ) -> Iterator[RenderedTurn]:
-    """Each turn's segments, prompt array and output tokens, in turn order (lazily)."""
+    """Each turn's rendering, in turn order (lazily); `turn_slots` gives every turn's pieces of
+    the slots besides history and question (the same mapping object where they do not change)."""
     if isinstance(tokens, SyntheticTokens):
-        return _synthetic_turns(tokens, prompts, answers)
-    return (
-        (tokens.render(pieces), None, tokens.output_tokens(*answer))
-        for pieces, answer in zip(prompts, answers, strict=True)
-    )
+        return _SyntheticSession(tokens, plan, turn_slots, layout).turns()
+    return _render_prompts(tokens, plan, turn_slots, layout)
 
 
-def _synthetic_turns(
-    tokens: SyntheticTokens, prompts: Sequence[Sequence[Piece]], answers: Sequence[Answer]
+def _render_prompts(
+    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
 ) -> Iterator[RenderedTurn]:
-    """`render_turns` for synthetic tokens: one buffer per session, views into it."""
-    # Where each distinct content (identity and length) lies, in order of first appearance:
-    # every turn's prompt, then its answer.
-    index_of: dict[Answer, int] = {}
-    contents: list[Answer] = []
-    shared: list[bool] = []
-    turn_indices: list[list[int]] = []
-    for pieces, answer in zip(prompts, answers, strict=True):
-        indices = []
-        for key, is_shared in (
-            *(
-                ((piece.content_id, piece.num_tokens), piece.slot in _SHARED_SLOTS)
-                for piece in pieces
-            ),
-            (answer, False),
-        ):
-            index = index_of.get(key)
-            if index is None:
-                index = index_of[key] = len(contents)
-                contents.append(key)
-                shared.append(is_shared)
-            indices.append(index)
-        turn_indices.append(indices)
-    buffer, starts = _session_buffer(tokens, contents, shared)
-    segment_of: dict[int, Segment] = {}  # by id(piece): carried pieces recur as one object
-    for pieces, indices in zip(prompts, turn_indices, strict=True):
-        segments = []
-        for piece, index in zip(pieces, indices, strict=False):
-            segment = segment_of.get(id(piece))
-            if segment is None:
-                start = starts[index]
-                segment = Segment(piece.slot, piece.content_id, buffer[start : starts[index + 1]])
-                segment_of[id(piece)] = segment
-            segments.append(segment)
-        *prompt_indices, answer_index = indices
-        back_to_back = all(
-            following == index + 1
-            for index, following in zip(prompt_indices, prompt_indices[1:], strict=False)
+    """Prompt by prompt through the token mode."""
+    history: list[Piece] = []
+    for turn, slots in enumerate(turn_slots):
+        question = [plan.piece("question", content) for content in plan.questions[turn]]
+        segments = tokens.render(
+            layout.arrange({**slots, "history": history, "question": question})
         )
-        prompt_array = None
-        if back_to_back and prompt_indices:
-            prompt_array = buffer[starts[prompt_indices[0]] : starts[prompt_indices[-1] + 1]]
-        output = buffer[starts[answer_index] : starts[answer_index + 1]].tolist()
-        yield segments, prompt_array, output
+        answer = plan.answers[turn]
+        output = tokens.output_tokens(plan.content_ids[answer], plan.lengths[answer])
+        yield RenderedTurn(segments, None, sum(len(s.tokens) for s in segments), output)
+        history = [*history, *(plan.piece("history", content) for content in plan.gain(turn))]
 
 
-def _session_buffer(
-    tokens: SyntheticTokens, contents: Sequence[Answer], shared: Sequence[bool]
-) -> tuple[TokenArray, list[int]]:
-    """The contents' tokens end to end (read-only) and where each starts (one past the last:
-    the end)."""
-    own = [key for key, is_shared in zip(contents, shared, strict=True) if not is_shared]
-    own_tokens = tokens.streams([content_id for content_id, _ in own], [n for _, n in own])
-    parts: list[TokenArray] = []
-    starts = [0]
-    own_start = 0
-    for (content_id, num_tokens), is_shared in zip(contents, shared, strict=True):
-        if is_shared:
-            parts.append(tokens.tokens(content_id, num_tokens))
-        else:
-            parts.append(own_tokens[own_start : own_start + num_tokens])
-            own_start += num_tokens
-        starts.append(starts[-1] + num_tokens)
-    buffer = np.concatenate(parts)
-    buffer.flags.writeable = False
-    return buffer, starts
+# Consecutive segments of a prompt: (segments, start, stop, number of tokens). `start` is where
+# their tokens begin in the session buffer when they lie there back to back, else -1; `stop` is
+# where the last one ends. Plain tuples: a few are made per turn.
+_Block = tuple[list[Segment], int, int, int]
+_EMPTY: _Block = ([], -1, -1, 0)
+
+
+def _join(blocks: Iterable[_Block]) -> _Block:
+    """The blocks one after another, in a new list of segments."""
+    segments: list[Segment] = []
+    first = stop = -1
+    back_to_back = True
+    num_tokens = 0
+    for block_segments, block_start, block_stop, block_tokens in blocks:
+        if not block_segments:
+            continue
+        if not segments:
+            first = block_start
+        elif block_start != stop or block_start < 0:
+            back_to_back = False
+        segments += block_segments
+        stop = block_stop
+        num_tokens += block_tokens
+    return segments, first if back_to_back else -1, stop, num_tokens
+
+
+class _SyntheticSession:
+    """A session's contents in one buffer: the common slots' pieces, then the session's own
+    contents in plan order (the order a conversation first shows them)."""
+
+    def __init__(
+        self,
+        tokens: SyntheticTokens,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+    ) -> None:
+        self._plan = plan
+        self._turn_slots = turn_slots
+        self._layout = layout
+        parts: list[TokenArray] = []
+        self._piece_start: dict[str, int] = {}
+        start = 0
+        for slots in {id(slots): slots for slots in turn_slots}.values():
+            for slot in layout.order:
+                for piece in slots.get(slot, ()):
+                    if piece.content_id not in self._piece_start:
+                        self._piece_start[piece.content_id] = start
+                        parts.append(tokens.tokens(piece.content_id, piece.num_tokens))
+                        start += piece.num_tokens
+        self._own_start = [start]
+        for num_tokens in plan.lengths:
+            start += num_tokens
+            self._own_start.append(start)
+        parts.append(tokens.streams(plan.content_ids, plan.lengths))
+        self._buffer = np.concatenate(parts)
+        self._buffer.flags.writeable = False
+
+    def _block(self, entries: Iterable[tuple[str, str, int, int]]) -> _Block:
+        """The block of (segment name, content identity, start, length) entries, in order."""
+        buffer = self._buffer
+        return _join(
+            (
+                [Segment(name, content_id, buffer[start : start + length])],
+                start,
+                start + length,
+                length,
+            )
+            for name, content_id, start, length in entries
+        )
+
+    def _own_block(self, slot: str, contents: tuple[int, ...]) -> _Block:
+        """The block of the session's own `contents` as segments named `slot`."""
+        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        if len(contents) == 1:  # the usual case, built directly
+            (content,) = contents
+            start, stop = own_start[content], own_start[content + 1]
+            segment = Segment(slot, plan.content_ids[content], buffer[start:stop])
+            return [segment], start, stop, stop - start
+        return self._block(
+            (slot, plan.content_ids[content], own_start[content], plan.lengths[content])
+            for content in contents
+        )
+
+    def _slot_blocks(self, slots: SlotPieces) -> dict[str, _Block]:
+        return {
+            slot: self._block(
+                (slot, piece.content_id, self._piece_start[piece.content_id], piece.num_tokens)
+                for piece in pieces
+            )
+            for slot, pieces in slots.items()
+        }
+
+    def turns(self) -> Iterator[RenderedTurn]:
+        """Each turn's rendering: slot blocks joined in layout order."""
+        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        history = _EMPTY
+        slots: SlotPieces | None = None
+        blocks: dict[str, _Block] = {}
+        order: list[str] = []
+        question_blocks: dict[tuple[int, ...], _Block] = {}
+        for turn, turn_slots in enumerate(self._turn_slots):
+            if turn_slots is not slots:
+                slots, blocks = turn_slots, self._slot_blocks(turn_slots)
+                present = {*turn_slots, "history", "question"}
+                order = [slot for slot in self._layout.order if slot in present]
+            question = plan.questions[turn]
+            if question not in question_blocks:
+                question_blocks[question] = self._own_block("question", question)
+            blocks["history"], blocks["question"] = history, question_blocks[question]
+            segments, start, stop, num_tokens = _join([blocks[slot] for slot in order])
+            answer = plan.answers[turn]
+            yield RenderedTurn(
+                segments,
+                buffer[start:stop] if start >= 0 else None,
+                num_tokens,
+                buffer[own_start[answer] : own_start[answer + 1]].tolist(),
+            )
+            history = _join((history, self._own_block("history", plan.gain(turn))))

@@ -29,6 +29,7 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import GeneratorKind, distribution_fields, setting
+from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec
@@ -144,21 +145,19 @@ class RagBuilder:
             )
             for document in documents
         ]
-        slots["question"] = [
-            Piece(
-                "question",
-                f"{config.name}/question/{request_id}",
-                SLOT_ROLES["question"],
-                num_question_tokens,
-            )
-        ]
+        plan = SessionPlan.one_question(
+            (f"{config.name}/question/{request_id}", num_question_tokens),
+            (f"{config.name}/answer/{request_id}", num_answer_tokens),
+        )
+        (rendered,) = render_session(self._tokens, plan, [slots], config.layout)
         return [
             RequestSpec.open_loop(
                 request_id,
                 arrival_at,
-                self._tokens.render(config.layout.arrange(slots)),
-                self._tokens.output_tokens(f"{config.name}/answer/{request_id}", num_answer_tokens),
+                rendered.segments,
+                rendered.output_tokens,
                 prompt_logprobs=self._tags.prompt_logprobs(),
+                prompt_array=rendered.prompt_array,
                 **tenant_fields(tenant),
             )
         ]

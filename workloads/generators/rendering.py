@@ -28,6 +28,8 @@ _SHARED_SLOTS = frozenset({"system_prompt", "tools", "few_shot", "documents"})
 
 # Per turn, the pieces of the slots the plan does not fill (common slots, documents).
 SlotPieces = Mapping[str, Sequence[Piece]]
+# A content by identity and length.
+Content = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -43,6 +45,20 @@ class SessionPlan:
     answers: list[int]
     carried_before: list[tuple[int, ...]]
     carried_after: list[tuple[int, ...]]
+
+    @classmethod
+    def one_question(cls, question: Content, answer: Content) -> SessionPlan:
+        """One turn: a user's question (identity, length) and its answer."""
+        (question_id, question_tokens), (answer_id, answer_tokens) = question, answer
+        return cls(
+            [question_id, answer_id],
+            ["user", "assistant"],
+            [question_tokens, answer_tokens],
+            questions=[(0,)],
+            answers=[1],
+            carried_before=[()],
+            carried_after=[()],
+        )
 
     def gain(self, turn: int) -> tuple[int, ...]:
         """The contents the history gains after `turn`, in order."""
@@ -130,20 +146,23 @@ class _SyntheticSession:
         self._plan = plan
         self._turn_slots = turn_slots
         self._layout = layout
-        parts: list[TokenArray] = []
         self._piece_start: dict[str, int] = {}
+        common: list[Piece] = []
         start = 0
         for slots in {id(slots): slots for slots in turn_slots}.values():
             for slot in layout.order:
                 for piece in slots.get(slot, ()):
                     if piece.content_id not in self._piece_start:
                         self._piece_start[piece.content_id] = start
-                        parts.append(tokens.tokens(piece.content_id, piece.num_tokens))
+                        common.append(piece)
                         start += piece.num_tokens
         self._own_start = [start]
         for num_tokens in plan.lengths:
             start += num_tokens
             self._own_start.append(start)
+        parts = tokens.tokens_many(
+            [piece.content_id for piece in common], [piece.num_tokens for piece in common]
+        )
         parts.append(tokens.streams(plan.content_ids, plan.lengths))
         self._buffer = np.concatenate(parts)
         self._buffer.flags.writeable = False
@@ -162,17 +181,23 @@ class _SyntheticSession:
         )
 
     def _own_block(self, slot: str, contents: tuple[int, ...]) -> _Block:
-        """The block of the session's own `contents` as segments named `slot`."""
-        plan, buffer, own_start = self._plan, self._buffer, self._own_start
-        if len(contents) == 1:  # the usual case, built directly
-            (content,) = contents
+        """The block of the session's own `contents` as segments named `slot` (they lie back to
+        back where their indices follow one another)."""
+        content_ids, buffer, own_start = self._plan.content_ids, self._buffer, self._own_start
+        segments = []
+        back_to_back = True
+        previous = contents[0] - 1 if contents else 0
+        for content in contents:
             start, stop = own_start[content], own_start[content + 1]
-            segment = Segment(slot, plan.content_ids[content], buffer[start:stop])
-            return [segment], start, stop, stop - start
-        return self._block(
-            (slot, plan.content_ids[content], own_start[content], plan.lengths[content])
-            for content in contents
-        )
+            segments.append(Segment(slot, content_ids[content], buffer[start:stop]))
+            back_to_back = back_to_back and content == previous + 1
+            previous = content
+        if not contents:
+            return _EMPTY
+        first, stop = own_start[contents[0]], own_start[contents[-1] + 1]
+        if back_to_back:
+            return segments, first, stop, stop - first
+        return segments, -1, stop, sum(len(segment.tokens) for segment in segments)
 
     def _slot_blocks(self, slots: SlotPieces) -> dict[str, _Block]:
         return {

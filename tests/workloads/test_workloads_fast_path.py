@@ -9,6 +9,7 @@ engine asks for.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,9 @@ from workloads.api import (
     builtin_layout,
     generate,
 )
+from workloads.generators.rendering import SessionPlan, render_session
+from workloads.layout import CHAT_LAYOUT
+from workloads.spec import SessionTurnSpec
 
 # The engine bench's hour: 20 requests/s of chat in sessions of 1-8 turns (4.5 on average).
 BENCH_SEED = 20_261_129
@@ -86,12 +90,11 @@ def _assert_same(fast: RequestSpec, reference: RequestSpec) -> None:
 @pytest.mark.slow
 def test_an_hour_of_bench_chat_equals_the_reference_and_is_sliced_from_one_buffer() -> None:
     """The engine bench's hour: 72,044 turns (16,000-odd sessions) with 93,816,119 prompt
-    tokens; every chat prompt repeats the previous prompt and answer, so each is one slice."""
+    tokens."""
     digest = hashlib.sha256()
     num_specs = num_prompt_tokens = 0
     for fast, reference in _pairs(ChatConfig(), BENCH_SESSIONS_PER_S, 3600.0, BENCH_SEED):
         _assert_same(fast, reference)
-        assert fast.prompt_array is not None
         prompt = fast.prompt_token_array()
         digest.update(prompt.tobytes())
         digest.update(np.asarray(fast.output_tokens, dtype=np.int64).tobytes())
@@ -184,15 +187,38 @@ def test_every_kind_and_layout_equals_the_reference(case: str) -> None:
         _assert_same(fast, reference)
 
 
+def _chat_plan(num_turns: int) -> SessionPlan:
+    """Question k (5 tokens) at content 2k, its answer (3 tokens) at 2k + 1."""
+    return SessionPlan(
+        [f"{kind}/{turn}" for turn in range(num_turns) for kind in ("user", "answer")],
+        ["user", "assistant"] * num_turns,
+        [5, 3] * num_turns,
+        questions=[(2 * turn,) for turn in range(num_turns)],
+        answers=[2 * turn + 1 for turn in range(num_turns)],
+        carried_before=[(2 * turn,) for turn in range(num_turns)],
+        carried_after=[()] * num_turns,
+    )
+
+
 def test_prompts_that_extend_the_previous_one_are_one_slice_and_the_others_are_joined() -> None:
-    """Default chat and agent prompts lie back to back in the session buffer (common slots,
-    then the conversation); per-request timestamps, laid out with the common slots, sit between
-    the system prompt and the conversation, so in sessions of two turns or more those prompts
-    are joined from segments."""
-    for source in (ChatConfig(), AgentConfig()):
-        assert all(fast.prompt_array is not None for fast, _ in _pairs(source, 1.0, 30.0))
-    stamped = ChatConfig(common=CommonSlots(timestamp_tokens=5), turns_per_session=Uniform(2, 4))
-    assert not any(fast.prompt_array is not None for fast, _ in _pairs(stamped, 1.0, 30.0))
+    """Chat prompts lie back to back in the session buffer (system prompt, then the
+    conversation): each is a view into it, 10 + 5, 10 + 5 + 3 + 5, ... tokens long. A
+    per-request timestamp, laid out with the common slots before the conversation, sits between
+    the system prompt and the conversation: those prompts are joined from their segments."""
+    plain = CommonSlots(system_prompt_tokens=10).pieces("chat", 0, "user", "")
+    content = render_session(SyntheticTokens(), _chat_plan(3), [plain] * 3, CHAT_LAYOUT)
+    assert [content.num_prompt_tokens(turn) for turn in range(3)] == [15, 23, 31]
+    assert not any(content.prompt_array(turn).flags.owndata for turn in range(3))
+    stamped = [
+        CommonSlots(system_prompt_tokens=10, timestamp_tokens=2).pieces("chat", 0, "user", turn)
+        for turn in ("r0", "r1", "r2")
+    ]
+    content = render_session(SyntheticTokens(), _chat_plan(3), stamped, CHAT_LAYOUT)
+    assert [content.num_prompt_tokens(turn) for turn in range(3)] == [17, 25, 33]
+    assert all(content.prompt_array(turn).flags.owndata for turn in range(3))
+    for turn in range(3):
+        joined = np.concatenate([segment.tokens for segment in content.segments(turn)])
+        assert np.array_equal(content.prompt_array(turn), joined)
 
 
 @settings(max_examples=30, deadline=None)
@@ -232,3 +258,52 @@ def test_random_chat_configs_equal_the_reference(
     )
     for fast, reference in _pairs(source, 1.0, 10.0, seed):
         _assert_same(fast, reference)
+
+
+class CountingContent:
+    """One turn: prompt [7, 8, 9] in two segments, output [1, 2]; counts what is made."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    def segments(self, turn: int) -> list[Segment]:
+        self.made.append("segments")
+        return [Segment("system_prompt", "s", np.array([7, 8])), Segment("question", "q", [9])]
+
+    def prompt_array(self, turn: int) -> np.ndarray:
+        self.made.append("prompt_array")
+        return np.array([7, 8, 9], dtype=np.int64)
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        return 3
+
+    def output_tokens(self, turn: int) -> list[int]:
+        self.made.append("output_tokens")
+        return [1, 2]
+
+    def num_output_tokens(self, turn: int) -> int:
+        return 2
+
+
+def test_a_session_turn_spec_makes_its_contents_once_and_only_when_read() -> None:
+    """What the engine reads (prompt array, lengths, output tokens) never makes the segments;
+    the spec equals the RequestSpec holding the same fields, before and after a deep copy."""
+    content = CountingContent()
+    spec = SessionTurnSpec(content, 0, "chat-0-0", 1.5, "chat-0", 0.0, prompt_logprobs=True)
+    assert list(spec.prompt_token_array()) == [7, 8, 9]
+    assert (spec.num_prompt_tokens, spec.num_output_tokens) == (3, 2)
+    assert spec.output_tokens == [1, 2] and spec.output_tokens == [1, 2]
+    assert content.made == ["prompt_array", "output_tokens"]
+    plain = RequestSpec(
+        "chat-0-0",
+        1.5,
+        "chat-0",
+        0,
+        0.0,
+        [Segment("system_prompt", "s", [7, 8]), Segment("question", "q", [9])],
+        [1, 2],
+        prompt_logprobs=True,
+    )
+    assert spec == plain and plain == spec and copy.deepcopy(spec) == plain
+    assert content.made == ["prompt_array", "output_tokens", "segments"]
+    assert plain != SessionTurnSpec(CountingContent(), 0, "chat-0-0", 1.5, "chat-0", 0.0)

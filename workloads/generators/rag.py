@@ -32,7 +32,7 @@ from workloads.generators.kind import GeneratorKind, distribution_fields, settin
 from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
-from workloads.spec import RequestSpec
+from workloads.spec import RequestSpec, SessionTurnSpec
 from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
 from workloads.validation import require_choice, require_int, require_number
 
@@ -149,18 +149,18 @@ class RagBuilder:
             (f"{config.name}/question/{request_id}", num_question_tokens),
             (f"{config.name}/answer/{request_id}", num_answer_tokens),
         )
-        (rendered,) = render_session(self._tokens, plan, [slots], config.layout)
-        return [
-            RequestSpec.open_loop(
-                request_id,
-                arrival_at,
-                rendered.segments,
-                rendered.output_tokens,
-                prompt_logprobs=self._tags.prompt_logprobs(),
-                prompt_array=rendered.prompt_array,
-                **tenant_fields(tenant),
-            )
-        ]
+        content = render_session(self._tokens, plan, [slots], config.layout)
+        spec = SessionTurnSpec(
+            content,
+            0,
+            request_id,
+            arrival_at,
+            None,
+            0.0,
+            prompt_logprobs=self._tags.prompt_logprobs(),
+            **tenant_fields(tenant),
+        )
+        return [spec]
 
 
 GENERATOR_KIND = GeneratorKind(

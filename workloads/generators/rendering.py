@@ -1,13 +1,15 @@
-"""From a session's plan to each turn's prompt segments, prompt array and output tokens.
+"""From a session's plan to its turns' prompt segments, prompt arrays and output tokens.
 
 A plan names the session's own contents once and says, per turn, which it asks (the question
-slot), which it answers, and which the history gains after it. Any token mode renders it
+slot), which it answers, and which the history gains after it. Rendering gives a TurnContent
+from which each turn's spec is made when read (spec.SessionTurnSpec). Any token mode renders
 prompt by prompt: pieces arranged by the layout, through `TokenMode.render`. Synthetic tokens
-take a faster road, decided here alone: the session's distinct contents are laid out once, in
-the order they first appear, in one buffer whose own part is synthesised in one numpy pass;
-segments are views into it, a slot's segments are built once and the history grows by its
-gain, and a prompt whose slots lie back to back in the buffer (each turn repeating the previous
-prompt and its answer, then adding to them) is one slice of it.
+take a faster road, decided here alone: the session's contents are laid out once in one buffer
+(the common slots' pieces, then the session's own contents in the order the conversation shows
+them), its own part synthesised in one numpy pass; a turn is a few numbers (where its prompt
+lies and how long it is) until its segments, views into the buffer, are asked for, and a
+prompt whose slots lie back to back there (each turn repeating the previous prompt and its
+answer, then adding to them) is one slice of it.
 """
 
 from __future__ import annotations
@@ -19,12 +21,8 @@ import numpy as np
 
 from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
-from workloads.spec import Segment, TokenArray
+from workloads.spec import Segment, TokenArray, TurnContent
 from workloads.synthetic_tokens import SyntheticTokens
-
-# Slots whose contents recur across sessions: kept in the token mode's cache. The session's
-# own contents and the other slots' (user fields) are synthesised with the session.
-_SHARED_SLOTS = frozenset({"system_prompt", "tools", "few_shot", "documents"})
 
 # Per turn, the pieces of the slots the plan does not fill (common slots, documents).
 SlotPieces = Mapping[str, Sequence[Piece]]
@@ -69,67 +67,95 @@ class SessionPlan:
         return Piece(slot, self.content_ids[content], self.roles[content], self.lengths[content])
 
 
-@dataclass(slots=True)
-class RenderedTurn:
-    """A turn's prompt segments, its prompt as one array (None: join the segments), its length
-    and the output tokens."""
+def render_session(
+    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
+) -> TurnContent:
+    """The session's turns; `turn_slots` gives every turn's pieces of the slots besides history
+    and question (the same mapping object where they do not change)."""
+    if isinstance(tokens, SyntheticTokens):
+        return _SyntheticSession(tokens, plan, turn_slots, layout)
+    return _RenderedSession(tokens, plan, turn_slots, layout)
 
+
+@dataclass(slots=True)
+class _RenderedTurn:
     segments: list[Segment]
-    prompt_array: TokenArray | None
-    num_prompt_tokens: int
     output_tokens: list[int]
 
 
-def render_session(
-    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
-) -> Iterator[RenderedTurn]:
-    """Each turn's rendering, in turn order (lazily); `turn_slots` gives every turn's pieces of
-    the slots besides history and question (the same mapping object where they do not change)."""
-    if isinstance(tokens, SyntheticTokens):
-        return _SyntheticSession(tokens, plan, turn_slots, layout).turns()
-    return _render_prompts(tokens, plan, turn_slots, layout)
+class _RenderedSession:
+    """Prompt by prompt through the token mode, in turn order, as far as turns are asked for."""
+
+    def __init__(
+        self,
+        tokens: TokenMode,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+    ) -> None:
+        self._plan = plan
+        self._rendered: list[_RenderedTurn] = []
+        self._rendering = self._render(tokens, turn_slots, layout)
+
+    def _render(
+        self, tokens: TokenMode, turn_slots: Sequence[SlotPieces], layout: PromptLayout
+    ) -> Iterator[_RenderedTurn]:
+        plan = self._plan
+        history: list[Piece] = []
+        for turn, slots in enumerate(turn_slots):
+            question = [plan.piece("question", content) for content in plan.questions[turn]]
+            pieces = layout.arrange({**slots, "history": history, "question": question})
+            answer = plan.answers[turn]
+            output = tokens.output_tokens(plan.content_ids[answer], plan.lengths[answer])
+            yield _RenderedTurn(tokens.render(pieces), output)
+            history = [*history, *(plan.piece("history", content) for content in plan.gain(turn))]
+
+    def _turn(self, turn: int) -> _RenderedTurn:
+        while len(self._rendered) <= turn:
+            self._rendered.append(next(self._rendering))
+        return self._rendered[turn]
+
+    def segments(self, turn: int) -> list[Segment]:
+        return list(self._turn(turn).segments)
+
+    def prompt_array(self, turn: int) -> TokenArray:
+        segments = self._turn(turn).segments
+        if not segments:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.asarray(s.tokens, dtype=np.int64) for s in segments])
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        return sum(len(segment.tokens) for segment in self._turn(turn).segments)
+
+    def output_tokens(self, turn: int) -> list[int]:
+        return list(self._turn(turn).output_tokens)
+
+    def num_output_tokens(self, turn: int) -> int:
+        return self._plan.lengths[self._plan.answers[turn]]
 
 
-def _render_prompts(
-    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
-) -> Iterator[RenderedTurn]:
-    """Prompt by prompt through the token mode."""
-    history: list[Piece] = []
-    for turn, slots in enumerate(turn_slots):
-        question = [plan.piece("question", content) for content in plan.questions[turn]]
-        segments = tokens.render(
-            layout.arrange({**slots, "history": history, "question": question})
-        )
-        answer = plan.answers[turn]
-        output = tokens.output_tokens(plan.content_ids[answer], plan.lengths[answer])
-        yield RenderedTurn(segments, None, sum(len(s.tokens) for s in segments), output)
-        history = [*history, *(plan.piece("history", content) for content in plan.gain(turn))]
+# A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
+# begin in the session buffer when they lie there back to back, else -1; `stop` is where the
+# last one ends. Plain tuples: a few are made per turn.
+_Span = tuple[int, int, int]
+_EMPTY: _Span = (-1, -1, 0)
 
 
-# Consecutive segments of a prompt: (segments, start, stop, number of tokens). `start` is where
-# their tokens begin in the session buffer when they lie there back to back, else -1; `stop` is
-# where the last one ends. Plain tuples: a few are made per turn.
-_Block = tuple[list[Segment], int, int, int]
-_EMPTY: _Block = ([], -1, -1, 0)
-
-
-def _join(blocks: Iterable[_Block]) -> _Block:
-    """The blocks one after another, in a new list of segments."""
-    segments: list[Segment] = []
+def _join(spans: Iterable[_Span]) -> _Span:
+    """The spans one after another (empty ones, stop -1, left out)."""
     first = stop = -1
     back_to_back = True
     num_tokens = 0
-    for block_segments, block_start, block_stop, block_tokens in blocks:
-        if not block_segments:
+    for span_start, span_stop, span_tokens in spans:
+        if span_stop < 0:
             continue
-        if not segments:
-            first = block_start
-        elif block_start != stop or block_start < 0:
+        if stop < 0:
+            first = span_start
+        elif span_start != stop or span_start < 0:
             back_to_back = False
-        segments += block_segments
-        stop = block_stop
-        num_tokens += block_tokens
-    return segments, first if back_to_back else -1, stop, num_tokens
+        stop = span_stop
+        num_tokens += span_tokens
+    return first if back_to_back else -1, stop, num_tokens
 
 
 class _SyntheticSession:
@@ -166,71 +192,109 @@ class _SyntheticSession:
         parts.append(tokens.streams(plan.content_ids, plan.lengths))
         self._buffer = np.concatenate(parts)
         self._buffer.flags.writeable = False
+        self._prompt_spans = self._spans()
 
-    def _block(self, entries: Iterable[tuple[str, str, int, int]]) -> _Block:
-        """The block of (segment name, content identity, start, length) entries, in order."""
-        buffer = self._buffer
+    def _own_span(self, contents: tuple[int, ...]) -> _Span:
+        """Where the session's own `contents` lie (back to back where their indices follow one
+        another)."""
+        own_start = self._own_start
         return _join(
             (
-                [Segment(name, content_id, buffer[start : start + length])],
-                start,
-                start + length,
-                length,
+                own_start[content],
+                own_start[content + 1],
+                own_start[content + 1] - own_start[content],
             )
-            for name, content_id, start, length in entries
+            for content in contents
         )
 
-    def _own_block(self, slot: str, contents: tuple[int, ...]) -> _Block:
-        """The block of the session's own `contents` as segments named `slot` (they lie back to
-        back where their indices follow one another)."""
-        content_ids, buffer, own_start = self._plan.content_ids, self._buffer, self._own_start
-        segments = []
-        back_to_back = True
-        previous = contents[0] - 1 if contents else 0
-        for content in contents:
-            start, stop = own_start[content], own_start[content + 1]
-            segments.append(Segment(slot, content_ids[content], buffer[start:stop]))
-            back_to_back = back_to_back and content == previous + 1
-            previous = content
-        if not contents:
-            return _EMPTY
-        first, stop = own_start[contents[0]], own_start[contents[-1] + 1]
-        if back_to_back:
-            return segments, first, stop, stop - first
-        return segments, -1, stop, sum(len(segment.tokens) for segment in segments)
-
-    def _slot_blocks(self, slots: SlotPieces) -> dict[str, _Block]:
+    def _slot_spans(self, slots: SlotPieces) -> dict[str, _Span]:
+        piece_start = self._piece_start
         return {
-            slot: self._block(
-                (slot, piece.content_id, self._piece_start[piece.content_id], piece.num_tokens)
+            slot: _join(
+                (
+                    piece_start[piece.content_id],
+                    piece_start[piece.content_id] + piece.num_tokens,
+                    piece.num_tokens,
+                )
                 for piece in pieces
             )
             for slot, pieces in slots.items()
         }
 
-    def turns(self) -> Iterator[RenderedTurn]:
-        """Each turn's rendering: slot blocks joined in layout order."""
-        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+    def _order(self, slots: SlotPieces) -> list[str]:
+        """The layout's slots this turn fills."""
+        present = {*slots, "history", "question"}
+        return [slot for slot in self._layout.order if slot in present]
+
+    def _spans(self) -> list[_Span]:
+        """Every turn's prompt span: slot spans joined in layout order."""
+        plan = self._plan
         history = _EMPTY
         slots: SlotPieces | None = None
-        blocks: dict[str, _Block] = {}
+        spans: dict[str, _Span] = {}
         order: list[str] = []
-        question_blocks: dict[tuple[int, ...], _Block] = {}
+        prompt_spans = []
         for turn, turn_slots in enumerate(self._turn_slots):
             if turn_slots is not slots:
-                slots, blocks = turn_slots, self._slot_blocks(turn_slots)
-                present = {*turn_slots, "history", "question"}
-                order = [slot for slot in self._layout.order if slot in present]
-            question = plan.questions[turn]
-            if question not in question_blocks:
-                question_blocks[question] = self._own_block("question", question)
-            blocks["history"], blocks["question"] = history, question_blocks[question]
-            segments, start, stop, num_tokens = _join([blocks[slot] for slot in order])
-            answer = plan.answers[turn]
-            yield RenderedTurn(
-                segments,
-                buffer[start:stop] if start >= 0 else None,
-                num_tokens,
-                buffer[own_start[answer] : own_start[answer + 1]].tolist(),
+                slots, spans, order = (
+                    turn_slots,
+                    self._slot_spans(turn_slots),
+                    self._order(turn_slots),
+                )
+            spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
+            prompt_spans.append(_join([spans[slot] for slot in order]))
+            history = _join((history, self._own_span(plan.gain(turn))))
+        return prompt_spans
+
+    def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:
+        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        return [
+            Segment(
+                slot, plan.content_ids[content], buffer[own_start[content] : own_start[content + 1]]
             )
-            history = _join((history, self._own_block("history", plan.gain(turn))))
+            for content in contents
+        ]
+
+    def segments(self, turn: int) -> list[Segment]:
+        plan, buffer, piece_start = self._plan, self._buffer, self._piece_start
+        slot_segments: dict[str, list[Segment]] = {
+            slot: [
+                Segment(
+                    slot,
+                    piece.content_id,
+                    buffer[
+                        piece_start[piece.content_id] : piece_start[piece.content_id]
+                        + piece.num_tokens
+                    ],
+                )
+                for piece in pieces
+            ]
+            for slot, pieces in self._turn_slots[turn].items()
+        }
+        slot_segments["history"] = self._own_segments(
+            "history", (content for earlier in range(turn) for content in plan.gain(earlier))
+        )
+        slot_segments["question"] = self._own_segments("question", plan.questions[turn])
+        return [segment for slot in self._layout.order for segment in slot_segments.get(slot, ())]
+
+    def prompt_array(self, turn: int) -> TokenArray:
+        start, stop, _ = self._prompt_spans[turn]
+        if start >= 0:
+            return self._buffer[start:stop]
+        segments = self.segments(turn)
+        if not segments:
+            return self._buffer[:0]
+        return np.concatenate([segment.tokens for segment in segments])
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        return self._prompt_spans[turn][2]
+
+    def output_tokens(self, turn: int) -> list[int]:
+        answer = self._plan.answers[turn]
+        tokens: list[int] = self._buffer[
+            self._own_start[answer] : self._own_start[answer + 1]
+        ].tolist()
+        return tokens
+
+    def num_output_tokens(self, turn: int) -> int:
+        return self._plan.lengths[self._plan.answers[turn]]

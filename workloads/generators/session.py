@@ -16,7 +16,7 @@ from workloads.generators.common import (
 from workloads.generators.kind import distribution_fields
 from workloads.generators.rendering import SessionPlan, render_session
 from workloads.prompt import TokenMode
-from workloads.spec import RequestSpec
+from workloads.spec import RequestSpec, SessionTurnSpec
 from workloads.tags import TagSampler, tenant_fields, validate_tagging
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class SessionBuilder(ABC):
         num_turns = len(plan.answers)
         # Every turn's tags are drawn, even those past the context limit, so that the next
         # session's draws do not depend on where this one ends.
-        tenant = self._tags.tenant()
+        tags = tenant_fields(self._tags.tenant())
         prompt_logprobs = [self._tags.prompt_logprobs() for _ in range(num_turns)]
         request_ids = [turn_request_id(session_id, turn) for turn in range(num_turns)]
         common = config.common
@@ -61,25 +61,22 @@ class SessionBuilder(ABC):
             ]
         else:
             turn_slots = [common.pieces(config.name, variant, session_id, "")] * num_turns
+        content = render_session(self._tokens, plan, turn_slots, config.layout)
         specs: list[RequestSpec] = []
-        for turn, rendered in enumerate(
-            render_session(self._tokens, plan, turn_slots, config.layout)
-        ):
-            num_tokens = rendered.num_prompt_tokens + len(rendered.output_tokens)
+        for turn in range(num_turns):
+            num_tokens = content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
             if config.max_context_tokens is not None and num_tokens > config.max_context_tokens:
                 break
             specs.append(
-                RequestSpec(
-                    request_id=request_ids[turn],
-                    arrival_at=arrival_at if turn == 0 else None,
-                    session_id=session_id,
-                    turn_index=turn,
-                    think_time_s=think_times_s[turn],
-                    segments=rendered.segments,
-                    output_tokens=rendered.output_tokens,
+                SessionTurnSpec(
+                    content,
+                    turn,
+                    request_ids[turn],
+                    arrival_at if turn == 0 else None,
+                    session_id,
+                    think_times_s[turn],
                     prompt_logprobs=prompt_logprobs[turn],
-                    prompt_array=rendered.prompt_array,
-                    **tenant_fields(tenant),
+                    **tags,
                 )
             )
         return specs

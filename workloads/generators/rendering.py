@@ -195,13 +195,11 @@ class _SyntheticSession:
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
         """Where the session's own `contents` lie: back to back where their indices follow one
-        another, as in a conversation (the common case, taken without a loop)."""
+        another, as one or two contents of a conversation do (taken without a loop)."""
         own_start = self._own_start
-        if not contents:
-            return _EMPTY
-        first, last = contents[0], contents[-1]
-        if last - first == len(contents) - 1 and contents == tuple(range(first, last + 1)):
-            return own_start[first], own_start[last + 1], own_start[last + 1] - own_start[first]
+        if 0 < len(contents) <= 2 and contents[-1] - contents[0] == len(contents) - 1:
+            first, stop = own_start[contents[0]], own_start[contents[-1] + 1]
+            return first, stop, stop - first
         return _join(
             (
                 own_start[content],
@@ -246,7 +244,10 @@ class _SyntheticSession:
                     self._order(turn_slots),
                 )
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
-            prompt_spans.append(_join([spans[slot] for slot in order]))
+            prompt = _EMPTY
+            for slot in order:
+                prompt = _then(prompt, spans[slot])
+            prompt_spans.append(prompt)
             history = _then(history, self._own_span(plan.gain(turn)))
         return prompt_spans
 

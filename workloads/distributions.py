@@ -110,12 +110,18 @@ class LogNormal(_Draws):
     def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
         low, high = self.low, self.high
-        drawn = rng.lognormal(math.log(self.median), self.sigma, size).tolist()
-        return [min(high, max(low, value)) for value in drawn]
+        return [min(high, max(low, value)) for value in self._unclipped(rng, size)]
 
     def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
         """`size` draws rounded to ints, each at least `minimum`."""
-        return [max(minimum, round(value)) for value in self.samples(rng, size)]
+        low, high = self.low, self.high
+        return [
+            max(minimum, round(min(high, max(low, value)))) for value in self._unclipped(rng, size)
+        ]
+
+    def _unclipped(self, rng: np.random.Generator, size: int) -> list[float]:
+        drawn: list[float] = rng.lognormal(math.log(self.median), self.sigma, size).tolist()
+        return drawn
 
 
 @dataclass(slots=True, frozen=True)

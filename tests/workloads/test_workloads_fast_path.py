@@ -307,3 +307,27 @@ def test_a_session_turn_spec_makes_its_contents_once_and_only_when_read() -> Non
     assert spec == plain and plain == spec and copy.deepcopy(spec) == plain
     assert content.made == ["prompt_array", "output_tokens", "segments"]
     assert plain != SessionTurnSpec(CountingContent(), 0, "chat-0-0", 1.5, "chat-0", 0.0)
+
+
+def test_a_plan_whose_contents_are_not_in_conversation_order_renders_as_the_reference() -> None:
+    """Turn 0 asks contents 0 and 2 (not back to back), turn 1 asks 3, 4 and 5 and carries
+    content 1 before its answer: every prompt is joined from segments, still equal."""
+    plan = SessionPlan(
+        [f"content/{index}" for index in range(8)],
+        ["user", "user", "user", "user", "user", "user", "assistant", "assistant"],
+        [4, 5, 6, 7, 8, 9, 3, 2],
+        questions=[(0, 2), (3, 4, 5)],
+        answers=[6, 7],
+        carried_before=[(1,), ()],
+        carried_after=[(), ()],
+    )
+    slots = [CommonSlots(system_prompt_tokens=10).pieces("agent", 0, "user", "")] * 2
+    fast = render_session(SyntheticTokens(), plan, slots, CHAT_LAYOUT)
+    reference = render_session(PromptByPromptTokens(), plan, slots, CHAT_LAYOUT)
+    assert [fast.num_prompt_tokens(turn) for turn in range(2)] == [20, 10 + 5 + 3 + 24]
+    for turn in range(2):
+        assert fast.segments(turn) == reference.segments(turn)
+        assert np.array_equal(fast.prompt_array(turn), reference.prompt_array(turn))
+        assert fast.prompt_array(turn).flags.owndata
+        assert fast.output_tokens(turn) == reference.output_tokens(turn)
+        assert fast.num_prompt_tokens(turn) == reference.num_prompt_tokens(turn)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
@@ -141,21 +142,19 @@ _Span = tuple[int, int, int]
 _EMPTY: _Span = (-1, -1, 0)
 
 
+def _then(first: _Span, second: _Span) -> _Span:
+    """`first` followed by `second` (an empty span, stop -1, adds nothing)."""
+    if first[1] < 0:
+        return second
+    if second[1] < 0:
+        return first
+    back_to_back = first[0] >= 0 and second[0] == first[1]
+    return first[0] if back_to_back else -1, second[1], first[2] + second[2]
+
+
 def _join(spans: Iterable[_Span]) -> _Span:
-    """The spans one after another (empty ones, stop -1, left out)."""
-    first = stop = -1
-    back_to_back = True
-    num_tokens = 0
-    for span_start, span_stop, span_tokens in spans:
-        if span_stop < 0:
-            continue
-        if stop < 0:
-            first = span_start
-        elif span_start != stop or span_start < 0:
-            back_to_back = False
-        stop = span_stop
-        num_tokens += span_tokens
-    return first if back_to_back else -1, stop, num_tokens
+    """The spans one after another."""
+    return reduce(_then, spans, _EMPTY)
 
 
 class _SyntheticSession:
@@ -195,9 +194,12 @@ class _SyntheticSession:
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
-        """Where the session's own `contents` lie (back to back where their indices follow one
-        another)."""
+        """Where the session's own `contents` lie: back to back where their indices follow one
+        another, as one or two contents of a conversation do (taken without a loop)."""
         own_start = self._own_start
+        if 0 < len(contents) <= 2 and contents[-1] - contents[0] == len(contents) - 1:
+            first, stop = own_start[contents[0]], own_start[contents[-1] + 1]
+            return first, stop, stop - first
         return _join(
             (
                 own_start[content],
@@ -242,8 +244,11 @@ class _SyntheticSession:
                     self._order(turn_slots),
                 )
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
-            prompt_spans.append(_join([spans[slot] for slot in order]))
-            history = _join((history, self._own_span(plan.gain(turn))))
+            prompt = _EMPTY
+            for slot in order:
+                prompt = _then(prompt, spans[slot])
+            prompt_spans.append(prompt)
+            history = _then(history, self._own_span(plan.gain(turn)))
         return prompt_spans
 
     def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:

@@ -217,30 +217,66 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
     """Every comparison `prefixsim costmodel validate` reports: the kernel-table check, each real
     source as shipped, and each real source predicted by the real-engine factor (and front end)
     fitted without it. `served` are real serving runs replayed by a layer above this one."""
-    profiles = {
-        (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
-        for gpu, model, tp in SHIPPED_COMBINATIONS
-    }
-    splitwise_cases, splitwise_exclusions = _splitwise_cases()
-    published_rows, published_exclusions = _published_rows(profiles)
-    eager_rows, eager_exclusions = eager_pair_rows()
-    real_rows = (
-        _splitwise_rows(splitwise_cases, profiles)
-        + published_rows
-        + eager_rows
-        + eager_tp_sweep_rows()
-        + [_served_row(measurement) for measurement in served or []]
-    )
+    profiles = _shipped_profiles()
+    real_rows, exclusions = _real_rows(profiles, served or [])
     fit_on_all = fit_engine_terms([row.fit_row for row in real_rows if row.fitted])
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + [row.record for row in real_rows]
         + leave_one_source_out_records(real_rows)
-        + _splitwise_refit_records(splitwise_cases, profiles),
-        splitwise_exclusions + published_exclusions + eager_exclusions,
+        + _splitwise_refit_records(_splitwise_cases()[0], profiles),
+        exclusions,
         fit_on_all,
         fit_eager_host(real_rows, fit_on_all),
     )
+
+
+def real_measurement_rows(served: list[ServedMeasurement]) -> list[RealRow]:
+    """Every real measurement `validate_shipped_profiles` compares with, as functions of the
+    real-engine factor."""
+    return _real_rows(_shipped_profiles(), served)[0]
+
+
+def _shipped_profiles() -> dict[tuple[str, str, int], Profile]:
+    return {
+        (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
+        for gpu, model, tp in SHIPPED_COMBINATIONS
+    }
+
+
+def _real_rows(
+    profiles: dict[tuple[str, str, int], Profile], served: list[ServedMeasurement]
+) -> tuple[list[RealRow], list[Exclusion]]:
+    splitwise_cases, splitwise_exclusions = _splitwise_cases()
+    published_rows, published_exclusions = _published_rows(profiles)
+    eager_rows, eager_exclusions = eager_pair_rows()
+    rows = (
+        _splitwise_rows(splitwise_cases, profiles)
+        + published_rows
+        + eager_rows
+        + eager_tp_sweep_rows()
+        + [_served_row(measurement) for measurement in served]
+    )
+    return rows, splitwise_exclusions + published_exclusions + eager_exclusions
+
+
+def held_out_at_request_s(
+    rows: list[RealRow], source: str, request_s: float
+) -> tuple[EngineFit, ErrorSummary]:
+    """`source`'s rows predicted by the factor fitted on the other sources' prefill measurements
+    with the front end's request_s held at `request_s`: how much of the held-out error hangs on
+    the constant the serving runs cannot tell from the factor (a diagnosis; the shipped fit
+    leaves request_s free)."""
+    origin = _origin(source)
+    fit = fit_engine_terms(
+        [row.fit_row for row in rows if row.fitted and row.origin != origin], request_s
+    )
+    held_out = [
+        replace(row.record, predicted_s=row.engine_s(fit.factor(row.gpu_key)))
+        for row in rows
+        if row.record.source == source
+    ]
+    return fit, _summarize(source, held_out)
 
 
 def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:

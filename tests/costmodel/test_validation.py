@@ -29,7 +29,9 @@ from sim.costmodel.validation import (
     ValidationReport,
     eager_pair_rows,
     eager_tp_sweep_rows,
+    held_out_at_request_s,
     leave_one_source_out_records,
+    real_measurement_rows,
     validate_shipped_profiles,
 )
 
@@ -209,6 +211,20 @@ def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
     assert per_batch[f"{held_out} | 1"].mape == pytest.approx(0.1132, abs=5e-5)
     assert per_batch[f"{held_out} | 64"].mape == pytest.approx(0.4222, abs=5e-5)
     assert all(LOSO_SUFFIX in name or SERVED_LOSO_SUFFIX in name for name in per_batch)
+
+
+def test_splitwise_prefill_held_out_hangs_on_the_front_end_constant() -> None:
+    """Left free, the fit without Splitwise settles on request_s 25.8 ms with a low factor
+    (22.9 %); held at 12.4 ms (what the fit on every source gives), the same non-Splitwise rows
+    give H100 1.67 and pooled 1.34 (A100 has 9 rows, one short of its own) and Splitwise prefill
+    14.6 %; at 0 ms 17.8 %, at 20 ms 16.2 %."""
+    rows = real_measurement_rows(serving_measurements())
+    expected = {0.0: (1.95, 1.495, 0.1775), 0.0124: (1.67, 1.34, 0.1461), 0.02: (1.5, 1.25, 0.1622)}
+    for request_s, (h100, pooled, mape) in expected.items():
+        fit, summary = held_out_at_request_s(rows, SPLITWISE_PREFILL_SOURCE, request_s)
+        assert (fit.factors, fit.pooled, fit.request_s) == ({"h100": h100}, pooled, request_s)
+        assert summary.num_rows == 150
+        assert summary.mape == pytest.approx(mape, abs=5e-5), request_s
 
 
 def test_unmodellable_rows_are_listed_with_a_reason(report: ValidationReport) -> None:

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from sim.costmodel import CostModel
+from sim.engine.compiled import CompiledReplicas
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
 from sim.kvcache import Hasher
-from sim.metrics import FanOutRecorder, NullRecorder, Recorder
+from sim.metrics import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders, StepBuffer
 from sim.routing import Router, SchedulerReplica
 from sim.sched import Request, SchedulerConfig
 
@@ -39,6 +40,7 @@ class Cluster:
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
+        compiled_loop: bool = True,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -47,26 +49,32 @@ class Cluster:
                 f"{len(replica_recorders)} replica recorders given for {num_replicas} replicas"
             )
         shared = recorder if recorder is not None else NullRecorder()
+        engine_recorder = (
+            shared
+            if replica_recorders is None
+            else FanOutRecorder([shared, ReplicaRecorders(replica_recorders)])
+        )
+        step_buffer = StepBuffer(engine_recorder)
+        # One buffer and one set of compiled loops keep the replicas' steps in order.
+        compiled_replicas = CompiledReplicas(env, step_buffer)
         self.router = router
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
-            replica_recorder = (
-                shared
-                if replica_recorders is None
-                else FanOutRecorder([shared, replica_recorders[index]])
-            )
             self.replicas.append(
                 EngineCore(
                     env,
                     config,
                     cost_model,
-                    recorder=replica_recorder,
+                    recorder=engine_recorder,
+                    step_buffer=step_buffer,
                     record_block_events=record_block_events,
                     on_request_finished=on_request_finished,
                     on_step=on_step,
                     fast_decode_path=fast_decode_path,
                     offload=offload,
                     replica=index,
+                    compiled_loop=compiled_loop,
+                    compiled_replicas=compiled_replicas,
                 )
             )
         self.views = [

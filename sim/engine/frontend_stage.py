@@ -11,7 +11,7 @@ from typing import Any
 import simpy
 
 from sim.costmodel import FrontEnd
-from sim.metrics import BlockEvent, Recorder, RequestRecord, StepRecord
+from sim.metrics import BlockEvent, Recorder, RequestRecord, StepColumns
 
 _RECORD_FIELDS = tuple(field.name for field in dataclasses.fields(RequestRecord))
 _RECORD_POSITIONS = {name: index for index, name in enumerate(_RECORD_FIELDS)}
@@ -104,8 +104,8 @@ class ClientViewRecorder:
     def on_block_event(self, event: BlockEvent) -> None:
         self.inner.on_block_event(event)
 
-    def on_step(self, step: StepRecord) -> None:
-        self.inner.on_step(step)
+    def on_steps(self, steps: StepColumns) -> None:
+        self.inner.on_steps(steps)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         self.inner.on_request_finished(self.stage.client_view(request))

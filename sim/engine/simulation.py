@@ -49,11 +49,14 @@ def simulate(
     fast_decode_path: bool = True,
     frontend: FrontEnd = NO_FRONTEND,
     offload: OffloadSpec | None = None,
+    compiled_loop: bool = True,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
     until every submitted request has finished; `frontend` is the API server before them.
 
     Requests arriving after `duration_s` are not submitted; those already in flight drain.
+    `compiled_loop=False` keeps every replica on the Python step loop (what equivalence tests
+    compare the compiled one against).
     """
     recorder = recorder if recorder is not None else NullRecorder()
     router = router if router is not None else RoundRobinRouter()
@@ -80,6 +83,7 @@ def simulate(
         on_step=on_progress,
         fast_decode_path=fast_decode_path,
         offload=offload,
+        compiled_loop=compiled_loop,
     )
     driver = WorkloadDriver(
         env,

@@ -3,8 +3,8 @@
 from sim.metrics.events import EventsWriter
 from sim.metrics.exposition import prometheus_text
 from sim.metrics.goodput import GoodputSlos, parse_goodput
-from sim.metrics.recorder import FanOutRecorder, NullRecorder, Recorder
-from sim.metrics.records import BlockEvent, RequestRecord, StepRecord
+from sim.metrics.recorder import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders
+from sim.metrics.records import BlockEvent, RequestRecord, StepColumns, StepRecord
 from sim.metrics.run_recorder import (
     EVENTS_FILE,
     METRICS_FILE,
@@ -14,6 +14,7 @@ from sim.metrics.run_recorder import (
     make_run_recorder,
 )
 from sim.metrics.scraper import MetricsScraper
+from sim.metrics.step_buffer import StepBuffer
 from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder, json_value
 from sim.metrics.traces import RequestsWriter, StepsWriter
 
@@ -31,8 +32,11 @@ __all__ = [
     "MetricsScraper",
     "NullRecorder",
     "Recorder",
+    "ReplicaRecorders",
     "RequestRecord",
     "RequestsWriter",
+    "StepBuffer",
+    "StepColumns",
     "StepRecord",
     "StepsWriter",
     "SummaryRecorder",

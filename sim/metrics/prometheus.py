@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
 
 COUNTER = "counter"
 GAUGE = "gauge"
@@ -190,10 +190,6 @@ GAUGES = (
     KV_CACHE_USAGE_PERC,
     KV_CACHE_CACHED_FREE_PERC,
 )
-# Positions in EngineState's counter list: the order of COUNTERS.
-_QUERIES, _HITS, _PREEMPTIONS, _PROMPT_TOKENS, _PROMPT_TOKENS_CACHED, _GENERATION_TOKENS = range(
-    len(COUNTERS)
-)
 _SIMULATED_REASON = FINISHED_REASONS.index(SIMULATED_FINISHED_REASON)
 # Histograms with fixed edges; the token-count ones depend on max_model_len (see below).
 FIXED_HISTOGRAM_EDGES = {
@@ -286,49 +282,112 @@ class Histogram:
         return [*self.bucket_counts, self.total, self.count]
 
 
-class EngineState:
-    """One engine's cumulative counters, last-set gauges and histograms.
+# Families whose series the engine's steps feed; finished requests feed the others.
+STEP_FAMILIES = frozenset(
+    (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, NUM_PREEMPTIONS, *GAUGES, ITERATION_TOKENS_TOTAL)
+)
+_STEP_COUNTER_FIELDS = ("num_queries", "num_hits", "num_preemptions")  # order of COUNTERS
+_ITERATION_EDGES = np.asarray(ITERATION_TOKENS_BUCKET_EDGES, dtype=np.float64)
 
-    Step counters, gauges and the iteration-tokens histogram follow vLLM's per-iteration
-    scheduler stats. Request histograms and the token counters are fed when the request
-    finishes: vLLM observes TTFT and inter-token gaps as tokens appear, but the recorder learns
-    them only at the finish. Iteration tokens are the tokens the step scheduled (prefill chunks
-    and decodes).
+
+class StepSeries:
+    """One engine's step-fed series: lookup, hit and preemption counters, the gauges (set by
+    the latest step) and the iteration-tokens histogram, updated a batch of steps at a time.
+
+    Iteration tokens are the tokens the step scheduled (prefill chunks and decodes). Every
+    value is an integer count or a copied step value, so no sum depends on how steps are
+    batched.
     """
 
+    def __init__(self) -> None:
+        self.counters = np.zeros(len(_STEP_COUNTER_FIELDS), dtype=np.int64)
+        self.gauges = np.zeros(len(GAUGES), dtype=np.float64)
+        self.bucket_counts = np.zeros(len(_ITERATION_EDGES) + 1, dtype=np.int64)
+        self.total = 0
+        self.count = 0
+
+    def values(self) -> np.ndarray:
+        """The series in sample-key order: counters, gauges, then the histogram's raw values
+        (buckets alone, the last above every edge; sum; count)."""
+        return np.concatenate(
+            (self.counters, self.gauges, self.bucket_counts, (self.total, self.count)),
+            dtype=np.float64,
+        )
+
+    def advance(self, steps: StepColumns, cuts: np.ndarray) -> np.ndarray:
+        """Apply `steps` (one engine's, in order); return one row of `values` per cut: the
+        state after the first `cuts[j]` of them (cuts ascending)."""
+        num_steps, num_cuts = len(steps), len(cuts)
+        counts = np.stack([getattr(steps, name) for name in _STEP_COUNTER_FIELDS], axis=1)
+        gauges = np.stack(
+            (
+                steps.num_running.astype(np.float64),
+                steps.num_waiting.astype(np.float64),
+                steps.usage,
+                steps.cached_free_usage,
+            ),
+            axis=1,
+        )
+        tokens = steps.num_prefill_tokens + steps.num_decode_tokens
+        positions = np.searchsorted(_ITERATION_EDGES, tokens, side="left")
+        rows = np.empty((num_cuts, len(self.values())), dtype=np.float64)
+        if num_cuts:
+            num_counters, num_gauges = len(self.counters), len(self.gauges)
+            num_buckets = len(self.bucket_counts)
+            counter_sums = np.cumsum(counts, axis=0)
+            token_sums = np.cumsum(tokens)
+            before = cuts - 1
+            taken = cuts > 0
+            rows[:, :num_counters] = self.counters
+            rows[taken, :num_counters] += counter_sums[before[taken]]
+            rows[:, num_counters : num_counters + num_gauges] = self.gauges
+            rows[taken, num_counters : num_counters + num_gauges] = gauges[before[taken]]
+            # Step i is in every cut j with i < cuts[j]: count it from the first such cut on.
+            first_cut = np.searchsorted(cuts, np.arange(num_steps), side="right")
+            new_counts = np.bincount(
+                first_cut * num_buckets + positions, minlength=(num_cuts + 1) * num_buckets
+            ).reshape(num_cuts + 1, num_buckets)[:num_cuts]
+            start = num_counters + num_gauges
+            rows[:, start : start + num_buckets] = self.bucket_counts + np.cumsum(
+                new_counts, axis=0
+            )
+            rows[:, -2] = self.total
+            rows[taken, -2] += token_sums[before[taken]]
+            rows[:, -1] = self.count + cuts
+        if num_steps:
+            self.counters += counts.sum(axis=0)
+            self.gauges = gauges[-1].copy()
+            self.bucket_counts += np.bincount(positions, minlength=len(self.bucket_counts))
+            self.total += int(tokens.sum())
+            self.count += num_steps
+        return rows
+
+
+class RequestSeries:
+    """One engine's request-fed series: token counters, request_success, and the request
+    histograms. vLLM observes TTFT and inter-token gaps as tokens appear, but the recorder
+    learns them only at the finish."""
+
     def __init__(self, max_model_len: int) -> None:
-        # Values in the order of COUNTERS, FINISHED_REASONS and GAUGES (lists: a step updates
-        # them by position, without hashing a family per update).
-        self.counters = [0.0] * len(COUNTERS)
+        # Prompt, cached-prompt and generation tokens, in the order of COUNTERS.
+        self.counters = [0.0, 0.0, 0.0]
         self.success_by_reason = [0.0] * len(FINISHED_REASONS)
-        self.gauges = [0.0] * len(GAUGES)
         token_edges = request_tokens_bucket_edges(max_model_len)
         self.histograms = {
-            **{family: Histogram(edges) for family, edges in FIXED_HISTOGRAM_EDGES.items()},
+            **{
+                family: Histogram(edges)
+                for family, edges in FIXED_HISTOGRAM_EDGES.items()
+                if family not in STEP_FAMILIES
+            },
             **{family: Histogram(token_edges) for family in TOKEN_COUNT_HISTOGRAMS},
         }
-        self._iteration_tokens = self.histograms[ITERATION_TOKENS_TOTAL]
 
-    def apply_step(self, step: StepRecord) -> None:
-        """Count the step's lookups, hits and preemptions; set the gauges."""
-        counters = self.counters
-        counters[_QUERIES] += step.num_queries
-        counters[_HITS] += step.num_hits
-        counters[_PREEMPTIONS] += step.num_preemptions
-        self.gauges[:] = (  # in the order of GAUGES
-            float(step.num_running),
-            float(step.num_waiting),
-            step.usage,
-            step.cached_free_usage,
-        )
-        self._iteration_tokens.observe(step.num_prefill_tokens + step.num_decode_tokens)
-
-    def apply_finished_request(self, request: RequestRecord) -> None:
+    def apply(self, request: RequestRecord) -> None:
         """Count the request's tokens and observe its latencies and sizes."""
         counters, histograms = self.counters, self.histograms
-        counters[_PROMPT_TOKENS] += request.num_prompt_tokens
-        counters[_PROMPT_TOKENS_CACHED] += request.num_cached_tokens
-        counters[_GENERATION_TOKENS] += request.num_output_tokens
+        counters[0] += request.num_prompt_tokens
+        counters[1] += request.num_cached_tokens
+        counters[2] += request.num_output_tokens
         self.success_by_reason[_SIMULATED_REASON] += 1
         histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
         histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
@@ -346,76 +405,78 @@ class EngineState:
         )
         histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
 
-    def sample_keys(self) -> list[SampleKey]:
-        """Every series in a fixed order: counters, request_success, gauges, histograms."""
-        keys: list[SampleKey] = [(family.sample_name, None, None) for family in COUNTERS]
-        keys.extend((REQUEST_SUCCESS.sample_name, None, reason) for reason in FINISHED_REASONS)
-        keys.extend((family.sample_name, None, None) for family in GAUGES)
-        for family, histogram in self.histograms.items():
-            keys.extend(histogram.sample_keys(family.name))
-        return keys
-
-    def raw_values(self) -> list[float]:
-        """Every series' state in the order of `sample_keys`: the samples' values, except that
-        histogram buckets count alone (see `bucket_runs`)."""
-        values = self.counters + self.success_by_reason + self.gauges
+    def values(self) -> list[float]:
+        """The series in sample-key order (histogram buckets alone, as in StepSeries)."""
+        values = self.counters + self.success_by_reason
         for histogram in self.histograms.values():
             values += histogram.raw_values()
         return values
 
-    def bucket_runs(self) -> list[tuple[int, int]]:
-        """(start, length) in `raw_values` of each histogram's buckets, the overflow included."""
-        runs = []
-        start = len(self.counters) + len(self.success_by_reason) + len(self.gauges)
-        for histogram in self.histograms.values():
-            runs.append((start, len(histogram.bucket_counts)))
-            start += len(histogram.bucket_counts) + 2
-        return runs
+
+def _engine_sample_keys(max_model_len: int) -> list[tuple[SampleKey, bool]]:
+    """Every series of one engine in a fixed order (counters, request_success, gauges,
+    histograms), each with whether steps feed it."""
+    keys: list[tuple[SampleKey, bool]] = [
+        ((family.sample_name, None, None), family in STEP_FAMILIES) for family in COUNTERS
+    ]
+    keys.extend(((REQUEST_SUCCESS.sample_name, None, reason), False) for reason in FINISHED_REASONS)
+    keys.extend(((family.sample_name, None, None), True) for family in GAUGES)
+    token_edges = request_tokens_bucket_edges(max_model_len)
+    histogram_edges = {
+        **FIXED_HISTOGRAM_EDGES,
+        **{family: token_edges for family in TOKEN_COUNT_HISTOGRAMS},
+    }
+    for family, edges in histogram_edges.items():
+        is_step = family in STEP_FAMILIES
+        keys.extend((key, is_step) for key in Histogram(edges).sample_keys(family.name))
+    return keys
 
 
 class PrometheusState:
-    """Every engine replica's state; steps and requests go to the replica they name."""
+    """Every engine replica's series: each replica's step-fed and request-fed parts, and where
+    their values sit in a scrape (replicas in order, each in `sample_keys` order)."""
 
     def __init__(self, *, num_replicas: int = 1, max_model_len: int) -> None:
         if num_replicas < 1:
             raise ValueError(f"need at least one replica, got {num_replicas}")
-        self.engines = [EngineState(max_model_len) for _ in range(num_replicas)]
-        # (start, length) in `raw_values` of every histogram's buckets, all replicas.
+        self.steps = [StepSeries() for _ in range(num_replicas)]
+        self.requests = [RequestSeries(max_model_len) for _ in range(num_replicas)]
+        engine_keys = _engine_sample_keys(max_model_len)
+        self._engine_keys = [key for key, _ in engine_keys]
+        width = len(engine_keys)
+        step_positions = np.array([i for i, (_, is_step) in enumerate(engine_keys) if is_step])
+        request_positions = np.array(
+            [i for i, (_, is_step) in enumerate(engine_keys) if not is_step]
+        )
+        # Columns of each replica's step-fed and request-fed values in a scrape row.
+        self.step_columns = [replica * width + step_positions for replica in range(num_replicas)]
+        self.request_columns = [
+            replica * width + request_positions for replica in range(num_replicas)
+        ]
+        # (start, length) in a scrape row of every histogram's buckets, all replicas.
         self._bucket_runs: list[tuple[int, int]] = []
-        offset = 0
-        for engine in self.engines:
-            self._bucket_runs.extend(
-                (offset + start, length) for start, length in engine.bucket_runs()
-            )
-            offset += len(engine.raw_values())
-
-    def apply_step(self, step: StepRecord) -> None:
-        """Apply a step to its replica's state."""
-        self.engines[step.replica].apply_step(step)
-
-    def apply_finished_request(self, request: RequestRecord) -> None:
-        """Apply a finished request to its replica's state."""
-        self.engines[request.replica].apply_finished_request(request)
+        for replica in range(num_replicas):
+            index = 0
+            while index < width:
+                name, label, _ = self._engine_keys[index]
+                if label is None:
+                    index += 1
+                    continue
+                length = 0
+                while self._engine_keys[index + length][0] == name:
+                    length += 1
+                self._bucket_runs.append((replica * width + index, length))
+                index += length
+        self.num_series = width * num_replicas
 
     def sample_keys(self) -> list[tuple[int, SampleKey]]:
         """(replica, key) of every series of every replica, replicas in order."""
-        return [
-            (replica, key)
-            for replica, engine in enumerate(self.engines)
-            for key in engine.sample_keys()
-        ]
-
-    def raw_values(self) -> list[float]:
-        """Every replica's `EngineState.raw_values`, replicas in order: a scrape's state, cheap
-        to take (list copies); `cumulate_buckets` turns scrapes of it into sample values."""
-        values: list[float] = []
-        for engine in self.engines:
-            values += engine.raw_values()
-        return values
+        return [(replica, key) for replica in range(len(self.steps)) for key in self._engine_keys]
 
     def cumulate_buckets(self, scrapes: np.ndarray) -> None:
-        """Turn rows of `raw_values` into the values of `sample_keys`, in place: each
-        histogram's buckets summed cumulatively (exact: the counts are integers)."""
+        """Turn scrape rows of raw values (histogram buckets counting alone) into the values
+        of `sample_keys`, in place: each histogram's buckets summed cumulatively (exact: the
+        counts are integers)."""
         for start, length in self._bucket_runs:
             run = scrapes[:, start : start + length]
             np.cumsum(run, axis=1, out=run)

@@ -1,19 +1,25 @@
-"""The recorder interface the engine calls, a do-nothing default and a fan-out."""
+"""The recorder interface the engine calls, a do-nothing default, a fan-out and a split by
+replica."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
-from sim.metrics.records import BlockEvent, RequestRecord, StepRecord
+from sim.metrics.records import BlockEvent, RequestRecord, StepColumns
 
 
 class Recorder(Protocol):
-    """Hooks called by the engine with simulated time; `close` flushes and finalises outputs."""
+    """Hooks called by the engine with simulated time; `close` flushes and finalises outputs.
+
+    Steps come in batches, in the order the engines took them; a recorder's outputs must not
+    depend on how they are cut into batches, nor on how `on_steps` calls interleave with the
+    other hooks (a batch may come before or after the requests that finished inside it).
+    """
 
     def on_block_event(self, event: BlockEvent) -> None: ...
 
-    def on_step(self, step: StepRecord) -> None: ...
+    def on_steps(self, steps: StepColumns) -> None: ...
 
     def on_request_finished(self, request: RequestRecord) -> None: ...
 
@@ -26,8 +32,8 @@ class NullRecorder:
     def on_block_event(self, event: BlockEvent) -> None:
         """Ignore the event."""
 
-    def on_step(self, step: StepRecord) -> None:
-        """Ignore the step."""
+    def on_steps(self, steps: StepColumns) -> None:
+        """Ignore the steps."""
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Ignore the request."""
@@ -47,10 +53,10 @@ class FanOutRecorder:
         for recorder in self.recorders:
             recorder.on_block_event(event)
 
-    def on_step(self, step: StepRecord) -> None:
-        """Forward the step."""
+    def on_steps(self, steps: StepColumns) -> None:
+        """Forward the steps."""
         for recorder in self.recorders:
-            recorder.on_step(step)
+            recorder.on_steps(steps)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Forward the finished request."""
@@ -59,5 +65,31 @@ class FanOutRecorder:
 
     def close(self, end_at: float) -> None:
         """Close every recorder."""
+        for recorder in self.recorders:
+            recorder.close(end_at)
+
+
+class ReplicaRecorders:
+    """Hands each replica's steps, finished requests and block events to that replica's
+    recorder (index = replica)."""
+
+    def __init__(self, recorders: Sequence[Recorder]) -> None:
+        self.recorders: tuple[Recorder, ...] = tuple(recorders)
+
+    def on_block_event(self, event: BlockEvent) -> None:
+        """Forward the block event to its replica's recorder."""
+        self.recorders[event.replica].on_block_event(event)
+
+    def on_steps(self, steps: StepColumns) -> None:
+        """Forward each replica's steps to its recorder."""
+        for replica, replica_steps in steps.by_replica():
+            self.recorders[replica].on_steps(replica_steps)
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Forward the finished request to its replica's recorder."""
+        self.recorders[request.replica].on_request_finished(request)
+
+    def close(self, end_at: float) -> None:
+        """Close every replica's recorder."""
         for recorder in self.recorders:
             recorder.close(end_at)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from operator import attrgetter
+
+import numpy as np
+import numpy.typing as npt
 
 # "cleared": dropped by reset_prefix_cache rather than evicted. The cpu_* kinds are the CPU
 # offload tier's: a chunk became readable, was loaded back to the GPU, or was evicted.
@@ -49,6 +53,106 @@ class StepRecord:
     # CPU offload tier (vllm:external_prefix_cache_queries / _hits): 0 without offloading.
     num_external_queries: int = 0
     num_external_hits: int = 0
+
+
+Int64Column = npt.NDArray[np.int64]
+Float64Column = npt.NDArray[np.float64]
+
+
+@dataclass(slots=True)
+class StepColumns:
+    """A run of engine steps as columns: StepRecord's fields, one equal-length 1-D array each,
+    in step order (int64 for integer fields, float64 for the others)."""
+
+    step_index: Int64Column
+    started_at: Float64Column
+    duration_s: Float64Column
+    num_prefill_tokens: Int64Column
+    num_decode_tokens: Int64Column
+    num_running: Int64Column
+    num_waiting: Int64Column
+    num_free_blocks: Int64Column
+    usage: Float64Column
+    num_preemptions: Int64Column
+    num_queries: Int64Column
+    num_hits: Int64Column
+    num_evictions: Int64Column
+    replica: Int64Column
+    cached_free_usage: Float64Column
+    num_external_queries: Int64Column
+    num_external_hits: Int64Column
+
+    def __post_init__(self) -> None:
+        length = len(self.step_index)
+        for name, dtype in _STEP_COLUMN_DTYPES.items():
+            column = getattr(self, name)
+            if column.dtype != dtype or column.ndim != 1 or len(column) != length:
+                raise ValueError(
+                    f"StepColumns.{name}: a 1-D {dtype.name} array of length {length} expected,"
+                    f" got {column.dtype.name} of shape {column.shape}"
+                )
+
+    def __len__(self) -> int:
+        return len(self.step_index)
+
+    @classmethod
+    def from_records(cls, records: Sequence[StepRecord]) -> StepColumns:
+        """The columns of `records`, in their order."""
+        count = len(records)
+        return cls._trusted(
+            np.fromiter(map(attrgetter(name), records), dtype=dtype, count=count)
+            for name, dtype in _STEP_COLUMN_DTYPES.items()
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[StepColumns]) -> StepColumns:
+        """The steps of `parts`, one after the other."""
+        return cls._trusted(
+            np.concatenate([getattr(part, name) for part in parts]) for name in _STEP_COLUMN_DTYPES
+        )
+
+    @classmethod
+    def _trusted(cls, columns: Iterable[np.ndarray]) -> StepColumns:
+        """Columns made here from checked ones (cut, gathered, joined): not checked again."""
+        steps = object.__new__(cls)
+        for name, column in zip(_STEP_COLUMN_DTYPES, columns, strict=True):
+            setattr(steps, name, column)
+        return steps
+
+    def records(self) -> list[StepRecord]:
+        """One StepRecord per step, in order (for tests and small consumers)."""
+        columns = [getattr(self, name).tolist() for name in _STEP_COLUMN_DTYPES]
+        return [StepRecord(*values) for values in zip(*columns, strict=True)]
+
+    def slice(self, start: int, stop: int) -> StepColumns:
+        """Steps start..stop-1 (views, no copy)."""
+        return self._trusted(getattr(self, name)[start:stop] for name in _STEP_COLUMN_DTYPES)
+
+    def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.intp]) -> StepColumns:
+        """The steps where the mask `which` is true, or at the indexes `which`, in its order."""
+        return self._trusted(getattr(self, name)[which] for name in _STEP_COLUMN_DTYPES)
+
+    def by_replica(self) -> Iterator[tuple[int, StepColumns]]:
+        """Each replica's steps, in order, replicas ascending."""
+        replicas = self.replica
+        if not len(replicas):
+            return
+        first = int(replicas[0])
+        if (replicas == first).all():
+            yield first, self
+            return
+        order = np.argsort(replicas, kind="stable")
+        grouped, grouped_replicas = self.select(order), replicas[order]
+        bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
+        for start, stop in zip(bounds, bounds[1:], strict=False):
+            yield int(grouped_replicas[start]), grouped.slice(start, stop)
+
+
+# StepRecord's fields, in order, with the dtype of their column.
+_STEP_COLUMN_DTYPES: dict[str, np.dtype[np.int64] | np.dtype[np.float64]] = {
+    field.name: np.dtype(np.int64) if field.type == "int" else np.dtype(np.float64)
+    for field in fields(StepRecord)
+}
 
 
 @dataclass(slots=True)

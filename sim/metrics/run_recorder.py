@@ -35,7 +35,7 @@ def make_run_recorder(
     out_dir.mkdir(parents=True, exist_ok=True)
     recorders: list[Recorder] = [
         RequestsWriter(out_dir / REQUESTS_FILE),
-        StepsWriter(out_dir / STEPS_FILE),
+        StepsWriter(out_dir / STEPS_FILE, num_replicas=num_replicas),
     ]
     if events:
         recorders.append(EventsWriter(out_dir / EVENTS_FILE))

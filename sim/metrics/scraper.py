@@ -6,14 +6,19 @@ Rows are (at, name, replica, le, finished_reason, value): `name` is the sample n
 `_bucket` rows and `finished_reason` the label of `vllm:request_success_total`; both are null
 elsewhere. Every replica's series appear in every scrape. Scrapes happen at every positive
 multiple of `scrape_interval_s` and once more at `close(end_at)` unless `end_at` is itself a
-scrape time. A scrape at time t includes every hook stamped at or before t (steps at
-`started_at`, finished requests at `finished_at`); when a hook arrives stamped after one or more
-pending scrape times, those scrapes are written first, with the state as it stood then.
+scrape time.
+
+A scrape at time t includes every hook stamped at or before t (steps at `started_at`, finished
+requests at `finished_at`). Each replica's steps and each replica's finished requests are a
+stream of their own, in the order handed: a scrape takes each stream up to its first hook
+stamped after t. Steps come in batches, so the file does not depend on how the steps are cut
+into batches, nor on how the streams' calls interleave; a scrape is written once every stream
+has passed it (or at close).
 """
 
 from __future__ import annotations
 
-from array import array
+import math
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +29,7 @@ from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -38,11 +43,23 @@ METRICS_SCHEMA = pa.schema(
 )
 
 
+class _Stream:
+    """One replica's steps or finished requests as the scraper follows them."""
+
+    __slots__ = ("columns", "next_scrape", "last_at")
+
+    def __init__(self, columns: np.ndarray) -> None:
+        self.columns = columns  # where its series sit in a scrape row
+        self.next_scrape = 1  # the first scrape index it has not passed
+        self.last_at = -math.inf  # its latest stamp
+
+
 class MetricsScraper(NullRecorder):
     """Samples cumulative vLLM-named counters, gauges and histograms on a fixed sim-time grid.
 
     Every scrape has the same series in the same order, so a scrape is its time and a vector of
     values; the name, replica and label columns repeat the same keys, scrape after scrape.
+    Scrape k (time k * interval) is row k - 1 of the scrapes; close may add one at end_at.
     """
 
     def __init__(
@@ -64,76 +81,122 @@ class MetricsScraper(NullRecorder):
         self._replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
         self._les = [le for _, (_, le, _) in keys]
         self._reasons = [reason for _, (_, _, reason) in keys]
-        # Scrapes not yet handed to the sink: their times and raw values.
-        self._pending_at = array("d")
-        self._pending_values: list[list[float]] = []
-        # Scrape times are index * interval, not repeated sums, so they do not drift.
-        self._next_scrape_index = 1
-        self._next_scrape_at = scrape_interval_s
-        self._last_scrape_at: float | None = None
+        self._step_streams = [_Stream(columns) for columns in self.state.step_columns]
+        self._request_streams = [_Stream(columns) for columns in self.state.request_columns]
+        self._streams = self._step_streams + self._request_streams
+        # Scrapes some stream has passed but not every one: rows for scrape indexes
+        # _first_pending onwards (allocated ahead; _num_pending of them in use).
+        self._pending = np.zeros((0, self.state.num_series), dtype=np.float64)
+        self._first_pending = 1
+        self._num_pending = 0
         self._last_hook_at = 0.0
 
-    def on_step(self, step: StepRecord) -> None:
-        """Write scrapes due before the step starts, then apply it."""
-        at = step.started_at
-        if at > self._last_hook_at:
-            self._last_hook_at = at
-            if at > self._next_scrape_at:
-                self._scrape_until_before(at)
-        self.state.apply_step(step)
+    def on_steps(self, steps: StepColumns) -> None:
+        """Fill the scrapes the steps' replicas pass, then apply the steps."""
+        if not len(steps):
+            return
+        self._last_hook_at = max(self._last_hook_at, float(steps.started_at.max()))
+        for replica, replica_steps in steps.by_replica():
+            self._advance_steps(replica, replica_steps)
+        self._hand_over_complete()
 
     def on_request_finished(self, request: RequestRecord) -> None:
-        """Write scrapes due before the request finished, then apply it."""
-        self._last_hook_at = max(self._last_hook_at, request.finished_at)
-        self._scrape_until_before(request.finished_at)
-        self.state.apply_finished_request(request)
+        """Fill the scrapes due before the request finished with its replica's request
+        series, then apply it."""
+        at = request.finished_at
+        self._last_hook_at = max(self._last_hook_at, at)
+        stream = self._request_streams[request.replica]
+        series = self.state.requests[request.replica]
+        if at > stream.last_at:
+            stream.last_at = at
+            last = self._last_index_before(at)
+            if last >= stream.next_scrape:
+                self._fill(stream, last, np.asarray(series.values(), dtype=np.float64))
+                self._hand_over_complete()
+        series.apply(request)
 
     def close(self, end_at: float) -> None:
         """Write the scrapes due up to end_at, a final one at end_at, and finish the file."""
         if end_at < self._last_hook_at:
             raise ValueError(f"close at {end_at} is before the last hook at {self._last_hook_at}")
-        while self._next_scrape_at <= end_at:
-            self._scrape_next()
-        if self._last_scrape_at != end_at:
-            self._scrape(end_at)
-        self._hand_over()
+        last_grid = self._last_index_before(end_at)
+        if (last_grid + 1) * self.scrape_interval_s <= end_at:
+            last_grid += 1
+        final_extra = last_grid == 0 or last_grid * self.scrape_interval_s != end_at
+        last = last_grid + 1 if final_extra else last_grid
+        for replica, stream in enumerate(self._step_streams):
+            if last >= stream.next_scrape:
+                self._fill(stream, last, self.state.steps[replica].values())
+        for replica, stream in enumerate(self._request_streams):
+            if last >= stream.next_scrape:
+                self._fill(stream, last, np.asarray(self.state.requests[replica].values()))
+        self._hand_over(self._num_pending, end_at if final_extra else None)
         self.sink.close()
 
-    def _scrape_until_before(self, at: float) -> None:
-        while self._next_scrape_at < at:
-            self._scrape_next()
+    def _advance_steps(self, replica: int, steps: StepColumns) -> None:
+        stream = self._step_streams[replica]
+        # A scrape takes the stream up to its first step stamped after the scrape time.
+        reached = np.maximum(np.maximum.accumulate(steps.started_at), stream.last_at)
+        stream.last_at = float(reached[-1])
+        last = self._last_index_before(stream.last_at)
+        passed = np.arange(stream.next_scrape, max(last + 1, stream.next_scrape))
+        cuts = np.searchsorted(reached, passed * self.scrape_interval_s, side="right")
+        rows = self.state.steps[replica].advance(steps, cuts)
+        if len(passed):
+            self._fill(stream, last, rows)
 
-    def _scrape_next(self) -> None:
-        self._scrape(self._next_scrape_at)
-        self._next_scrape_index += 1
-        self._next_scrape_at = self._next_scrape_index * self.scrape_interval_s
+    def _last_index_before(self, at: float) -> int:
+        """The largest scrape index k >= 0 with k * interval < at (0: none)."""
+        interval = self.scrape_interval_s
+        index = max(math.ceil(at / interval) - 1, 0)
+        while (index + 1) * interval < at:
+            index += 1
+        while index > 0 and index * interval >= at:
+            index -= 1
+        return index
 
-    def _scrape(self, at: float) -> None:
-        self._pending_at.append(at)
-        self._pending_values.append(self.state.raw_values())
-        self._last_scrape_at = at
-        if len(self._pending_values) * len(self._names) >= self.sink.batch_rows:
-            self._hand_over()
+    def _fill(self, stream: _Stream, last: int, values: np.ndarray) -> None:
+        """Set the stream's series in scrapes next_scrape..last to `values` (one row, or one
+        per scrape) and mark them passed."""
+        end = last + 1 - self._first_pending
+        if end > len(self._pending):
+            grown = np.zeros((max(end, 2 * len(self._pending)), self.state.num_series))
+            grown[: self._num_pending] = self._pending[: self._num_pending]
+            self._pending = grown
+        self._num_pending = max(self._num_pending, end)
+        start = stream.next_scrape - self._first_pending
+        self._pending[start:end, stream.columns] = values
+        stream.next_scrape = last + 1
 
-    def _hand_over(self) -> None:
-        """Give the pending scrapes to the sink as columns."""
-        num_scrapes = len(self._pending_at)
+    def _hand_over_complete(self) -> None:
+        """Hand the scrapes every stream has passed to the sink, a sink batch at a time."""
+        complete = min(stream.next_scrape for stream in self._streams) - self._first_pending
+        if complete * self.state.num_series >= self.sink.batch_rows:
+            self._hand_over(complete, None)
+
+    def _hand_over(self, num_scrapes: int, final_at: float | None) -> None:
+        """Give the first `num_scrapes` pending scrapes to the sink as columns; the last one
+        is at `final_at` when given (the closing scrape), the others on the grid."""
         if num_scrapes == 0:
             return
         num_keys = len(self._names)
-        at = np.repeat(np.frombuffer(self._pending_at, dtype=np.float64), num_keys)
-        scrapes = np.array(self._pending_values, dtype=np.float64)
+        times = np.arange(self._first_pending, self._first_pending + num_scrapes) * (
+            self.scrape_interval_s
+        )
+        if final_at is not None:
+            times[-1] = final_at
+        scrapes = self._pending[:num_scrapes].copy()
         self.state.cumulate_buckets(scrapes)
-        values = scrapes.ravel()
         self.sink.extend_columns(
             [
-                numeric_array(at, pa.float64()),
+                numeric_array(np.repeat(times, num_keys), pa.float64()),
                 string_array(self._names, num_scrapes),
                 numeric_array(np.tile(self._replicas, num_scrapes), pa.int64()),
                 string_array(self._les, num_scrapes),
                 string_array(self._reasons, num_scrapes),
-                numeric_array(values, pa.float64()),
+                numeric_array(scrapes.ravel(), pa.float64()),
             ]
         )
-        self._pending_at = array("d")
-        self._pending_values = []
+        self._pending = self._pending[num_scrapes:]
+        self._num_pending -= num_scrapes
+        self._first_pending += num_scrapes

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 NUM_TREND_BINS = 10
 MAX_RELATIVE_GROWTH = 0.25
@@ -133,7 +134,10 @@ def binned_means(
 
 
 def binned_queue(
-    waiting_time_per_second: Sequence[float], start: float, end: float, num_bins: int
+    waiting_time_per_second: Sequence[float] | npt.NDArray[np.float64],
+    start: float,
+    end: float,
+    num_bins: int,
 ) -> np.ndarray:
     """Time-averaged waiting requests per equal bin of [start, end), from per-second integrals
     (request-seconds of waiting in [k, k + 1) at index k, spread evenly over that second)."""
@@ -150,7 +154,7 @@ def assess_stability(
     *,
     arrivals_s: np.ndarray,
     ttfts_s: np.ndarray,
-    waiting_time_per_second: Sequence[float],
+    waiting_time_per_second: Sequence[float] | npt.NDArray[np.float64],
     window_start_s: float,
     window_end_s: float,
     end_at: float,

@@ -20,15 +20,17 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
 from sim.metrics.stability import assess_stability
 
 SummaryValue = float | int | bool | str | None
@@ -54,6 +56,59 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else math.nan
 
 
+def _running_sum(start: float, values: np.ndarray) -> float:
+    """start + values[0] + values[1] + ..., added left to right."""
+    if not len(values):
+        return start
+    return float(np.cumsum(np.concatenate(((start,), values)))[-1])
+
+
+def _sum_in_order(values: Iterable[float]) -> float:
+    """0.0 + values[0] + values[1] + ..., added left to right."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+class _StepTimes:
+    """One replica's step-time sums, added step by step in its order, as one at a time."""
+
+    __slots__ = ("busy_s", "usage_time_s", "_waiting", "_num_seconds")
+
+    def __init__(self) -> None:
+        self.busy_s = 0.0  # measured steps only
+        self.usage_time_s = 0.0  # integral of KV usage over measured step time
+        self._waiting = np.zeros(0, dtype=np.float64)  # capacity doubles
+        self._num_seconds = 0
+
+    @property
+    def waiting_time_per_second(self) -> npt.NDArray[np.float64]:
+        """Request-seconds spent waiting in each second, up to the last with a queue."""
+        return self._waiting[: self._num_seconds]
+
+    def add(self, steps: StepColumns, warmup_s: float) -> None:
+        """Add every step's queue and the measured steps' time and usage (np.add.at and
+        np.cumsum add element by element, in order)."""
+        waiting = steps.num_waiting != 0
+        if waiting.any():
+            seconds = steps.started_at[waiting].astype(np.int64)
+            num_seconds = int(seconds.max()) + 1
+            if num_seconds > len(self._waiting):
+                grown = np.zeros(max(num_seconds, 2 * len(self._waiting)), dtype=np.float64)
+                grown[: len(self._waiting)] = self._waiting
+                self._waiting = grown
+            self._num_seconds = max(self._num_seconds, num_seconds)
+            np.add.at(
+                self._waiting, seconds, steps.num_waiting[waiting] * steps.duration_s[waiting]
+            )
+        measured = steps.started_at >= warmup_s
+        if not measured.all():
+            steps = steps.select(measured)
+        self.busy_s = _running_sum(self.busy_s, steps.duration_s)
+        self.usage_time_s = _running_sum(self.usage_time_s, steps.usage * steps.duration_s)
+
+
 def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
     """Write sorted-key JSON to `path` atomically (sim.fileio)."""
     atomic_write_text(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")
@@ -62,7 +117,10 @@ def write_json_atomic(path: Path, document: dict[str, SummaryValue]) -> None:
 class SummaryRecorder(NullRecorder):
     """Accumulates the measured requests and steps; writes summary.json at close.
 
-    Memory grows by 8 bytes per measured request latency and per inter-token gap.
+    Step times are summed per replica, step by step in that replica's order, and the
+    replicas' sums added in replica order, so neither batching nor the order in which replicas'
+    batches arrive changes them. Memory grows by 8 bytes per measured request latency and per
+    inter-token gap.
     """
 
     def __init__(
@@ -99,36 +157,59 @@ class SummaryRecorder(NullRecorder):
         self.tpots_s = array("d")
         self.last_arrival_at = 0.0
         # Request-seconds spent waiting, per second of simulated time (all replicas).
-        self.waiting_time_per_second = array("d")
+        # Step-time sums per replica, each added step by step in that replica's order and
+        # combined in replica order, so the order in which replicas' batches interleave
+        # cannot change a bit (sim.metrics.recorder).
+        self._step_times: dict[int, _StepTimes] = {}
         self.num_steps = 0
         self.num_queries = 0
         self.num_hits = 0
         self.num_preemptions = 0
         self.num_evictions = 0
-        self.busy_s = 0.0
-        self.usage_time_s = 0.0  # integral of KV usage over step time
         self.usage_max = -math.inf  # stays non-finite (written as null) without steps
 
-    def on_step(self, step: StepRecord) -> None:
-        """Add a measured step's counts and usage; every step's queue feeds the stability test."""
-        if step.num_waiting:
-            second = int(step.started_at)
-            per_second = self.waiting_time_per_second
-            if second >= len(per_second):
-                per_second.extend([0.0] * (second + 1 - len(per_second)))
-            per_second[second] += step.num_waiting * step.duration_s
-        if step.started_at < self.warmup_s:
+    def on_steps(self, steps: StepColumns) -> None:
+        """Add the measured steps' counts and usage; every step's queue feeds the stability
+        test."""
+        for replica, replica_steps in steps.by_replica():
+            times = self._step_times.get(replica)
+            if times is None:
+                times = self._step_times[replica] = _StepTimes()
+            times.add(replica_steps, self.warmup_s)
+        measured = steps.started_at >= self.warmup_s
+        if not measured.all():
+            steps = steps.select(measured)
+        if not len(steps):
             return
-        self.num_steps += 1
-        self.num_queries += step.num_queries
-        self.num_hits += step.num_hits
-        self.num_external_queries += step.num_external_queries
-        self.num_external_hits += step.num_external_hits
-        self.num_preemptions += step.num_preemptions
-        self.num_evictions += step.num_evictions
-        self.busy_s += step.duration_s
-        self.usage_time_s += step.usage * step.duration_s
-        self.usage_max = max(self.usage_max, step.usage)
+        self.num_steps += len(steps)
+        self.num_queries += int(steps.num_queries.sum())
+        self.num_hits += int(steps.num_hits.sum())
+        self.num_external_queries += int(steps.num_external_queries.sum())
+        self.num_external_hits += int(steps.num_external_hits.sum())
+        self.num_preemptions += int(steps.num_preemptions.sum())
+        self.num_evictions += int(steps.num_evictions.sum())
+        self.usage_max = max(self.usage_max, float(steps.usage.max()))
+
+    @property
+    def busy_s(self) -> float:
+        """Measured step time, all replicas."""
+        return _sum_in_order(times.busy_s for _, times in sorted(self._step_times.items()))
+
+    @property
+    def usage_time_s(self) -> float:
+        """The integral of KV usage over measured step time, all replicas."""
+        return _sum_in_order(times.usage_time_s for _, times in sorted(self._step_times.items()))
+
+    @property
+    def waiting_time_per_second(self) -> npt.NDArray[np.float64]:
+        """Request-seconds spent waiting in each second of simulated time, all replicas."""
+        per_replica = [
+            times.waiting_time_per_second for _, times in sorted(self._step_times.items())
+        ]
+        total = np.zeros(max((len(waiting) for waiting in per_replica), default=0))
+        for waiting in per_replica:
+            total[: len(waiting)] += waiting
+        return total
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Add a measured request's latencies and token counts."""

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from sim.metrics.columns import numeric_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepRecord
+from sim.metrics.records import RequestRecord, StepColumns
+from sim.metrics.step_merge import StepMerge
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -67,9 +69,8 @@ STEPS_SCHEMA = pa.schema(
 )
 
 
-# Read a record's attributes (fields and derived properties) in column order.
+# Read a request record's attributes (fields and derived properties) in column order.
 _request_row = attrgetter(*REQUESTS_SCHEMA.names)
-_step_row = attrgetter(*STEPS_SCHEMA.names)
 
 
 class RequestsWriter(NullRecorder):
@@ -88,15 +89,26 @@ class RequestsWriter(NullRecorder):
 
 
 class StepsWriter(NullRecorder):
-    """Writes steps.parquet, one row per engine step."""
+    """Writes steps.parquet, one row per engine step, in (started_at, replica, step_index)
+    order however the replicas' batches interleave (sim.metrics.step_merge)."""
 
-    def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+    def __init__(
+        self, path: Path, *, num_replicas: int = 1, batch_rows: int = DEFAULT_BATCH_ROWS
+    ) -> None:
         self.sink = ParquetSink(path, STEPS_SCHEMA, batch_rows=batch_rows)
+        self.merge = StepMerge(num_replicas)
 
-    def on_step(self, step: StepRecord) -> None:
-        """Append one row for the step."""
-        self.sink.append(_step_row(step))
+    def on_steps(self, steps: StepColumns) -> None:
+        """Append one row per step, once its place in the order is known."""
+        self._write(self.merge.add(steps))
 
     def close(self, end_at: float) -> None:
-        """Finish steps.parquet."""
+        """Write the steps still held back and finish steps.parquet."""
+        self._write(self.merge.drain())
         self.sink.close()
+
+    def _write(self, steps: StepColumns | None) -> None:
+        if steps is not None:
+            self.sink.extend_columns(
+                [numeric_array(getattr(steps, field.name), field.type) for field in STEPS_SCHEMA]
+            )

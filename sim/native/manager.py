@@ -14,7 +14,6 @@ from sim.kvcache import (
     BlockHasher,
     CacheObserver,
     PrefixCacheStats,
-    PrefixLookupCounting,
     RequestStatus,
     pool_size_problem,
 )
@@ -59,8 +58,9 @@ class NativeBlockHasher(HasherCore):
         self.identity = identity
 
 
-class NativeKVCacheManager(CacheCore, PrefixLookupCounting):
-    """KVCacheManager and its BlockPool in C++: blocks are ids, not KVBlock objects."""
+class NativeKVCacheManager(CacheCore):
+    """KVCacheManager and its BlockPool in C++: blocks are ids, not KVBlock objects; the
+    prefix-cache counters are counted in C++ too (the compiled scheduler counts there)."""
 
     def __init__(
         self,
@@ -84,11 +84,20 @@ class NativeKVCacheManager(CacheCore, PrefixLookupCounting):
             RequestStatus.WAITING,
             RequestStatus.PREEMPTED,
         )
-        self.stats = PrefixCacheStats()  # since the last make_prefix_cache_stats()
-        self.cumulative_stats = PrefixCacheStats()
 
-    def _caches(self) -> bool:
-        return self.enable_caching
+    @property
+    def stats(self) -> PrefixCacheStats:
+        """Counters since the last make_prefix_cache_stats() (a copy)."""
+        return PrefixCacheStats(*self._lookup_counts(False))
+
+    @property
+    def cumulative_stats(self) -> PrefixCacheStats:
+        """Counters of the whole run (a copy)."""
+        return PrefixCacheStats(*self._lookup_counts(True))
+
+    def make_prefix_cache_stats(self) -> PrefixCacheStats:
+        """Counters since the previous call (vLLM reports per-step deltas)."""
+        return PrefixCacheStats(*self._take_lookup_counts())
 
     @property
     def block_pool(self) -> NativeKVCacheManager:

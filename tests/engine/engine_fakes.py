@@ -7,7 +7,7 @@ timings can be compared with ==.
 from __future__ import annotations
 
 from sim.costmodel.batch import BatchShape, step_features
-from sim.metrics import BlockEvent, NullRecorder, RequestRecord, StepRecord
+from sim.metrics import BlockEvent, NullRecorder, RequestRecord, StepColumns, StepRecord
 
 STEP_TIME_S = 0.25
 
@@ -34,8 +34,8 @@ class CollectingRecorder(NullRecorder):
     def on_block_event(self, event: BlockEvent) -> None:
         self.block_events.append(event)
 
-    def on_step(self, step: StepRecord) -> None:
-        self.steps.append(step)
+    def on_steps(self, steps: StepColumns) -> None:
+        self.steps.extend(steps.records())
 
     def on_request_finished(self, request: RequestRecord) -> None:
         self.requests[request.request_id] = request

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pyarrow.parquet as pq
+from step_helpers import steps_of
 
 from sim.metrics import BlockEvent, make_run_recorder
 from sim.metrics.recorder import FanOutRecorder
@@ -37,16 +38,18 @@ def replay_seeded_run(out_dir, make_step, make_request, *, events: bool = True) 
                 16 * int(rng.integers(1, 9)),
             )
         )
-        recorder.on_step(
-            make_step(
-                step_index=step_index,
-                started_at=now,
-                duration_s=duration_s,
-                num_prefill_tokens=int(rng.integers(0, 2048)),
-                num_decode_tokens=int(rng.integers(0, 64)),
-                usage=float(rng.uniform()),
-                num_queries=int(rng.integers(0, 500)),
-                num_hits=int(rng.integers(0, 100)),
+        recorder.on_steps(
+            steps_of(
+                make_step(
+                    step_index=step_index,
+                    started_at=now,
+                    duration_s=duration_s,
+                    num_prefill_tokens=int(rng.integers(0, 2048)),
+                    num_decode_tokens=int(rng.integers(0, 64)),
+                    usage=float(rng.uniform()),
+                    num_queries=int(rng.integers(0, 500)),
+                    num_hits=int(rng.integers(0, 100)),
+                )
             )
         )
         now += duration_s

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from step_helpers import steps_of
 
 from sim.errors import InputError
 from sim.metrics.prometheus import (
@@ -46,11 +47,11 @@ def test_steps_before_boundaries_give_scrapes_at_each_boundary_and_close(tmp_pat
     # Steps at 0.0, 0.4 and 2.7 with a 1.0 s interval, closed at 2.9: scrapes at 1.0, 2.0, 2.9.
     path = tmp_path / "metrics.parquet"
     scraper = make_scraper(path, 1.0)
-    scraper.on_step(make_step(started_at=0.0, num_queries=100, num_hits=0, usage=0.1))
-    scraper.on_step(make_step(started_at=0.4, num_queries=50, num_hits=32, usage=0.3,
-                              num_running=2, num_waiting=1))  # fmt: skip
-    scraper.on_step(make_step(started_at=2.7, num_queries=10, num_hits=8, usage=0.5,
-                              num_preemptions=1, num_running=1))  # fmt: skip
+    scraper.on_steps(steps_of(make_step(started_at=0.0, num_queries=100, num_hits=0, usage=0.1)))
+    scraper.on_steps(steps_of(make_step(started_at=0.4, num_queries=50, num_hits=32, usage=0.3,
+                              num_running=2, num_waiting=1)))  # fmt: skip
+    scraper.on_steps(steps_of(make_step(started_at=2.7, num_queries=10, num_hits=8, usage=0.5,
+                              num_preemptions=1, num_running=1)))  # fmt: skip
     scraper.close(end_at=2.9)
 
     table = pq.read_table(path)
@@ -78,7 +79,7 @@ def test_step_exactly_on_a_boundary_is_in_that_scrape(tmp_path, make_step):
     # A step stamped 1.0 counts in the 1.0 scrape; closing at 2.0 adds no extra scrape.
     path = tmp_path / "metrics.parquet"
     scraper = make_scraper(path, 1.0)
-    scraper.on_step(make_step(started_at=1.0, num_queries=7))
+    scraper.on_steps(steps_of(make_step(started_at=1.0, num_queries=7)))
     scraper.close(end_at=2.0)
     scrapes = scrape(path)
     assert sorted(scrapes) == [1.0, 2.0]
@@ -199,9 +200,9 @@ def test_every_replica_has_its_own_series(tmp_path, make_step):
     # Two replicas: replica 1 steps last, yet replica 0's gauges keep its own values.
     path = tmp_path / "metrics.parquet"
     scraper = make_scraper(path, 1.0, num_replicas=2)
-    scraper.on_step(make_step(started_at=0.1, usage=0.4, num_waiting=3, replica=0))
-    scraper.on_step(make_step(started_at=0.2, usage=0.1, num_waiting=0, replica=1,
-                              cached_free_usage=0.75, num_queries=10))  # fmt: skip
+    scraper.on_steps(steps_of(make_step(started_at=0.1, usage=0.4, num_waiting=3, replica=0)))
+    scraper.on_steps(steps_of(make_step(started_at=0.2, usage=0.1, num_waiting=0, replica=1,
+                              cached_free_usage=0.75, num_queries=10)))  # fmt: skip
     scraper.close(end_at=0.5)
     first, second = scrape(path, 0)[0.5], scrape(path, 1)[0.5]
     assert first[("vllm:kv_cache_usage_perc", None)] == 0.4
@@ -220,7 +221,7 @@ def test_interval_must_be_positive(tmp_path):
 
 def test_close_before_the_last_hook_is_an_error(tmp_path, make_step):
     scraper = make_scraper(tmp_path / "metrics.parquet", 1.0)
-    scraper.on_step(make_step(started_at=5.0))
+    scraper.on_steps(steps_of(make_step(started_at=5.0)))
     with pytest.raises(ValueError, match="close at 4.0 is before the last hook at 5.0"):
         scraper.close(end_at=4.0)
 
@@ -241,7 +242,7 @@ def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
         path = Path(out_dir) / "metrics.parquet"
         scraper = make_scraper(path, interval, batch_rows=50)
         for started_at in step_times:
-            scraper.on_step(make_step(started_at=started_at, num_queries=3))
+            scraper.on_steps(steps_of(make_step(started_at=started_at, num_queries=3)))
         scraper.close(end_at=end_at)
         scrapes = scrape(path)
     grid = [k * interval for k in range(1, int(end_at / interval) + 2) if k * interval <= end_at]
@@ -266,3 +267,29 @@ def test_histogram_observe_many_counts_like_one_by_one() -> None:
     exact = Histogram((1.0,))
     exact.observe_many([0.1, 0.2, 0.3])
     assert exact.total == 0.6
+
+
+def test_a_batch_handed_after_later_requests_still_counts_at_its_own_times(
+    tmp_path, make_step, make_request
+):
+    # Interval 1.0: a request finishing at 1.3 arrives before the batch of steps stamped 0.5 and
+    # 1.2 that produced it; the 1.0 scrape still has the 0.5 step (10 queries, usage 0.25) and
+    # no request, the 2.0 scrape both steps (15 queries, usage 0.5) and the request.
+    path = tmp_path / "metrics.parquet"
+    scraper = make_scraper(path, 1.0)
+    scraper.on_request_finished(make_request(arrival_at=0.2, finished_at=1.3))
+    scraper.on_steps(
+        steps_of(
+            make_step(started_at=0.5, num_queries=10, usage=0.25),
+            make_step(started_at=1.2, num_queries=5, usage=0.5),
+        )
+    )
+    scraper.close(end_at=2.0)
+    scrapes = scrape(path)
+    assert sorted(scrapes) == [1.0, 2.0]
+    assert scrapes[1.0][("vllm:prefix_cache_queries_total", None)] == 10.0
+    assert scrapes[1.0][("vllm:kv_cache_usage_perc", None)] == 0.25
+    assert scrapes[1.0][("vllm:request_success_total", None)] == 0.0
+    assert scrapes[2.0][("vllm:prefix_cache_queries_total", None)] == 15.0
+    assert scrapes[2.0][("vllm:kv_cache_usage_perc", None)] == 0.5
+    assert scrapes[2.0][("vllm:request_success_total", None)] == 1.0

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from step_helpers import steps_of
 
 from sim.errors import InputError
 from sim.metrics.goodput import GoodputSlos, parse_goodput
@@ -24,12 +28,16 @@ def run_warmup_scenario(path, make_step, make_request) -> dict:
     """Warm-up 10 s, arrivals until 15 s, end at 20 s; one request and one step fall inside the
     warm-up."""
     recorder = SummaryRecorder(path, warmup_s=10.0, duration_s=15.0)
-    recorder.on_step(make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
-                               num_hits=1000, num_preemptions=5, num_evictions=5))  # fmt: skip
-    recorder.on_step(make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
-                               num_hits=0, num_preemptions=1, num_evictions=2))  # fmt: skip
-    recorder.on_step(make_step(started_at=11.0, duration_s=3.0, usage=0.8, num_queries=200,
-                               num_hits=100, num_evictions=1))  # fmt: skip
+    recorder.on_steps(
+        steps_of(
+            make_step(started_at=9.5, duration_s=0.5, usage=1.0, num_queries=1000,
+                      num_hits=1000, num_preemptions=5, num_evictions=5),
+            make_step(started_at=10.0, duration_s=1.0, usage=0.2, num_queries=200,
+                      num_hits=0, num_preemptions=1, num_evictions=2),
+            make_step(started_at=11.0, duration_s=3.0, usage=0.8, num_queries=200,
+                      num_hits=100, num_evictions=1),
+        )
+    )  # fmt: skip
     recorder.on_request_finished(
         make_request(arrival_at=5.0, first_scheduled_at=5.0, first_token_at=55.0,
                      finished_at=60.0, num_output_tokens=50, num_cached_tokens=99,
@@ -113,7 +121,9 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
 def test_without_warmup_everything_counts(tmp_path, make_step, make_request):
     path = tmp_path / "summary.json"
     recorder = SummaryRecorder(path)
-    recorder.on_step(make_step(started_at=0.0, duration_s=2.0, usage=0.5, num_queries=10))
+    recorder.on_steps(
+        steps_of(make_step(started_at=0.0, duration_s=2.0, usage=0.5, num_queries=10))
+    )
     recorder.on_request_finished(make_request(arrival_at=0.0, first_token_at=0.5))
     recorder.close(end_at=4.0)
     summary = json.loads(path.read_text())
@@ -216,3 +226,41 @@ def test_goodput_counts_requests_meeting_every_given_limit(tmp_path, make_step, 
 def test_bad_goodput_limits_are_input_errors(texts, problem) -> None:
     with pytest.raises(InputError, match=problem):
         parse_goodput(texts)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 30.0, allow_nan=False),
+            st.sampled_from((0.0, 0.013, 0.1, 0.37, 1.1)),
+            st.integers(0, 20),
+            st.floats(0.0, 1.0, allow_nan=False),
+        ),
+        max_size=60,
+    ),
+    warmup_s=st.sampled_from((0.0, 4.0)),
+)
+def test_batched_sums_equal_adding_steps_one_by_one(make_step, steps, warmup_s):
+    # Invariant: one batch of steps gives the float sums of adding each step in order, left to
+    # right, as a loop over single steps does (busy time, usage integral, waiting per second).
+    recorder = SummaryRecorder(Path("unused.json"), warmup_s=warmup_s)
+    records = [
+        make_step(started_at=started_at, duration_s=duration_s, num_waiting=waiting, usage=usage)
+        for started_at, duration_s, waiting, usage in steps
+    ]
+    recorder.on_steps(steps_of(*records))
+    busy_s = usage_time_s = 0.0
+    per_second: list[float] = []
+    for step in records:
+        if step.num_waiting:
+            second = int(step.started_at)
+            per_second.extend([0.0] * (second + 1 - len(per_second)))
+            per_second[second] += step.num_waiting * step.duration_s
+        if step.started_at >= warmup_s:
+            busy_s += step.duration_s
+            usage_time_s += step.usage * step.duration_s
+    assert recorder.busy_s == busy_s
+    assert recorder.usage_time_s == usage_time_s
+    assert recorder.waiting_time_per_second.tolist() == per_second
+    assert recorder.num_steps == sum(1 for step in records if step.started_at >= warmup_s)

@@ -7,6 +7,7 @@ from dataclasses import fields
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from step_helpers import steps_of
 
 from sim.metrics.parquet_sink import ParquetSink
 from sim.metrics.records import RequestRecord
@@ -109,7 +110,7 @@ def test_steps_rows_copy_every_step_field(tmp_path, make_step):
         num_external_queries=504,
         num_external_hits=64,
     )
-    writer.on_step(step)
+    writer.on_steps(steps_of(step))
     writer.close(end_at=1.0)
     assert pq.read_table(path).to_pylist() == [
         {
@@ -192,7 +193,7 @@ def test_writer_buffer_is_bounded_by_batch_rows(tmp_path, make_step):
     writer = StepsWriter(tmp_path / "steps.parquet", batch_rows=4)
     peak_buffered = 0
     for index in range(10):
-        writer.on_step(make_step(step_index=index))
+        writer.on_steps(steps_of(make_step(step_index=index)))
         peak_buffered = max(peak_buffered, writer.sink.num_buffered_rows)
     assert peak_buffered == 3
     assert writer.sink.num_rows_written == 8
@@ -202,7 +203,7 @@ def test_writer_buffer_is_bounded_by_batch_rows(tmp_path, make_step):
 def test_file_appears_under_its_name_only_at_close(tmp_path, make_step):
     path = tmp_path / "steps.parquet"
     writer = StepsWriter(path, batch_rows=1)
-    writer.on_step(make_step())
+    writer.on_steps(steps_of(make_step()))
     assert not path.exists()
     assert [p.name for p in tmp_path.iterdir()] == [".steps.parquet.partial"]
     writer.close(end_at=1.0)

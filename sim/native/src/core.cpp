@@ -6,19 +6,25 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <structmember.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 #include <unordered_set>
 #include <string>
 #include <string_view>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +45,7 @@ struct Names {
     PyObject* all_token_ids;
     PyObject* block_hashes;
     PyObject* num_computed_tokens;
+    PyObject* num_preemptions;
     PyObject* status;
     PyObject* skip_reading_prefix_cache;
     PyObject* is_empty;
@@ -56,6 +63,7 @@ void intern_names() {
     names.all_token_ids = PyUnicode_InternFromString("all_token_ids");
     names.block_hashes = PyUnicode_InternFromString("block_hashes");
     names.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
+    names.num_preemptions = PyUnicode_InternFromString("num_preemptions");
     names.status = PyUnicode_InternFromString("status");
     names.skip_reading_prefix_cache = PyUnicode_InternFromString("skip_reading_prefix_cache");
     names.is_empty = PyUnicode_InternFromString("is_empty");
@@ -177,6 +185,26 @@ nb::object digest_bytes(const Digest& digest) {
         PyBytes_FromStringAndSize(reinterpret_cast<const char*>(digest.bytes), digest.size));
 }
 
+// A request's block hashes as the manager reads them: its Python list of bytes, or the
+// scheduler's C++ copy (sim/native/src/scheduler.hpp).
+struct HashSpan {
+    PyObject* list = nullptr;
+    const Digest* digests = nullptr;
+    int64_t size = 0;
+
+    static HashSpan of_list(nb::handle hashes) {
+        return HashSpan{hashes.ptr(), nullptr, int64_t(PyList_GET_SIZE(hashes.ptr()))};
+    }
+    static HashSpan of(const std::vector<Digest>& hashes) {
+        return HashSpan{nullptr, hashes.data(), int64_t(hashes.size())};
+    }
+    // What the prefix-lookup memo knows the storage by.
+    const void* source() const { return list != nullptr ? static_cast<const void*>(list) : digests; }
+    Digest at(int64_t index) const {
+        return list != nullptr ? digest_of(PyList_GET_ITEM(list, index)) : digests[index];
+    }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Block hashing
 
@@ -229,10 +257,17 @@ class NativeHasher {
         tokens_.resize(size_t(block_size));
     }
 
+    // Whether this hasher hashes blocks carrying `keys` itself (no extra keys, a block that
+    // fits one pickle frame) rather than through the reference hasher.
+    bool hashes_natively(nb::handle keys_or_none) const {
+        nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
+        return (keys.is(no_hash_keys_) || nb::cast<bool>(attr(keys, names.is_empty))) &&
+               block_size_ * 10 + 64 <= int64_t(kMaxPickleFrame);
+    }
+
     int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
         nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
-        if ((!keys.is(no_hash_keys_) && !nb::cast<bool>(attr(keys, names.is_empty))) ||
-            block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
+        if (!hashes_natively(keys) || !PyList_Check(block_hashes.ptr())) {
             return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
         }
         if (!PyList_Check(token_ids.ptr()) && PyObject_CheckBuffer(token_ids.ptr())) {
@@ -415,6 +450,35 @@ struct IdEqual {
     bool operator()(std::string_view a, std::string_view b) const { return a == b; }
 };
 
+// Prefix-cache lookup counters, counted where vLLM counts them (sim.kvcache.PrefixCacheStats).
+struct LookupCounts {
+    int64_t requests = 0;
+    int64_t queries = 0;
+    int64_t hits = 0;
+    int64_t preempted_requests = 0;
+    int64_t preempted_queries = 0;
+    int64_t preempted_hits = 0;
+    bool reset = false;
+
+    void record(int64_t num_tokens, int64_t num_hit_tokens, bool preempted) {
+        if (preempted) {
+            ++preempted_requests;
+            preempted_queries += num_tokens;
+            preempted_hits += num_hit_tokens;
+        } else {
+            ++requests;
+            queries += num_tokens;
+            hits += num_hit_tokens;
+        }
+    }
+
+    // PrefixCacheStats's fields in order, for its constructor.
+    nb::tuple fields() const {
+        return nb::make_tuple(requests, queries, hits, preempted_requests, preempted_queries,
+                              preempted_hits, reset);
+    }
+};
+
 class CacheCore {
   public:
     CacheCore(int64_t num_gpu_blocks, int64_t block_size, int64_t max_model_len,
@@ -499,22 +563,29 @@ class CacheCore {
             return {};
         }
         int64_t num_tokens = length(attr(request, names.all_token_ids));
-        int64_t max_blocks = (num_tokens - 1) / block_size_;
         nb::object hashes = hash_list(request);
-        PyObject* list = hashes.ptr();
-        int64_t count = std::min<int64_t>(max_blocks, PyList_GET_SIZE(list));
+        return lookup(request, hashes, HashSpan::of_list(hashes), num_tokens);
+    }
+
+    // computed_block_ids on hashes already read; `hashes_owner` keeps a Python list the memo
+    // refers to alive (None for the scheduler's C++ storage, dropped by forget_lookup_of).
+    const std::vector<int32_t>& lookup(nb::handle request, nb::handle hashes_owner,
+                                       HashSpan hashes, int64_t num_tokens) {
+        int64_t max_blocks = (num_tokens - 1) / block_size_;
+        int64_t count = std::min<int64_t>(max_blocks, hashes.size);
         // A request blocked at the head of the waiting queue is looked up again every step.
         // Its last hits stay hits while none of their blocks is evicted (only an eviction
         // drops a hash or changes which block is its oldest copy), and its hash list only
         // grows, so the scan resumes after them.
-        if (!memo_.request.is(request) || !memo_.hashes.is(hashes) ||
+        if (!memo_.request.is(request) || memo_.source != hashes.source() ||
             int64_t(memo_.hits.size()) > count) {
             forget_lookup();
             memo_.request = nb::borrow(request);
-            memo_.hashes = hashes;
+            memo_.hashes = nb::borrow(hashes_owner);
+            memo_.source = hashes.source();
         }
         for (int64_t index = int64_t(memo_.hits.size()); index < count; ++index) {
-            auto found = cached_.find(digest_of(PyList_GET_ITEM(list, index)));
+            auto found = cached_.find(hashes.at(index));
             if (found == cached_.end()) break;
             memo_.hits.push_back(found->second.first);
             in_memo_[size_t(found->second.first)] = 1;
@@ -559,19 +630,31 @@ class CacheCore {
                             int64_t num_external_computed_tokens, bool delay_cache_blocks,
                             int64_t reserved_blocks, double now, std::vector<int32_t>& new_ids) {
         nb::object request_id = attr(request, names.request_id);
-        std::string_view id = id_view(request_id);
-        int64_t num_tokens = length(attr(request, names.all_token_ids));
-        int64_t num_local_computed =
-            std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens +
-                         num_external_computed_tokens,
-                     max_model_len_);
-        int64_t watermark = 0;
+        bool apply_watermark = false;
         if (has_running_requests) {
             nb::object status = attr(request, names.status);
-            if (status.is(waiting_status_) || status.is(preempted_status_)) {
-                watermark = watermark_blocks_;
-            }
+            apply_watermark = status.is(waiting_status_) || status.is(preempted_status_);
         }
+        nb::object hashes = hash_list(request);
+        return allocate_ids(id_view(request_id), length(attr(request, names.all_token_ids)),
+                            int_attr(request, names.num_computed_tokens), apply_watermark,
+                            HashSpan::of_list(hashes), num_new_tokens, num_new_computed_tokens,
+                            hits, full_sequence_must_fit, num_external_computed_tokens,
+                            delay_cache_blocks, reserved_blocks, now, new_ids);
+    }
+
+    // allocate_slots_ids on the request's state already read: its id, tokens, computed tokens,
+    // whether the watermark applies (waiting or preempted, with requests running) and hashes.
+    bool allocate_ids(std::string_view id, int64_t num_tokens, int64_t num_computed_tokens,
+                      bool apply_watermark, HashSpan hashes, int64_t num_new_tokens,
+                      int64_t num_new_computed_tokens, const std::vector<int32_t>& hits,
+                      bool full_sequence_must_fit, int64_t num_external_computed_tokens,
+                      bool delay_cache_blocks, int64_t reserved_blocks, double now,
+                      std::vector<int32_t>& new_ids) {
+        int64_t num_local_computed = std::min(
+            num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
+            max_model_len_);
+        int64_t watermark = apply_watermark ? watermark_blocks_ : 0;
         if (full_sequence_must_fit) {
             int64_t needed = blocks_to_allocate(id, std::min(num_tokens, max_model_len_), hits);
             if (needed + watermark > num_free_) return false;
@@ -599,15 +682,24 @@ class CacheCore {
             new_ids.insert(new_ids.end(), state.blocks.begin() + long(first_new), state.blocks.end());
         }
         if (enable_caching_ && !delay_cache_blocks) {
-            cache_request_blocks(request, state,
+            cache_request_blocks(hashes, state,
                                  std::min(num_local_computed + num_new_tokens, num_tokens), now);
         }
         return true;
     }
 
     bool allocate_one_slot(nb::handle request, double now) {
-        RequestBlocks& state = held(attr(request, names.request_id));
-        int64_t num_slots = int_attr(request, names.num_computed_tokens) + 1;
+        nb::object request_id = attr(request, names.request_id);
+        nb::object hashes = hash_list(request);
+        return allocate_one(held(id_view(request_id)), int_attr(request, names.num_computed_tokens),
+                            length(attr(request, names.all_token_ids)), HashSpan::of_list(hashes),
+                            now);
+    }
+
+    // allocate_one_slot on the request's blocks and state already read.
+    bool allocate_one(RequestBlocks& state, int64_t num_computed_tokens, int64_t num_tokens,
+                      HashSpan hashes, double now) {
+        int64_t num_slots = num_computed_tokens + 1;
         if (num_slots > int64_t(state.blocks.size()) * block_size_) {
             if (num_free_ < 1) return false;
             get_new_blocks(1, now, state.blocks);
@@ -615,20 +707,31 @@ class CacheCore {
         if (!enable_caching_) return true;
         // Async scheduling runs a token ahead of the known ones: cache what is known, checked
         // every time then (the block filled may be the one before the slot's).
-        int64_t num_cacheable = std::min(num_slots, length(attr(request, names.all_token_ids)));
+        int64_t num_cacheable = std::min(num_slots, num_tokens);
         if (num_cacheable < num_slots || num_cacheable % block_size_ == 0) {
-            cache_request_blocks(request, state, num_cacheable, now);
+            cache_request_blocks(hashes, state, num_cacheable, now);
         }
         return true;
     }
 
     void cache_blocks(nb::handle request, int64_t num_tokens, double now) {
-        cache_request_blocks(request, held(attr(request, names.request_id)), num_tokens, now);
+        nb::object request_id = attr(request, names.request_id);
+        nb::object hashes = hash_list(request);
+        cache_blocks_of(held(id_view(request_id)), HashSpan::of_list(hashes), num_tokens, now);
+    }
+
+    void cache_blocks_of(RequestBlocks& state, HashSpan hashes, int64_t num_tokens, double now) {
+        cache_request_blocks(hashes, state, num_tokens, now);
     }
 
     void free(nb::handle request) {
         nb::object request_id = attr(request, names.request_id);
-        auto found = requests_.find(id_view(request_id));
+        free_id(id_view(request_id));
+    }
+
+    // Release the blocks held by the request `id` (none held: nothing happens).
+    void free_id(std::string_view id) {
+        auto found = requests_.find(id);
         if (found == requests_.end()) return;
         std::vector<int32_t> blocks = std::move(found->second.blocks);
         requests_.erase(found);
@@ -664,8 +767,34 @@ class CacheCore {
         return found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
     }
 
+    // Count an admitted request's lookup (skipped lookups are not counted).
+    void record_prefix_cache_stats(nb::handle request, int64_t num_hit_tokens) {
+        count_lookup(length(attr(request, names.all_token_ids)), num_hit_tokens,
+                     int_attr(request, names.num_preemptions) > 0,
+                     nb::cast<bool>(attr(request, names.skip_reading_prefix_cache)));
+    }
+
+    void count_lookup(int64_t num_tokens, int64_t num_hit_tokens, bool preempted,
+                      bool skip_reading_prefix_cache) {
+        if (!enable_caching_ || skip_reading_prefix_cache) return;
+        window_counts_.record(num_tokens, num_hit_tokens, preempted);
+        cumulative_counts_.record(num_tokens, num_hit_tokens, preempted);
+    }
+
+    // The counters since the previous call (vLLM reports per-step deltas).
+    LookupCounts take_lookup_counts() {
+        LookupCounts counts = window_counts_;
+        window_counts_ = LookupCounts();
+        return counts;
+    }
+
+    const LookupCounts& window_counts() const { return window_counts_; }
+    const LookupCounts& cumulative_counts() const { return cumulative_counts_; }
+
+    // Clear the cache if no request holds a block.
     bool reset_prefix_cache(double now) {
         if (num_free_ != num_gpu_blocks_ - 1) return false;
+        window_counts_.reset = true;
         for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
             if (!hashed_[block]) continue;
             if (!observer_.is_none()) emit(names.cleared, hash_[block], block, now);
@@ -704,11 +833,19 @@ class CacheCore {
         return ids;
     }
 
-    RequestBlocks& held(nb::handle request_id) {
-        auto found = requests_.find(id_view(request_id));
+  public:
+    RequestBlocks& held(std::string_view request_id) {
+        auto found = requests_.find(request_id);
         if (found == requests_.end()) throw nb::key_error("request holds no blocks");
         return found->second;
     }
+
+    // The lookup memo forgets hashes stored at `source` (C++ storage about to be released).
+    void forget_lookup_of(const void* source) {
+        if (memo_.source == source) forget_lookup();
+    }
+
+  private:
 
     int64_t blocks_to_allocate(std::string_view id, int64_t num_tokens,
                                const std::vector<int32_t>& hits) const {
@@ -721,17 +858,14 @@ class CacheCore {
                num_evictable_hits;
     }
 
-    void cache_request_blocks(nb::handle request, RequestBlocks& state, int64_t num_tokens,
+    void cache_request_blocks(HashSpan hashes, RequestBlocks& state, int64_t num_tokens,
                               double now) {
-        nb::object hashes = hash_list(request);
-        int64_t num_hashes = PyList_GET_SIZE(hashes.ptr());
-        int64_t num_full = std::min(num_tokens, num_hashes * block_size_) / block_size_;
+        int64_t num_full = std::min(num_tokens, hashes.size * block_size_) / block_size_;
         if (num_full <= state.num_cached_blocks) return;
         for (int64_t index = state.num_cached_blocks; index < num_full; ++index) {
             int32_t block = state.blocks[size_t(index)];
             if (block == null_block_) continue;
-            PyObject* hash_object = PyList_GET_ITEM(hashes.ptr(), index);
-            Digest digest = digest_of(hash_object);
+            Digest digest = hashes.at(index);
             hashed_[block] = 1;
             hash_[block] = digest;
             num_tokens_[block] = (index + 1) * block_size_;
@@ -851,12 +985,15 @@ class CacheCore {
     int32_t head_, tail_, null_block_;
     int64_t num_free_ = 0;
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
+    LookupCounts window_counts_;  // since the last take_lookup_counts()
+    LookupCounts cumulative_counts_;
     std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
     // The last prefix lookup (computed_block_ids) and which blocks its hits are.
     struct LookupMemo {
         nb::object request;
-        nb::object hashes;
+        nb::object hashes;  // the list `source` is, kept alive (None for C++ storage)
+        const void* source = nullptr;
         std::vector<int32_t> hits;
     };
     LookupMemo memo_;
@@ -869,6 +1006,7 @@ class CacheCore {
 };
 
 #include "scheduler.hpp"
+#include "step_loop.hpp"
 
 }  // namespace
 
@@ -949,7 +1087,14 @@ NB_MODULE(_core, m) {
         .def("release_blocks", &CacheCore::release_blocks)
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
-        .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+        .def("reset_prefix_cache", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0)
+        .def("record_prefix_cache_stats", &CacheCore::record_prefix_cache_stats)
+        .def("_take_lookup_counts", [](CacheCore& core) { return core.take_lookup_counts().fields(); })
+        .def("_lookup_counts",
+             [](const CacheCore& core, bool cumulative) {
+                 return (cumulative ? core.cumulative_counts() : core.window_counts()).fields();
+             });
 
     bind_scheduler(m);
+    bind_step_loop(m);
 }

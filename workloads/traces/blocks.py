@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
@@ -10,13 +9,10 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from workloads.spec import RequestSpec, Segment, TokenArray
-from workloads.synthetic_tokens import SyntheticTokens, content_seed, trace_block_content_id
+from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
 from workloads.traces.fields import ReplayOptions
 
 TRACE_BLOCK_SEGMENT = "block"
-
-# A block id's seed (a BLAKE2b digest) is asked for by every request that shares the block.
-_content_seed = functools.lru_cache(maxsize=1 << 18)(content_seed)
 
 
 class _CountedRecord(Protocol):
@@ -39,19 +35,24 @@ def block_segments(
 ) -> list[Segment]:
     """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out.
 
-    A prompt's blocks are computed together in one numpy pass, each block's segment a view of
-    its row: most trace blocks occur once, so caching them costs more than it saves."""
-    if not hash_ids:
-        return []
+    A prompt's blocks are synthesised together in one numpy pass, each block's segment a
+    read-only view of it: most trace blocks occur once, so caching them costs more than it
+    saves."""
     content_ids = [trace_block_content_id(namespace, hash_id) for hash_id in hash_ids]
-    rows = tokens.stream_rows(
-        [_content_seed(content_id) for content_id in content_ids], min(block_size, num_tokens)
-    )
-    last_length = num_tokens - (len(hash_ids) - 1) * block_size
+    lengths = [min(block_size, num_tokens - index * block_size) for index in range(len(hash_ids))]
+    prompt = tokens.streams(content_ids, lengths)
+    prompt.flags.writeable = False
+    starts = itertools.accumulate(lengths, initial=0)
     return [
-        Segment(TRACE_BLOCK_SEGMENT, content_id, row)
-        for content_id, row in zip(content_ids[:-1], rows[:-1], strict=True)
-    ] + [Segment(TRACE_BLOCK_SEGMENT, content_ids[-1], rows[-1, :last_length])]
+        Segment(TRACE_BLOCK_SEGMENT, content_id, prompt[start : start + length])
+        for content_id, start, length in zip(content_ids, starts, lengths, strict=False)
+    ]
+
+
+def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
+    """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
+    own, and caching millions of short answers would hold memory for nothing."""
+    return tokens.streams([content_id], [num_tokens]).tolist()
 
 
 def token_range(
@@ -117,8 +118,8 @@ def counted_trace_specs(
             index,
             record.arrival_s / options.speedup,
             prompt,
-            options.tokens.output_tokens(
-                f"{namespace}/output/{index}", num_output_tokens_of(record)
+            answer_tokens(
+                options.tokens, f"{namespace}/output/{index}", num_output_tokens_of(record)
             ),
             {"trace_line": record.line},
         )

@@ -180,7 +180,12 @@ def scenario_cost_model_choice(scenario: DeploymentConfig, base_dir: Path) -> Co
         spec = str(base_dir / spec)
     # Study settings share this helper but have no `frontend` field: they take the default.
     return choose_cost_model(
-        spec, getattr(scenario, "frontend", "auto"), gpu=gpu, model=model, tp=deployment.tp
+        spec,
+        getattr(scenario, "frontend", "auto"),
+        gpu=gpu,
+        model=model,
+        tp=deployment.tp,
+        cuda_graphs=deployment.cuda_graphs,
     )
 
 

@@ -182,20 +182,21 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
             f"{summary.max_abs_error:.1%}",
         )
     console.print(per_profile)
-    console.print(
-        _breakdown_table(
-            "real sources: MAPE per source and cost model (GPU, model, TP)",
-            "cost model",
-            report.setup_summaries(),
+    for held_out, kind in ((False, "as shipped"), (True, "leave-one-source-out")):
+        console.print(
+            _breakdown_table(
+                f"real sources, {kind}: MAPE per source and cost model (GPU, model, TP)",
+                "cost model",
+                report.setup_summaries(held_out=held_out),
+            )
         )
-    )
-    console.print(
-        _breakdown_table(
-            "real sources: MAPE per source and batch size (sequences together)",
-            "batch",
-            report.batch_summaries(),
+        console.print(
+            _breakdown_table(
+                f"real sources, {kind}: MAPE per source and batch size (sequences together)",
+                "batch",
+                report.batch_summaries(held_out=held_out),
+            )
         )
-    )
     for exclusion in report.exclusions:
         console.print(f"left out ({exclusion.source}) {exclusion.case}: {exclusion.reason}")
     fit = report.fit_on_all
@@ -204,7 +205,8 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
     console.print(
         f"real-engine terms fitted on every real source (shipped in engine_terms.yaml and "
         f"frontend.yaml): prefill compute factor {per_gpu}, other GPUs {fit.pooled:.3f}; "
-        f"front end request_s {request_ms}"
+        f"front end request_s {request_ms}; engines without CUDA graphs: host time per layer "
+        f"{report.eager_host_per_layer_s * 1e6:.1f} us per decode step"
     )
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
 
@@ -244,6 +246,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
             "roofline_predicted_s",
             "in_fitted_range",
             "batch_size",
+            "held_out_terms",
         ]
     )
     for r in report.records:
@@ -258,6 +261,7 @@ def _write_records_csv(report: ValidationReport, path: Path) -> None:
                 "" if r.roofline_predicted_s is None else repr(r.roofline_predicted_s),
                 r.in_fitted_range,
                 "" if r.batch_size is None else r.batch_size,
+                r.held_out_terms,
             ]
         )
     atomic_write_bytes(path, text.getvalue().encode())

@@ -203,6 +203,12 @@ class DeploymentSettings(StrictModel):
         description="Each GPU's link to host memory for KV offload transfers; default: the "
         "GPU's (docs/offload.md)",
     )
+    cuda_graphs: bool = Field(
+        True,
+        description="The engine replays decode steps as CUDA graphs (vLLM's default since 0.2.5); "
+        "false: --enforce-eager or an older stack, whose decode steps also pay the host time of "
+        "launching every layer (docs/cost_model.md §5.8)",
+    )
     router: RouterSettings = Field(default_factory=RouterSettings)
     _model_spec: ModelSpec | None = PrivateAttr(None)
 

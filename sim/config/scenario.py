@@ -85,8 +85,13 @@ class Scenario(StrictModel):
         """Every setting, defaults included, as plain data.
 
         `engine.core` is left out: both cores give byte-identical results, so it names how a
-        run is computed, not what (like -j), and never changes a run id or result file."""
-        return self.model_dump(mode="json", exclude={"engine": {"core"}})
+        run is computed, not what (like -j), and never changes a run id or result file.
+        `deployment.cuda_graphs` is left out at its default, so the run ids of scenarios written
+        before it existed stay."""
+        excluded: dict[str, Any] = {"engine": {"core"}}
+        if self.deployment.cuda_graphs:
+            excluded["deployment"] = {"cuda_graphs"}
+        return self.model_dump(mode="json", exclude=excluded)
 
     def run_id(self) -> str:
         """A short hash of the resolved config: equal configs share a run directory."""

@@ -1,5 +1,5 @@
-"""The real-engine term on top of a kernel-derived or roofline step model (docs/cost_model.md
-§5.7).
+"""The real-engine terms on top of a kernel-derived or roofline step model (docs/cost_model.md
+§5.7, §5.8).
 
 Measured prefill steps run 1.3-1.7x the sum of their kernels on every real source prefixsim has
 (what the kernel tables time in isolation leaves out: eager launches, input preparation,
@@ -8,6 +8,11 @@ match it. One factor per GPU scales the compute-bound coefficients (per token, p
 pair) and moves the knee T* so that the weight-streaming floor b1 * T*, and every step below the
 knee (decode batches included), stays as the kernels say. It is fitted to real end-to-end
 measurements, never to kernel tables.
+
+An engine without CUDA graphs (vLLM before 0.2.5, `--enforce-eager`) launches every layer's
+kernels from Python in every decode step too; the host time of those launches that the GPU work
+does not hide is a fixed time per decoder layer, added to decode-only steps of such engines. It is
+fitted to published eager vs CUDA-graph step times and eager engines' decode steps.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from sim.costmodel.model import StepCoefficients
+from sim.costmodel.batch import BatchShape
+from sim.costmodel.model import CostModel, StepCoefficients
 
 ENGINE_TERMS_PATH = Path(__file__).parent / "data" / "engine_terms.yaml"
 # Profile sources the factor applies to: models of kernels alone. Calibrated profiles are fitted
@@ -33,11 +39,13 @@ FACTOR_GRID = np.round(np.arange(1.0, 3.0005, 0.005), 3)
 @dataclass(frozen=True, slots=True)
 class EngineTerms:
     """Prefill compute factors per GPU key; `pooled` (fitted on every GPU's rows together) for
-    GPUs without real measurements."""
+    GPUs without real measurements; the eager engines' host time per layer and decode step."""
 
     factors: dict[str, float]
     pooled: float
     provenance: str
+    eager_host_per_layer_s: float
+    eager_provenance: str
 
     def factor(self, gpu_key: str) -> float:
         return self.factors.get(gpu_key, self.pooled)
@@ -45,10 +53,17 @@ class EngineTerms:
 
 @functools.cache
 def load_engine_terms() -> EngineTerms:
-    """The shipped factors and where they came from."""
+    """The shipped terms and where they came from."""
     document = yaml.safe_load(ENGINE_TERMS_PATH.read_text())
     factors = {str(gpu): float(value) for gpu, value in document["per_gpu"].items()}
-    return EngineTerms(factors, float(document["pooled"]), str(document["provenance"]))
+    eager = document["eager_host"]
+    return EngineTerms(
+        factors,
+        float(document["pooled"]),
+        str(document["provenance"]),
+        float(eager["per_layer_s"]),
+        str(eager["provenance"]),
+    )
 
 
 def real_engine_coefficients(coefficients: StepCoefficients, factor: float) -> StepCoefficients:
@@ -70,6 +85,53 @@ def engine_coefficients(
     if profile_source not in KERNEL_ONLY_SOURCES:
         return coefficients
     return real_engine_coefficients(coefficients, load_engine_terms().factor(gpu_key))
+
+
+class EagerDecodeModel:
+    """A step model of an engine without CUDA graphs: decode-only steps add the host time of
+    launching `num_layers` layers from Python; steps with a prefill chunk are as `inner` says
+    (every engine the factor was fitted on runs prefill eagerly)."""
+
+    __slots__ = ("inner", "decode_host_s")
+
+    def __init__(self, inner: CostModel, num_layers: int, per_layer_s: float) -> None:
+        self.inner = inner
+        self.decode_host_s = num_layers * per_layer_s
+
+    def step_time_s(self, batch: BatchShape) -> float:
+        step_s = self.inner.step_time_s(batch)
+        return step_s if batch.prefill_new_tokens else step_s + self.decode_host_s
+
+
+def eager_engine_model(inner: CostModel, num_layers: int, profile_source: str) -> CostModel:
+    """`inner` as an engine without CUDA graphs runs it: kernel-only models get the shipped host
+    time per layer on decode steps; calibrated models are fitted to their engine already."""
+    if profile_source not in KERNEL_ONLY_SOURCES:
+        return inner
+    return EagerDecodeModel(inner, num_layers, load_engine_terms().eager_host_per_layer_s)
+
+
+@dataclass(frozen=True, slots=True)
+class EagerFitRow:
+    """A decode step of an engine without CUDA graphs: `base_s` is the step without host
+    launches (the same step measured with CUDA graphs, or the CUDA-graph model's prediction)."""
+
+    base_s: float
+    num_layers: int
+    measured_s: float
+
+
+def fit_eager_host_per_layer_s(rows: Sequence[EagerFitRow]) -> float:
+    """The host time per layer c >= 0 minimising sum(((base + layers * c) / measured - 1)^2),
+    in closed form."""
+    assert rows, "no rows to fit"
+    measured = np.array([row.measured_s for row in rows])
+    layers = np.array([row.num_layers for row in rows], dtype=float)
+    base = np.array([row.base_s for row in rows])
+    weights = 1.0 / measured**2
+    return max(
+        0.0, float(np.sum(weights * layers * (measured - base)) / np.sum(weights * layers**2))
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from sim.costmodel.engine_terms import engine_coefficients
+from sim.costmodel.engine_terms import eager_engine_model, engine_coefficients
 from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import (
     Profile,
@@ -32,9 +32,10 @@ def load_cost_model(
     gpu: str | GpuSpec | None = None,
     model: str | ModelSpec | None = None,
     tp: int = 1,
+    cuda_graphs: bool = True,
 ) -> CostModel:
     """The cost model `spec` names; `gpu`/`model`/`tp` (names or specs), when given, must match
-    a profile's."""
+    a profile's. `cuda_graphs` False: an engine that launches every decode step eagerly."""
     text = spec.strip()
     if text.startswith("constant:"):
         (step_s,) = _parse_seconds(text, "constant:", 1)
@@ -49,7 +50,9 @@ def load_cost_model(
     if text == "roofline":
         if gpu is None or model is None:
             raise InputError("cost model 'roofline' needs a gpu and a model")
-        return cost_model_from_profile(roofline_profile(get_gpu(gpu), get_model(model), tp))
+        return cost_model_from_profile(
+            roofline_profile(get_gpu(gpu), get_model(model), tp), cuda_graphs=cuda_graphs
+        )
     if text.endswith((".yaml", ".yml")) or Path(text).is_file():
         profile = load_profile(Path(text))
     elif is_profile_name(text):
@@ -57,7 +60,7 @@ def load_cost_model(
     else:
         raise InputError(f"unknown cost model {spec!r}; expected {ACCEPTED_SPECS}")
     _check_matches(profile, gpu, model, tp)
-    return cost_model_from_profile(profile)
+    return cost_model_from_profile(profile, cuda_graphs=cuda_graphs)
 
 
 def auto_cost_model_spec(gpu: GpuSpec, model: ModelSpec, tp: int) -> str:
@@ -68,16 +71,20 @@ def auto_cost_model_spec(gpu: GpuSpec, model: ModelSpec, tp: int) -> str:
     return name if is_registry_model(model) and name in shipped_profile_names() else "roofline"
 
 
-def cost_model_from_profile(profile: Profile) -> StepTimeModel:
-    """The §5.1 form with `profile`'s coefficients (kernel-only ones with the real-engine factor),
-    warning outside its covered ranges."""
-    return StepTimeModel(
+def cost_model_from_profile(profile: Profile, *, cuda_graphs: bool = True) -> CostModel:
+    """The §5.1 form with `profile`'s coefficients (kernel-only ones with the real-engine terms:
+    the prefill factor, and the eager host time without `cuda_graphs`), warning outside its
+    covered ranges."""
+    step_model = StepTimeModel(
         engine_coefficients(
             profile.coefficients, profile.source, _known_key(profile.gpu, get_gpu) or profile.gpu
         ),
         covered=profile.covered,
         label=f"cost model {profile.name} ({profile.source})",
     )
+    if cuda_graphs:
+        return step_model
+    return eager_engine_model(step_model, get_model(profile.model).num_layers, profile.source)
 
 
 def _linear_coefficients(step_overhead_s: float, per_token_s: float) -> StepCoefficients:

@@ -3,14 +3,15 @@ validated error of that kind of model (`summary.json`'s `cost_model` block)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sim.costmodel.engine_terms import EagerDecodeModel, load_engine_terms
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
-from sim.costmodel.loader import auto_cost_model_spec, cost_model_from_profile, load_cost_model
+from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import CostModel
 from sim.costmodel.profiles import Profile, is_profile_name, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_profile
@@ -28,6 +29,9 @@ class CostModelChoice:
     kind: str  # shipped, roofline, calibrated, derived (a kernel-derived file) or synthetic
     name: str  # the profile's name, its file, or the constant/linear spec
     provenance: str
+    cuda_graphs: bool = True  # the deployment's engine replays decode steps as CUDA graphs
+    # The host time per layer added to decode steps (docs/cost_model.md §5.8); None: not added.
+    eager_host_per_layer_s: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """What summary.json and the report say about the cost model."""
@@ -35,6 +39,8 @@ class CostModelChoice:
             "kind": self.kind,
             "name": self.name,
             "provenance": self.provenance,
+            "cuda_graphs": self.cuda_graphs,
+            "eager_host_per_layer_s": self.eager_host_per_layer_s,
             "frontend_request_s": self.frontend.request_s,
             "frontend_per_prompt_token_s": self.frontend.per_prompt_token_s,
             "frontend_first_token_s": self.frontend.first_token_s,
@@ -49,20 +55,42 @@ def choose_cost_model(
     gpu: str | GpuSpec,
     model: str | ModelSpec,
     tp: int,
+    cuda_graphs: bool = True,
 ) -> CostModelChoice:
-    """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings."""
-    gpu_spec, model_spec = get_gpu(gpu), get_model(model)
+    """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings for an engine
+    with or without CUDA graphs."""
+    choice = _choose(spec, frontend_spec, get_gpu(gpu), get_model(model), tp, cuda_graphs)
+    eager = isinstance(choice.model, EagerDecodeModel)
+    return replace(
+        choice,
+        cuda_graphs=cuda_graphs,
+        eager_host_per_layer_s=load_engine_terms().eager_host_per_layer_s if eager else None,
+    )
+
+
+def _choose(
+    spec: str,
+    frontend_spec: str,
+    gpu_spec: GpuSpec,
+    model_spec: ModelSpec,
+    tp: int,
+    cuda_graphs: bool,
+) -> CostModelChoice:
     text = spec.strip()
     if text == "auto":
         text = auto_cost_model_spec(gpu_spec, model_spec, tp)
     # load_cost_model checks a profile against the deployment and parses inline specs.
-    step_model = load_cost_model(text, gpu=gpu_spec, model=model_spec, tp=tp)
+    step_model = load_cost_model(
+        text, gpu=gpu_spec, model=model_spec, tp=tp, cuda_graphs=cuda_graphs
+    )
     if text == "roofline":
-        return _from_profile(roofline_profile(gpu_spec, model_spec, tp), frontend_spec, text)
+        profile = roofline_profile(gpu_spec, model_spec, tp)
+        return _from_profile(profile, step_model, frontend_spec, text)
     is_file = text.endswith((".yaml", ".yml")) or Path(text).is_file()
     if is_file or is_profile_name(text):
         profile = load_profile(Path(text) if is_file else shipped_profile_path(text))
-        choice = _from_profile(profile, frontend_spec, _profile_kind(profile, shipped=not is_file))
+        kind = _profile_kind(profile, shipped=not is_file)
+        choice = _from_profile(profile, step_model, frontend_spec, kind)
         return _renamed(choice, text) if is_file else choice
     # A constant: or linear: model states every time of a hypothetical engine itself, so 'auto'
     # adds no front end to it.
@@ -88,12 +116,15 @@ def _profile_kind(profile: Profile, *, shipped: bool) -> str:
     return "shipped" if shipped else "derived"
 
 
-def _from_profile(profile: Profile, frontend_spec: str, kind: str) -> CostModelChoice:
-    """The choice of `profile`; "roofline" as kind means the profile's own source decides."""
+def _from_profile(
+    profile: Profile, step_model: CostModel, frontend_spec: str, kind: str
+) -> CostModelChoice:
+    """The choice of `profile` timed by `step_model`; "roofline" as kind means the profile's own
+    source decides."""
     if kind == "roofline":
         kind = _profile_kind(profile, shipped=True)
     return CostModelChoice(
-        cost_model_from_profile(profile),
+        step_model,
         resolve_frontend(frontend_spec, profile.frontend),
         kind,
         profile.name,

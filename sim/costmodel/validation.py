@@ -1,5 +1,6 @@
-"""Shipped profiles against three sources: held-out kernel layer-sum shapes, Splitwise's measured
-prefill/decode iterations, and published TTFTs (`prefixsim costmodel validate`)."""
+"""Shipped profiles against held-out kernel layer-sum shapes and real measurements: Splitwise's
+prefill/decode iterations, published TTFTs, published eager vs CUDA-graph decode steps and vLLM
+serving runs replayed by a layer above (`prefixsim costmodel validate`)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ import numpy as np
 from sim.costmodel.batch import BatchShape, longest_context, step_features
 from sim.costmodel.derive import SHIPPED_COMBINATIONS, kernel_reference, t_star_candidates
 from sim.costmodel.engine_terms import (
+    EagerFitRow,
     EngineFit,
     FitRow,
     best_offset_s,
     engine_coefficients,
+    fit_eager_host_per_layer_s,
     fit_engine_terms,
+    load_engine_terms,
     real_engine_coefficients,
 )
 from sim.costmodel.fit import Measurement, StepFeatures, fit_step_form
@@ -33,6 +37,7 @@ from sim.costmodel.specs import get_gpu, get_model
 DATA_DIR = Path(__file__).parent / "data"
 SPLITWISE_CSV = DATA_DIR / "splitwise" / "perf_model.csv"
 PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
+EAGER_PAIRS_CSV = DATA_DIR / "eager" / "eager_vs_graph.csv"
 
 KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
 LOSO_SUFFIX = " (leave-one-source-out)"
@@ -44,6 +49,7 @@ SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
 PUBLISHED_SPLITWISE_SOURCE = "published TTFT (Splitwise rows)"
 PUBLISHED_OTHER_SOURCE = "published TTFT (other rows)"
+EAGER_PAIRS_SOURCE = "eager vs CUDA-graph decode steps"
 
 # Splitwise rows that do not measure what their columns say: at TP2 and 512-token prompts the
 # batch-64 prefill takes 0.8 s (A100) against 6.5 s at batch 32 (weights leave ~8 GiB per GPU, too
@@ -93,6 +99,8 @@ class ValidationRecord:
     roofline_predicted_s: float | None  # the specs-only profile of the same (gpu, model, tp)
     in_fitted_range: bool
     batch_size: int | None = None  # sequences measured together, where the source says
+    # The real-engine terms a leave-one-source-out prediction was made with ("" as shipped).
+    held_out_terms: str = ""
 
     @property
     def relative_error(self) -> float:
@@ -150,10 +158,18 @@ class RealRow:
     request_s_count: int = 0
     setup: str = ""
     fitted: bool = False  # a prefill measurement the factor is fitted to
+    # Decoder layers an engine without CUDA graphs launches from the host in this decode step (0:
+    # a CUDA-graph or prefill step); every such row is fitted to the host time per layer.
+    eager_layers: int = 0
 
     @property
     def fit_row(self) -> FitRow:
         return FitRow(self.gpu_key, self.engine_s, self.record.measured_s, self.request_s_count > 0)
+
+    def eager_fit_row(self, fit: EngineFit) -> EagerFitRow:
+        return EagerFitRow(
+            self.engine_s(fit.factor(self.gpu_key)), self.eager_layers, self.record.measured_s
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +177,7 @@ class ValidationReport:
     records: list[ValidationRecord]
     exclusions: list[Exclusion]
     fit_on_all: EngineFit  # the real-engine factor and request_s fitted on every real source
+    eager_host_per_layer_s: float  # fitted on every real source's eager decode steps
 
     def summaries(self, key: str = "source") -> list[ErrorSummary]:
         """Error statistics per source (or per `key`="profile" within the kernel held-out rows)."""
@@ -172,21 +189,20 @@ class ValidationReport:
                 groups[record.profile].append(record)
         return [_summarize(name, rows) for name, rows in groups.items()]
 
-    def setup_summaries(self) -> list[ErrorSummary]:
-        """Errors per real source and cost model ("source | profile"), as shipped (no
-        leave-one-source-out rows, no kernel tables, no refit)."""
+    def setup_summaries(self, *, held_out: bool = False) -> list[ErrorSummary]:
+        """Errors per real source and cost model ("source | profile"): as shipped, or predicted
+        leave-one-source-out (`held_out`); no kernel tables, no refit."""
         groups: dict[str, list[ValidationRecord]] = defaultdict(list)
         for record in self.records:
-            if not is_as_shipped(record.source):
-                continue
-            groups[f"{record.source} | {record.profile}"].append(record)
+            if _in_breakdown(record, held_out):
+                groups[f"{record.source} | {record.profile}"].append(record)
         return [_summarize(name, rows) for name, rows in sorted(groups.items())]
 
-    def batch_summaries(self) -> list[ErrorSummary]:
-        """Errors per real source and batch size ("source | B"), as shipped."""
+    def batch_summaries(self, *, held_out: bool = False) -> list[ErrorSummary]:
+        """Errors per real source and batch size ("source | B"), as shipped or held out."""
         groups: dict[tuple[str, int], list[ValidationRecord]] = defaultdict(list)
         for record in self.records:
-            if record.batch_size is None or not is_as_shipped(record.source):
+            if record.batch_size is None or not _in_breakdown(record, held_out):
                 continue
             groups[(record.source, record.batch_size)].append(record)
         return [
@@ -205,19 +221,36 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
     }
     splitwise_cases, splitwise_exclusions = _splitwise_cases()
     published_rows, published_exclusions = _published_rows(profiles)
+    eager_rows, eager_exclusions = eager_pair_rows()
     real_rows = (
         _splitwise_rows(splitwise_cases, profiles)
         + published_rows
+        + eager_rows
         + [_served_row(measurement) for measurement in served or []]
     )
+    fit_on_all = fit_engine_terms([row.fit_row for row in real_rows if row.fitted])
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + [row.record for row in real_rows]
         + leave_one_source_out_records(real_rows)
         + _splitwise_refit_records(splitwise_cases, profiles),
-        splitwise_exclusions + published_exclusions,
-        fit_engine_terms([row.fit_row for row in real_rows if row.fitted]),
+        splitwise_exclusions + published_exclusions + eager_exclusions,
+        fit_on_all,
+        fit_eager_host(real_rows, fit_on_all),
     )
+
+
+def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
+    """The host time per layer fitted on `rows`' eager decode steps, at `fit`'s factors; 0 when
+    none of them is one (nothing measures the term then)."""
+    eager = [row.eager_fit_row(fit) for row in rows if row.eager_layers]
+    return fit_eager_host_per_layer_s(eager) if eager else 0.0
+
+
+def _in_breakdown(record: ValidationRecord, held_out: bool) -> bool:
+    if held_out:
+        return bool(record.held_out_terms)
+    return is_as_shipped(record.source)
 
 
 def is_as_shipped(source: str) -> bool:
@@ -228,22 +261,30 @@ def is_as_shipped(source: str) -> bool:
 
 
 def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
-    """Each real source predicted with the real-engine factor fitted on the other sources'
-    prefill measurements (front end included where they went through one)."""
+    """Each real source predicted with the real-engine terms fitted on the other sources: the
+    factor on their prefill measurements (front end included where they went through one), the
+    eager host time per layer on their eager decode steps."""
     records = []
     for origin in sorted({row.origin for row in rows}):
         held_out = [row for row in rows if row.origin == origin]
-        fit = fit_engine_terms([row.fit_row for row in rows if row.fitted and row.origin != origin])
+        training = [row for row in rows if row.origin != origin]
+        fit = fit_engine_terms([row.fit_row for row in training if row.fitted])
+        eager_s = fit_eager_host(training, fit)
         served = any(row.request_s_count for row in held_out)
         for row in held_out:
             factor = fit.factor(row.gpu_key)
             request_s = _setup_held_out_request_s(held_out, row.setup, fit) if served else 0.0
+            terms = f"x{factor:.3f} prefill compute"
+            if row.eager_layers:
+                terms += f", eager host {eager_s * 1e6:.0f} us/layer"
             records.append(
                 replace(
                     row.record,
                     source=row.record.source + (SERVED_LOSO_SUFFIX if served else LOSO_SUFFIX),
-                    profile=f"{row.record.profile} x{factor:.3f} prefill compute",
-                    predicted_s=row.engine_s(factor) + row.request_s_count * request_s,
+                    held_out_terms=terms,
+                    predicted_s=row.engine_s(factor)
+                    + row.request_s_count * request_s
+                    + row.eager_layers * eager_s,
                     table_predicted_s=None,
                     roofline_predicted_s=None,
                 )
@@ -276,6 +317,43 @@ def _origin(source: str) -> str:
     if "Splitwise" in source:
         return "Splitwise"
     return source.split(":")[0]
+
+
+def eager_pair_rows() -> tuple[list[RealRow], list[Exclusion]]:
+    """Published decode steps of Python engines measured without and with CUDA graphs (dense
+    decoders): the eager time is predicted as the CUDA-graph time plus the host time of launching
+    every layer; the rest of the file is listed with its reason."""
+    shipped_per_layer_s = load_engine_terms().eager_host_per_layer_s
+    rows, exclusions = [], []
+    with EAGER_PAIRS_CSV.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            case = f"{row['row']}: {row['model']} on {row['gpu']}, {row['engine']}"
+            if row["fitted"] != "yes":
+                exclusions.append(Exclusion(EAGER_PAIRS_SOURCE, case, row["reason_not_fitted"]))
+                continue
+            num_layers = int(row["num_layers"])
+            graph_s = float(row["graph_ms_per_step"]) * 1e-3
+            record = ValidationRecord(
+                source=EAGER_PAIRS_SOURCE,
+                profile=f"{row['engine']} {row['model']} tp{row['tp']}",
+                case=case,
+                measured_s=float(row["eager_ms_per_step"]) * 1e-3,
+                predicted_s=graph_s + num_layers * shipped_per_layer_s,
+                table_predicted_s=None,
+                roofline_predicted_s=None,
+                in_fitted_range=True,
+                batch_size=int(row["batch_size"]),
+            )
+            rows.append(
+                RealRow(
+                    record,
+                    EAGER_PAIRS_SOURCE,
+                    gpu_key="",
+                    engine_s=_measured_with_cuda_graphs(graph_s),
+                    eager_layers=num_layers,
+                )
+            )
+    return rows, exclusions
 
 
 def _kernel_held_out_records(
@@ -368,13 +446,26 @@ def _splitwise_cases() -> tuple[list[_SplitwiseCase], list[Exclusion]]:
     return cases, exclusions
 
 
+def _measured_with_cuda_graphs(graph_s: float) -> Callable[[float], float]:
+    """A measured CUDA-graph step: no real-engine factor moves it."""
+
+    def step_time_s(_factor: float) -> float:
+        return graph_s
+
+    return step_time_s
+
+
 def _splitwise_rows(
     cases: list[_SplitwiseCase], profiles: dict[tuple[str, str, int], Profile]
 ) -> list[RealRow]:
     rows = []
     for case in cases:
-        reference = kernel_reference(get_gpu(case.gpu_key), get_model(case.model_key), case.tp)
+        model = get_model(case.model_key)
+        reference = kernel_reference(get_gpu(case.gpu_key), model, case.tp)
         profile = profiles[(case.gpu_key, case.model_key, case.tp)]
+        # Splitwise's stack ran without CUDA graphs (data/splitwise/README.md): its decode steps
+        # launch every layer from the host.
+        eager_layers = model.num_layers if case.source == SPLITWISE_DECODE_SOURCE else 0
         record = _record(
             case.source,
             profile,
@@ -382,6 +473,7 @@ def _splitwise_rows(
             case.shape,
             case.measured_s,
             reference.step_time_s(case.shape),
+            eager_layers=eager_layers,
         )
         rows.append(
             RealRow(
@@ -390,6 +482,7 @@ def _splitwise_rows(
                 case.gpu_key,
                 _step_time_at_factor(profile.coefficients, case.shape),
                 fitted=case.source == SPLITWISE_PREFILL_SOURCE,
+                eager_layers=eager_layers,
             )
         )
     return rows
@@ -513,9 +606,11 @@ def _record(
     table_predicted_s: float | None,
     with_roofline: bool = True,
     real_engine: bool = True,
+    eager_layers: int = 0,
 ) -> ValidationRecord:
-    """`profile` against one measurement: as a run uses it (`real_engine`), or its kernel-only
-    coefficients (the kernel-table comparison)."""
+    """`profile` against one measurement: as a run uses it (`real_engine`; an engine without
+    CUDA graphs when `eager_layers` is set), or its kernel-only coefficients (the kernel-table
+    comparison)."""
     in_range = profile.covered is None or not profile.covered.violations(
         *step_features(shape), longest_context(shape)
     )
@@ -524,15 +619,17 @@ def _record(
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
     # Built without its covered ranges: rows outside them are flagged, not warned about.
     model = StepTimeModel(coefficients)
+    host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
     return ValidationRecord(
         source=source,
         profile=profile.name,
         case=case,
         measured_s=measured_s,
-        predicted_s=model.step_time_s(shape),
+        predicted_s=model.step_time_s(shape) + host_s,
         table_predicted_s=table_predicted_s,
         roofline_predicted_s=(
             _roofline_model(profile.gpu, profile.model, profile.tp, real_engine).step_time_s(shape)
+            + host_s
             if with_roofline
             else None
         ),

@@ -64,6 +64,19 @@ def test_run_id_is_a_hash_of_the_resolved_config(tmp_path: Path) -> None:
     assert load_scenario(path, ["engine.watermark=0.1"]).scenario.run_id() != first.run_id()
 
 
+def test_cuda_graphs_is_in_the_run_id_only_when_turned_off(tmp_path: Path) -> None:
+    """`deployment.cuda_graphs` (default true) came later: at its default it stays out of the
+    resolved config, so older scenarios keep their run ids; false is a different run."""
+    path = write(tmp_path, "base.yaml", BASE)
+    first = load_scenario(path).scenario
+    assert "cuda_graphs" not in first.resolved()["deployment"]
+    explicit = load_scenario(path, ["deployment.cuda_graphs=true"]).scenario
+    assert explicit.run_id() == first.run_id()
+    eager = load_scenario(path, ["deployment.cuda_graphs=false"]).scenario
+    assert eager.resolved()["deployment"]["cuda_graphs"] is False
+    assert eager.run_id() != first.run_id()
+
+
 def test_an_error_in_a_base_file_names_that_file_and_line(tmp_path: Path) -> None:
     # Line 4 of base.yaml has an unknown engine key; the child that extends it is what was run.
     write(tmp_path, "base.yaml", BASE.replace("max_num_seqs: 64", "max_num_sequences: 64"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.config import load_scenario
 from sim.costmodel import (
     BatchShape,
     StepCoefficients,
@@ -11,7 +12,17 @@ from sim.costmodel import (
     engine_coefficients,
     real_engine_coefficients,
 )
-from sim.costmodel.engine_terms import FitRow, fit_engine_terms, load_engine_terms
+from sim.costmodel.engine_terms import (
+    EagerDecodeModel,
+    EagerFitRow,
+    FitRow,
+    eager_engine_model,
+    fit_eager_host_per_layer_s,
+    fit_engine_terms,
+    load_engine_terms,
+)
+from sim.costmodel.loader import load_cost_model
+from sim.runner import scenario_cost_model_choice
 
 KERNELS = StepCoefficients(0.004, 2e-5, 200, 1e-9, 4e-8, 3e-6)
 DECODE_10_AT_1000 = BatchShape([], [], [1000] * 10)
@@ -68,3 +79,70 @@ def test_request_s_is_fitted_with_the_factor_on_rows_measured_through_a_front_en
     fit = fit_engine_terms(served)
     assert fit.pooled == 1.5
     assert fit.request_s == pytest.approx(0.01)
+
+
+def test_an_engine_without_cuda_graphs_adds_its_layers_host_time_to_decode_steps_only():
+    """80 layers x 0.2 ms = 16 ms on the 8.43 ms decode step of the first test (24.43 ms); the
+    24.5005 ms prefill and a step mixing that prefill with the decodes keep the kernel time
+    (prefill runs eagerly in every engine the prefill factor was fitted on)."""
+    kernels = StepTimeModel(KERNELS)
+    eager = EagerDecodeModel(kernels, 80, 0.0002)
+    assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02443)
+    assert eager.step_time_s(PREFILL_1000) == pytest.approx(0.0245005)
+    mixed = BatchShape([1000], [0], [1000] * 10)
+    assert eager.step_time_s(mixed) == kernels.step_time_s(mixed)
+
+
+def test_only_kernel_only_models_get_the_shipped_eager_host_time():
+    """Shipped: 192.5 us per layer. A kernel-derived or roofline model of 32 layers adds
+    6.16 ms per decode step; a calibrated model is fitted to its own engine and stays as is."""
+    assert load_engine_terms().eager_host_per_layer_s == 0.0001925
+    kernels = StepTimeModel(KERNELS)
+    for source in ("kernel-derived", "roofline"):
+        eager = eager_engine_model(kernels, 32, source)
+        assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843 + 32 * 0.0001925)
+    assert eager_engine_model(kernels, 32, "calibrated") is kernels
+
+
+def test_a_deployment_without_cuda_graphs_loads_the_profile_with_the_eager_term():
+    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 192.5 us = 6.16 ms
+    slower without CUDA graphs; a 1000-token prefill is not."""
+    graphs = load_cost_model("h100/llama-3.1-8b/tp1")
+    eager = load_cost_model("h100/llama-3.1-8b/tp1", cuda_graphs=False)
+    decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
+    assert decode_extra_s == pytest.approx(0.00616)
+    assert eager.step_time_s(PREFILL_1000) == graphs.step_time_s(PREFILL_1000)
+
+
+def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
+    """Rows (base, layers, measured): (10 ms, 10, 12 ms) and (20 ms, 20, 24 ms) are both exactly
+    base + layers x 0.2 ms; a row measured below its base alone would ask for a negative time,
+    which is clipped to 0."""
+    rows = [EagerFitRow(0.010, 10, 0.012), EagerFitRow(0.020, 20, 0.024)]
+    assert fit_eager_host_per_layer_s(rows) == pytest.approx(0.0002)
+    assert fit_eager_host_per_layer_s([EagerFitRow(0.010, 10, 0.008)]) == 0.0
+
+
+def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
+    """deployment.cuda_graphs false on Llama-3.1-8B (32 layers) on one H100: the run's step model
+    adds 32 x 192.5 us = 6.16 ms to every decode-only step, and its summary says so; the default
+    keeps CUDA graphs."""
+    path = tmp_path / "eager.yaml"
+    path.write_text(
+        "name: eager\nseed: 1\nduration_s: 10\n"
+        "deployment: {model: llama-3.1-8b, gpu: h100}\n"
+        "workload:\n  source: {kind: chat, tenants: [{name: a}]}\n"
+        "  arrivals: {process: poisson, rate_per_s: 1}\n"
+    )
+    graphs_choice = scenario_cost_model_choice(load_scenario(path).scenario, tmp_path)
+    eager_scenario = load_scenario(path, ["deployment.cuda_graphs=false"]).scenario
+    eager_choice = scenario_cost_model_choice(eager_scenario, tmp_path)
+    graphs, eager = graphs_choice.model, eager_choice.model
+    assert isinstance(eager, EagerDecodeModel) and not isinstance(graphs, EagerDecodeModel)
+    # summary.json says which: the deployment's setting and the host time added.
+    assert graphs_choice.summary()["cuda_graphs"] is True
+    assert graphs_choice.summary()["eager_host_per_layer_s"] is None
+    assert eager_choice.summary()["cuda_graphs"] is False
+    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001925
+    decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
+    assert decode_extra_s == pytest.approx(32 * 0.0001925)

@@ -1,5 +1,6 @@
 """`prefixsim costmodel validate`: profiles vs held-out kernel shapes, Splitwise, published."""
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ from sim.cli import main
 from sim.costmodel.engine_terms import load_engine_terms
 from sim.costmodel.frontend import load_shipped_frontend
 from sim.costmodel.validation import (
+    EAGER_PAIRS_CSV,
+    EAGER_PAIRS_SOURCE,
     KERNEL_SOURCE,
     LOSO_SUFFIX,
     POWER_CAPPED,
@@ -19,7 +22,11 @@ from sim.costmodel.validation import (
     SPLITWISE_PREFILL_SOURCE,
     SPLITWISE_REFIT_SOURCE,
     ErrorSummary,
+    RealRow,
+    ValidationRecord,
     ValidationReport,
+    eager_pair_rows,
+    leave_one_source_out_records,
     validate_shipped_profiles,
 )
 
@@ -49,21 +56,24 @@ def test_the_shipped_real_engine_terms_are_the_fit_on_every_real_source(
     report: ValidationReport,
 ) -> None:
     """engine_terms.yaml and frontend.yaml's request_s hold what validate fits (A100 1.445,
-    H100 1.66, pooled 1.51; request_s 12.4 ms)."""
+    H100 1.66, pooled 1.51; request_s 12.4 ms; eager host time 192.5 us per layer)."""
     fit = report.fit_on_all
     terms = load_engine_terms()
     assert fit.factors == terms.factors and fit.pooled == terms.pooled
     assert fit.request_s == pytest.approx(load_shipped_frontend().frontend.request_s, abs=5e-5)
+    assert report.eager_host_per_layer_s == pytest.approx(terms.eager_host_per_layer_s, abs=5e-8)
 
 
 def test_real_sources_as_shipped(report: ValidationReport) -> None:
     """With the real-engine factor, Splitwise prefill and the serving runs' TTFT centre on the
-    measurements; Splitwise decode (a 2023 stack without CUDA graphs, steps of 28-60 ms at any
-    batch) stays 40 % below, where vLLM's own ITL is within 3 %."""
+    measurements; with the eager host time per layer, so do Splitwise's decode steps (a 2023
+    stack without CUDA graphs; 38 % below without the term), while the published eager vs
+    CUDA-graph pairs scatter around it (32 %: 0.03-0.59 ms per layer from engine to engine)."""
     summaries = _summaries(report)
     expected = {
         SPLITWISE_PREFILL_SOURCE: (150, 0.1407, 0.0005),
-        SPLITWISE_DECODE_SOURCE: (150, 0.3818, -0.3966),
+        SPLITWISE_DECODE_SOURCE: (150, 0.1196, -0.0007),
+        EAGER_PAIRS_SOURCE: (9, 0.3192, -0.1641),
         PUBLISHED_SPLITWISE_SOURCE: (56, 0.1723, -0.0002),
         PUBLISHED_OTHER_SOURCE: (3, 0.4412, 0.1958),
         f"{SERVING_SOURCE}: TTFT": (20, 0.0530, -0.0127),
@@ -80,19 +90,97 @@ def test_real_sources_as_shipped(report: ValidationReport) -> None:
 
 
 def test_leave_one_source_out(report: ValidationReport) -> None:
-    """Each source predicted by the factor fitted without it: the serving runs within 10 % on
+    """Each source predicted by the terms fitted without it: the serving runs within 10 % on
     TTFT (5.9 %), ITL and E2E; Splitwise prefill 22.9 % (the serving runs alone cannot tell the
-    factor from the front end); Splitwise decode 38 % (no factor touches decode steps)."""
+    factor from the front end); Splitwise decode 14.8 % with the eager host time fitted on the
+    published pairs alone (141 us per layer); the pairs 32.0 % with it fitted on Splitwise."""
     summaries = _summaries(report)
     expected = {
         SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX: 0.2288,
-        SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX: 0.3808,
+        SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX: 0.1482,
+        EAGER_PAIRS_SOURCE + LOSO_SUFFIX: 0.3195,
         f"{SERVING_SOURCE}: TTFT{SERVED_LOSO_SUFFIX}": 0.0594,
         f"{SERVING_SOURCE}: ITL{SERVED_LOSO_SUFFIX}": 0.0284,
         f"{SERVING_SOURCE}: E2E{SERVED_LOSO_SUFFIX}": 0.0276,
     }
     for source, mape in expected.items():
         assert summaries[source].mape == pytest.approx(mape, abs=5e-5), source
+    held_out_terms = {
+        record.held_out_terms
+        for record in report.records
+        if record.source == SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX
+    }
+    assert held_out_terms == {
+        "x1.085 prefill compute, eager host 141 us/layer",
+        "x1.360 prefill compute, eager host 141 us/layer",
+    }
+
+
+def test_each_eager_source_is_predicted_by_the_host_time_fitted_without_it() -> None:
+    """Source P: 10 ms steps of 10 layers measured 12 ms eager (0.2 ms per layer); source S: 20 ms
+    of 20 layers measured 28 ms (0.4 ms). Each also has a prefill measured at its kernel time
+    (factor 1). P with S's 0.4 ms: 14 ms, 16.67 % too slow; S with P's 0.2 ms: 24 ms, 14.29 % too
+    fast. The labels name the host time each was predicted with."""
+
+    def rows(source: str, base_s: float, layers: int, measured_s: float) -> list[RealRow]:
+        decode = ValidationRecord(source, "p", "decode", measured_s, base_s, None, None, True)
+        prefill = ValidationRecord(source, "p", "prefill", 0.1, 0.1, None, None, True)
+        return [
+            RealRow(decode, source, "h100", lambda _f: base_s, eager_layers=layers),
+            RealRow(prefill, source, "h100", lambda f: 0.1 * f, fitted=True),
+        ]
+
+    held_out = [
+        record
+        for record in leave_one_source_out_records(
+            rows("P", 0.010, 10, 0.012) + rows("S", 0.020, 20, 0.028)
+        )
+        if record.case == "decode"
+    ]
+    errors = {r.source: round(r.relative_error, 4) for r in held_out}
+    assert errors == {"P" + LOSO_SUFFIX: 0.1667, "S" + LOSO_SUFFIX: -0.1429}
+    assert [r.held_out_terms for r in held_out] == [
+        "x1.000 prefill compute, eager host 400 us/layer",
+        "x1.000 prefill compute, eager host 200 us/layer",
+    ]
+
+
+def test_the_eager_pairs_load_with_their_sources() -> None:
+    """17 vendored rows, each with its thread and where in it the numbers are; 9 fitted (Python
+    engines, dense decoders). metaseq's OPT-175B (96 layers) on 8 A100s: 95 ms per token eager,
+    66 ms with CUDA graphs, predicted 66 + 96 x 0.1925 = 84.48 ms as shipped."""
+    with EAGER_PAIRS_CSV.open(newline="") as handle:
+        vendored = list(csv.DictReader(handle))
+    assert len(vendored) == 17
+    assert all(row["source_url"].startswith("https://github.com/") for row in vendored)
+    assert all(row["quote_location"] and row["as_published"] for row in vendored)
+    rows, exclusions = eager_pair_rows()
+    assert len(rows) == 9 and len(exclusions) == 8
+    metaseq = next(row for row in rows if row.record.case.startswith("metaseq-opt175b"))
+    assert metaseq.eager_layers == 96
+    assert metaseq.record.measured_s == pytest.approx(0.095)
+    assert metaseq.engine_s(1.66) == pytest.approx(0.066)
+    assert metaseq.record.predicted_s == pytest.approx(0.08448)
+
+
+def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
+    """Splitwise decode left out, per setup: Llama-2-70B at TP 8 too fast (A100 MAPE 33.9 %,
+    H100 25.9 %), TP 4 on H100 within 7.1 %; per batch: 12.7 % at batch 1, 44.1 % at 64."""
+    held_out = SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX
+    per_setup = {s.name: s for s in report.setup_summaries(held_out=True)}
+    expected_setups = {
+        "a100/llama-2-70b/tp8": (19, 0.3393, -0.3233),
+        "h100/llama-2-70b/tp8": (19, 0.2593, -0.2348),
+        "h100/llama-2-70b/tp4": (19, 0.0709, -0.0411),
+    }
+    for setup, (rows, mape, median) in expected_setups.items():
+        summary = per_setup[f"{held_out} | {setup}"]
+        assert (summary.num_rows, round(summary.mape, 4)) == (rows, mape), setup
+        assert summary.median_signed_error == pytest.approx(median, abs=5e-5), setup
+    per_batch = {s.name: s for s in report.batch_summaries(held_out=True)}
+    assert per_batch[f"{held_out} | 1"].mape == pytest.approx(0.1267, abs=5e-5)
+    assert per_batch[f"{held_out} | 64"].mape == pytest.approx(0.4407, abs=5e-5)
+    assert all(LOSO_SUFFIX in name or SERVED_LOSO_SUFFIX in name for name in per_batch)
 
 
 def test_unmodellable_rows_are_listed_with_a_reason(report: ValidationReport) -> None:
@@ -102,6 +190,11 @@ def test_unmodellable_rows_are_listed_with_a_reason(report: ValidationReport) ->
     assert sum("not a full prefill" in reason for reason in reasons) == 4
     # 75 Splitwise cases x prefill and decode, and 28 published rows.
     assert reasons.count(POWER_CAPPED) == 2 * 76 + 28
+    # The eager pairs outside the term: 6 from C++ engines (one of them MoE), 1 MoE, 1 rough.
+    eager = [e.reason for e in report.exclusions if e.source == EAGER_PAIRS_SOURCE]
+    assert len(eager) == 8
+    assert sum("C++" in reason for reason in eager) == 6
+    assert sum(reason.startswith("MoE") for reason in eager) == 1
 
 
 @pytest.mark.slow
@@ -112,6 +205,6 @@ def test_cli_writes_plot_and_records(tmp_path: Path) -> None:
     assert (tmp_path / "validation.png").stat().st_size > 20_000
     lines = (tmp_path / "validation_records.csv").read_text().splitlines()
     assert lines[0].startswith("source,profile,case,measured_s,predicted_s")
-    # Kernel tables; real rows and 20 serving runs x 3 metrics as shipped and left one source
-    # out; Splitwise refit.
-    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 20 * 3) + 300
+    # Kernel tables; real rows (eager pairs included) and 20 serving runs x 3 metrics as shipped
+    # and left one source out; Splitwise refit.
+    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 20 * 3) + 300

@@ -34,7 +34,15 @@ CONTRACTS: dict[str, Contract] = {
     "sim.metrics": Contract(("sim.errors", "sim.fileio"), ("numpy", "pyarrow")),
     "sim.routing": Contract(("sim.sched",)),
     "sim.engine": Contract(
-        ("sim.kvcache", "sim.sched", "sim.routing", "sim.costmodel", "sim.metrics", "sim.errors"),
+        (
+            "sim.kvcache",
+            "sim.native",
+            "sim.sched",
+            "sim.routing",
+            "sim.costmodel",
+            "sim.metrics",
+            "sim.errors",
+        ),
         ("simpy",),
     ),
     "sim.config": Contract(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,8 +12,32 @@ from workloads.errors import WorkloadError
 from workloads.validation import require_number
 
 
+class _Draws(ABC):
+    """Draws one at a time or `size` at once: numpy's n single draws and one draw of size n
+    consume the random stream alike, so both give the same values. Draws come back as Python
+    lists: the few a session takes are shaped (clipped, rounded) faster so than in numpy."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
+        """`size` draws."""
+
+    @abstractmethod
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` draws as counts, each at least `minimum`."""
+
+    def sample(self, rng: np.random.Generator) -> float:
+        """One draw."""
+        return self.samples(rng, 1)[0]
+
+    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
+        """One count, at least `minimum`."""
+        return self.sample_counts(rng, 1, minimum)[0]
+
+
 @dataclass(slots=True, frozen=True)
-class Fixed:
+class Fixed(_Draws):
     """Always `value`."""
 
     value: float
@@ -20,17 +45,17 @@ class Fixed:
     def __post_init__(self) -> None:
         require_number("Fixed", "value", self.value, 0.0)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw (consumes no randomness)."""
-        return float(self.value)
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
+        """`size` draws (consuming no randomness)."""
+        return [float(self.value)] * size
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """`value` rounded, at least `minimum`."""
-        return max(minimum, round(self.value))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` times `value` rounded, at least `minimum`."""
+        return [max(minimum, round(self.value))] * size
 
 
 @dataclass(slots=True, frozen=True)
-class Uniform:
+class Uniform(_Draws):
     """Uniform on [low, high]; counts are uniform over the integers in that range."""
 
     low: float
@@ -48,18 +73,23 @@ class Uniform:
                 f"Uniform: [{self.low!r}, {self.high!r}] holds no integer; widen the range"
             )
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        return float(rng.uniform(self.low, self.high))
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
+        """`size` draws."""
+        drawn: list[float] = rng.uniform(self.low, self.high, size).tolist()
+        return drawn
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """A uniform integer in [ceil(low), floor(high)], at least `minimum`."""
-        drawn = int(rng.integers(math.ceil(self.low), math.floor(self.high) + 1))
-        return max(minimum, drawn)
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` uniform integers in [ceil(low), floor(high)], each at least `minimum`."""
+        low, high = math.ceil(self.low), math.floor(self.high) + 1
+        # One integer without `size` skips numpy's shape handling, most of the call's cost.
+        drawn = (
+            [int(rng.integers(low, high))] if size == 1 else rng.integers(low, high, size).tolist()
+        )
+        return [max(minimum, count) for count in drawn]
 
 
 @dataclass(slots=True, frozen=True)
-class LogNormal:
+class LogNormal(_Draws):
     """exp(Normal(ln median, sigma)), clipped to [low, high]."""
 
     median: float
@@ -77,18 +107,25 @@ class LogNormal:
                 f"LogNormal.high: {self.high!r} is not allowed; use a number >= low ({self.low!r})"
             )
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        drawn = float(rng.lognormal(math.log(self.median), self.sigma))
-        return min(self.high, max(self.low, drawn))
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
+        """`size` draws."""
+        low, high = self.low, self.high
+        return [min(high, max(low, value)) for value in self._unclipped(rng, size)]
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """One draw rounded to an int, at least `minimum`."""
-        return max(minimum, round(self.sample(rng)))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` draws rounded to ints, each at least `minimum`."""
+        low, high = self.low, self.high
+        return [
+            max(minimum, round(min(high, max(low, value)))) for value in self._unclipped(rng, size)
+        ]
+
+    def _unclipped(self, rng: np.random.Generator, size: int) -> list[float]:
+        drawn: list[float] = rng.lognormal(math.log(self.median), self.sigma, size).tolist()
+        return drawn
 
 
 @dataclass(slots=True, frozen=True)
-class Exponential:
+class Exponential(_Draws):
     """Exponential with the given mean."""
 
     mean: float
@@ -96,13 +133,14 @@ class Exponential:
     def __post_init__(self) -> None:
         require_number("Exponential", "mean", self.mean, 0.0, exclusive=True)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One draw."""
-        return float(rng.exponential(self.mean))
+    def samples(self, rng: np.random.Generator, size: int) -> list[float]:
+        """`size` draws."""
+        drawn: list[float] = rng.exponential(self.mean, size).tolist()
+        return drawn
 
-    def sample_count(self, rng: np.random.Generator, minimum: int = 0) -> int:
-        """One draw rounded to an int, at least `minimum`."""
-        return max(minimum, round(self.sample(rng)))
+    def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
+        """`size` draws rounded to ints, each at least `minimum`."""
+        return [max(minimum, round(value)) for value in self.samples(rng, size)]
 
 
 Distribution = Fixed | Uniform | LogNormal | Exponential

@@ -26,7 +26,9 @@ from workloads.spec import Segment, TokenArray
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN_INT = 0x9E3779B97F4A7C15
+_GOLDEN = np.uint64(_GOLDEN_INT)
+_TWO_TO_64 = 1 << 64
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
@@ -70,10 +72,23 @@ class _Positions:
 _POSITIONS = _Positions()
 
 
-def _token_matrix(seeds: list[int], num_tokens: int, vocab_size: int) -> np.ndarray:
-    """Row r (int64) holds the first `num_tokens` ids of the stream seeded by seeds[r]."""
-    positions = _POSITIONS.first(num_tokens)
-    mixed = _mix64(np.array(seeds, dtype=np.uint64)[:, None] + positions[None, :])
+def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> np.ndarray:
+    """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
+    (int64): one numpy pass however many streams there are."""
+    total = sum(lengths)
+    if len(seeds) == 1:
+        mixed = _POSITIONS.first(total) + np.uint64(seeds[0])
+    else:
+        # Token i of stream r, at offset start_r + i of the run, mixes
+        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden.
+        shifted_seeds = []
+        start = 0
+        for seed, length in zip(seeds, lengths, strict=True):
+            shifted_seeds.append((seed - start * _GOLDEN_INT) % _TWO_TO_64)
+            start += length
+        mixed = np.repeat(np.array(shifted_seeds, dtype=np.uint64), lengths)
+        mixed += _POSITIONS.first(total)
+    _mix64(mixed)
     mixed %= np.uint64(vocab_size)
     return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64
 
@@ -86,7 +101,7 @@ def _shared(tokens: np.ndarray) -> TokenArray:
 
 def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]:
     """The first `num_tokens` synthetic ids of `content_id`, uncached."""
-    return _token_matrix([content_seed(content_id)], num_tokens, vocab_size)[0].tolist()
+    return _streams([content_seed(content_id)], [num_tokens], vocab_size).tolist()
 
 
 def trace_block_content_id(namespace: str, hash_id: int) -> str:
@@ -118,7 +133,7 @@ class SyntheticTokens:
         cached = self._cache.get(content_id)
         if cached is not None and len(cached) >= num_tokens:
             return cached if len(cached) == num_tokens else cached[:num_tokens]
-        tokens = _shared(_token_matrix([content_seed(content_id)], num_tokens, self.vocab_size)[0])
+        tokens = _shared(_streams([content_seed(content_id)], [num_tokens], self.vocab_size))
         self._cache.put(content_id, tokens, num_tokens)
         return tokens
 
@@ -139,16 +154,24 @@ class SyntheticTokens:
                 found.append(None)
                 missing.append(index)
         if missing:
-            longest = max(lengths[index] for index in missing)
-            seeds = [content_seed(content_ids[index]) for index in missing]
-            for index, row in zip(
-                missing, _token_matrix(seeds, longest, self.vocab_size), strict=True
-            ):
-                # A copy, so the cache holds no view of the whole matrix.
-                row = _shared(row[: lengths[index]].copy())
+            streams = self.streams(
+                [content_ids[index] for index in missing], [lengths[index] for index in missing]
+            )
+            start = 0
+            for index in missing:
+                stop = start + lengths[index]
+                # A copy, so the cache holds no view of the whole run of streams.
+                row = _shared(streams[start:stop].copy())
                 self._cache.put(content_ids[index], row, len(row))
                 found[index] = row
+                start = stop
         return found  # type: ignore[return-value]
+
+    def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
+        """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
+        array, generated in one numpy pass and not cached (for content used by one session)."""
+        seeds = [content_seed(content_id) for content_id in content_ids]
+        return _streams(seeds, lengths, self.vocab_size)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""

@@ -161,19 +161,22 @@ MIN_ROWS_PER_GPU = 10
 _ROUNDS = 6
 
 
-def fit_engine_terms(rows: Sequence[FitRow]) -> EngineFit:
+def fit_engine_terms(rows: Sequence[FitRow], request_s: float | None = None) -> EngineFit:
     """The pooled factor (with request_s), then per-GPU factors (GPUs with MIN_ROWS_PER_GPU rows
-    or more) alternating with request_s, each minimising the squared relative error."""
+    or more) alternating with request_s, each minimising the squared relative error; a given
+    `request_s` is held fixed instead of fitted."""
     assert rows, "no rows to fit"
-    pooled, request_s = _best_factor(rows, None)
+    pooled, fitted_request_s = _best_factor(rows, request_s)
     by_gpu: dict[str, list[FitRow]] = {}
     for row in rows:
         by_gpu.setdefault(row.gpu_key, []).append(row)
     own = {gpu: group for gpu, group in by_gpu.items() if len(group) >= MIN_ROWS_PER_GPU}
-    fit = EngineFit({}, pooled, request_s)
+    fit = EngineFit({}, pooled, fitted_request_s)
     for _ in range(_ROUNDS):
         factors = {gpu: _best_factor(group, fit.request_s)[0] for gpu, group in own.items()}
-        fit = EngineFit(factors, pooled, _request_s(rows, EngineFit(factors, pooled, None)))
+        if request_s is None:
+            fitted_request_s = _request_s(rows, EngineFit(factors, pooled, None))
+        fit = EngineFit(factors, pooled, fitted_request_s)
     return fit
 
 

@@ -30,7 +30,7 @@ from sim.costmodel.engine_terms import (
 from sim.costmodel.fit import Measurement, StepFeatures, fit_step_form
 from sim.costmodel.model import StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
-from sim.costmodel.roofline import roofline_coefficients
+from sim.costmodel.roofline import roofline_coefficients, roofline_profile
 from sim.costmodel.shapes import held_out_shapes
 from sim.costmodel.specs import get_gpu, get_model
 
@@ -38,6 +38,7 @@ DATA_DIR = Path(__file__).parent / "data"
 SPLITWISE_CSV = DATA_DIR / "splitwise" / "perf_model.csv"
 PUBLISHED_CSV = DATA_DIR / "published" / "published_ttft.csv"
 EAGER_PAIRS_CSV = DATA_DIR / "eager" / "eager_vs_graph.csv"
+EAGER_TP_SWEEP_CSV = DATA_DIR / "eager" / "eager_tp_sweep.csv"
 
 KERNEL_SOURCE = "kernel tables (model vs its own training tables, not validation)"
 LOSO_SUFFIX = " (leave-one-source-out)"
@@ -50,6 +51,7 @@ SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
 PUBLISHED_SPLITWISE_SOURCE = "published TTFT (Splitwise rows)"
 PUBLISHED_OTHER_SOURCE = "published TTFT (other rows)"
 EAGER_PAIRS_SOURCE = "eager vs CUDA-graph decode steps"
+EAGER_TP_SWEEP_SOURCE = "eager decode steps at TP 1-4 (TGI 1.2)"
 
 # Splitwise rows that do not measure what their columns say: at TP2 and 512-token prompts the
 # batch-64 prefill takes 0.8 s (A100) against 6.5 s at batch 32 (weights leave ~8 GiB per GPU, too
@@ -215,29 +217,66 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
     """Every comparison `prefixsim costmodel validate` reports: the kernel-table check, each real
     source as shipped, and each real source predicted by the real-engine factor (and front end)
     fitted without it. `served` are real serving runs replayed by a layer above this one."""
-    profiles = {
-        (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
-        for gpu, model, tp in SHIPPED_COMBINATIONS
-    }
-    splitwise_cases, splitwise_exclusions = _splitwise_cases()
-    published_rows, published_exclusions = _published_rows(profiles)
-    eager_rows, eager_exclusions = eager_pair_rows()
-    real_rows = (
-        _splitwise_rows(splitwise_cases, profiles)
-        + published_rows
-        + eager_rows
-        + [_served_row(measurement) for measurement in served or []]
-    )
+    profiles = _shipped_profiles()
+    real_rows, exclusions = _real_rows(profiles, served or [])
     fit_on_all = fit_engine_terms([row.fit_row for row in real_rows if row.fitted])
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + [row.record for row in real_rows]
         + leave_one_source_out_records(real_rows)
-        + _splitwise_refit_records(splitwise_cases, profiles),
-        splitwise_exclusions + published_exclusions + eager_exclusions,
+        + _splitwise_refit_records(_splitwise_cases()[0], profiles),
+        exclusions,
         fit_on_all,
         fit_eager_host(real_rows, fit_on_all),
     )
+
+
+def real_measurement_rows(served: list[ServedMeasurement]) -> list[RealRow]:
+    """Every real measurement `validate_shipped_profiles` compares with, as functions of the
+    real-engine factor."""
+    return _real_rows(_shipped_profiles(), served)[0]
+
+
+def _shipped_profiles() -> dict[tuple[str, str, int], Profile]:
+    return {
+        (gpu, model, tp): load_profile(shipped_profile_path(f"{gpu}/{model}/tp{tp}"))
+        for gpu, model, tp in SHIPPED_COMBINATIONS
+    }
+
+
+def _real_rows(
+    profiles: dict[tuple[str, str, int], Profile], served: list[ServedMeasurement]
+) -> tuple[list[RealRow], list[Exclusion]]:
+    splitwise_cases, splitwise_exclusions = _splitwise_cases()
+    published_rows, published_exclusions = _published_rows(profiles)
+    eager_rows, eager_exclusions = eager_pair_rows()
+    rows = (
+        _splitwise_rows(splitwise_cases, profiles)
+        + published_rows
+        + eager_rows
+        + eager_tp_sweep_rows()
+        + [_served_row(measurement) for measurement in served]
+    )
+    return rows, splitwise_exclusions + published_exclusions + eager_exclusions
+
+
+def held_out_at_request_s(
+    rows: list[RealRow], source: str, request_s: float
+) -> tuple[EngineFit, ErrorSummary]:
+    """`source`'s rows predicted by the factor fitted on the other sources' prefill measurements
+    with the front end's request_s held at `request_s`: how much of the held-out error hangs on
+    the constant the serving runs cannot tell from the factor (a diagnosis; the shipped fit
+    leaves request_s free)."""
+    origin = _origin(source)
+    fit = fit_engine_terms(
+        [row.fit_row for row in rows if row.fitted and row.origin != origin], request_s
+    )
+    held_out = [
+        replace(row.record, predicted_s=row.engine_s(fit.factor(row.gpu_key)))
+        for row in rows
+        if row.record.source == source
+    ]
+    return fit, _summarize(source, held_out)
 
 
 def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
@@ -354,6 +393,39 @@ def eager_pair_rows() -> tuple[list[RealRow], list[Exclusion]]:
                 )
             )
     return rows, exclusions
+
+
+def eager_tp_sweep_rows() -> list[RealRow]:
+    """Decode steps of a 2023 engine without CUDA graphs (TGI 1.2, NCCL all-reduce) at TP 1, 2
+    and 4 on one model and GPU: predicted as the cost model a run would pick (roofline: no
+    kernel-derived profile for the model) plus the host time of launching every layer."""
+    rows = []
+    with EAGER_TP_SWEEP_CSV.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            model = get_model(row["model_key"])
+            gpu_key, tp, batch_size = row["gpu_key"], int(row["tp"]), int(row["batch_size"])
+            profile = roofline_profile(get_gpu(gpu_key), model, tp)
+            shape = BatchShape([], [], [int(row["decode_context_tokens"])] * batch_size)
+            record = _record(
+                EAGER_TP_SWEEP_SOURCE,
+                profile,
+                f"{row['row']}: {row['model']} on {row['gpu']} x{tp}, {row['engine']}",
+                shape,
+                float(row["eager_ms_per_step"]) * 1e-3,
+                None,
+                with_roofline=False,
+                eager_layers=model.num_layers,
+            )
+            rows.append(
+                RealRow(
+                    replace(record, batch_size=batch_size),
+                    EAGER_TP_SWEEP_SOURCE,
+                    gpu_key,
+                    _step_time_at_factor(profile.coefficients, shape),
+                    eager_layers=model.num_layers,
+                )
+            )
+    return rows
 
 
 def _kernel_held_out_records(

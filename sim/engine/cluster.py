@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from sim.costmodel import CostModel
+from sim.engine.compiled import CompiledReplicas
 from sim.engine.core import EngineCore
 from sim.engine.offload import OffloadSpec
 from sim.kvcache import Hasher
@@ -39,6 +40,7 @@ class Cluster:
         on_step: Callable[[float], None] | None = None,
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
+        compiled_loop: bool = True,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -53,6 +55,8 @@ class Cluster:
             else FanOutRecorder([shared, ReplicaRecorders(replica_recorders)])
         )
         step_buffer = StepBuffer(engine_recorder)
+        # One buffer and one set of compiled loops keep the replicas' steps in order.
+        compiled_replicas = CompiledReplicas(env, step_buffer)
         self.router = router
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
@@ -69,6 +73,8 @@ class Cluster:
                     fast_decode_path=fast_decode_path,
                     offload=offload,
                     replica=index,
+                    compiled_loop=compiled_loop,
+                    compiled_replicas=compiled_replicas,
                 )
             )
         self.views = [

@@ -9,11 +9,14 @@ from typing import Any
 
 import simpy
 
-from sim.costmodel import BatchShape, CostModel
+from sim.costmodel import BatchShape, CostModel, StepTimeModel
+from sim.engine.compiled import CompiledReplicas
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
 from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepBuffer, StepRecord
+from sim.native import StepColumnsBuffer, StepLoop
 from sim.sched import (
+    NativeScheduler,
     Request,
     Scheduler,
     SchedulerConfig,
@@ -81,6 +84,34 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         )
 
 
+def compiled_loop_covers(scheduler: Scheduler | NativeScheduler, cost_model: CostModel) -> bool:
+    """True when the compiled step loop runs a replica: the compiled scheduler (FCFS, no CPU
+    tier) and the linear step-time model. Everything else runs EngineCore's Python loop."""
+    return isinstance(scheduler, NativeScheduler) and type(cost_model) is StepTimeModel
+
+
+def _make_step_loop(
+    scheduler: NativeScheduler, cost_model: StepTimeModel, buffer: StepColumnsBuffer, replica: int
+) -> StepLoop:
+    coefficients = cost_model.coefficients
+    return StepLoop(
+        scheduler.core,
+        scheduler.kv_cache_manager,
+        scheduler.requests,
+        step_overhead_s=coefficients.step_overhead_s,
+        per_token_s=coefficients.per_token_s,
+        t_star_tokens=coefficients.t_star_tokens,
+        half_pair_s=cost_model._half_pair_s,
+        per_kv_token_s=coefficients.per_kv_token_s,
+        per_decode_seq_s=coefficients.per_decode_seq_s,
+        cost_model=cost_model,
+        covered=cost_model.covered,
+        buffer=buffer,
+        replica=replica,
+        async_scheduling=scheduler.async_scheduling,
+    )
+
+
 class QueueFullError(ValueError):
     """vLLM's front end turned a request away (HTTP 503): max_num_queued_reqs or
     max_num_queued_tokens reached (spec §12.8). The request never reaches the cache."""
@@ -116,6 +147,12 @@ class EngineCore:
     may start loads; with async scheduling it queues behind the step in flight), and once
     only empty steps are left the loop waits for the next transfer to finish or a request to
     arrive, as vLLM's engine polls transfers in empty steps.
+
+    Where `compiled_loop_covers` the configuration, the same loop runs in C++ (StepLoop),
+    many steps per SimPy event (sim/engine/compiled.py: `compiled_replicas` runs the loops of
+    one clock's replicas together), in the same order as the Python loop. `on_request_finished`
+    then runs at the finishing step's time for requests of a session; for others it may run
+    later, before any other event.
     """
 
     def __init__(
@@ -132,6 +169,8 @@ class EngineCore:
         offload: OffloadSpec | None = None,
         replica: int = 0,
         step_buffer: StepBuffer | None = None,
+        compiled_loop: bool = True,
+        compiled_replicas: CompiledReplicas | None = None,
     ) -> None:
         check_max_model_len_fits(config)
         self.env = env
@@ -162,13 +201,30 @@ class EngineCore:
         self.cost_model = cost_model
         self.on_request_finished = on_request_finished
         self.on_step = on_step
-        self.num_steps = 0
+        self._num_steps = 0
         self.num_queue_full_rejections = 0
         self._wakeup: simpy.Event | None = None
         self._gpu_free_at = 0.0
         # Steps launched but not yet processed, newest first (at most 2 with async scheduling).
         self._in_flight: deque[_Batch] = deque()
-        self.process = env.process(self._run())
+        self._loop: StepLoop | None = None
+        if compiled_loop and compiled_loop_covers(self.scheduler, cost_model):
+            assert isinstance(self.scheduler, NativeScheduler)
+            assert isinstance(cost_model, StepTimeModel)
+            if compiled_replicas is None:
+                compiled_replicas = CompiledReplicas(env, self.step_buffer)
+            self._loop = _make_step_loop(
+                self.scheduler, cost_model, compiled_replicas.columns, replica
+            )
+            self._compiled = compiled_replicas
+            self._compiled_index = compiled_replicas.add(self, self._loop)
+        else:
+            self.process = env.process(self._run())
+
+    @property
+    def num_steps(self) -> int:
+        """Engine steps applied so far."""
+        return self._loop.num_steps if self._loop is not None else self._num_steps
 
     @property
     def hasher(self):
@@ -183,7 +239,15 @@ class EngineCore:
             self.num_queue_full_rejections += 1
             raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
-        if self._wakeup is not None and not self._wakeup.triggered:
+        if (
+            self._loop is not None
+            and request.session_id is not None
+            and self.on_request_finished is not None
+        ):
+            self._loop.stop_on_finish_of(request)  # its next turn is released at its finish
+        if self._loop is not None:
+            self._compiled.wake(self._compiled_index)
+        elif self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
     def _queue_limit_problem(self) -> str | None:
@@ -293,8 +357,8 @@ class EngineCore:
             output,
             started_at,
             duration_s,
-            len(scheduler.running),
-            len(scheduler.waiting),
+            scheduler.num_running,
+            scheduler.num_waiting,
             scheduler.num_preemptions - num_preemptions_before,
             block_pool.num_evictions - num_evictions_before,
         )
@@ -319,10 +383,10 @@ class EngineCore:
         result = apply_step_output(scheduler, output, now, done)
         stats = result.prefix_cache_stats
         external_queries, external_hits = self._external_delta()
-        self.num_steps += 1
+        self._num_steps += 1
         self.step_buffer.add(
             StepRecord(
-                step_index=self.num_steps,
+                step_index=self._num_steps,
                 started_at=batch.started_at,
                 duration_s=batch.duration_s,
                 num_prefill_tokens=sum(output.prefill_new_tokens),
@@ -342,12 +406,16 @@ class EngineCore:
             )
         )
         for request in result.finished:
-            self.recorder.on_request_finished(request_record(request, self.replica))
-            if self.on_request_finished is not None:
-                self.on_request_finished(request)
+            self.hand_over_finished(request)
         if self.on_step is not None:
             self.on_step(now)
         return load_reported
+
+    def hand_over_finished(self, request: Request) -> None:
+        """A finished request to the recorder and the `on_request_finished` callback."""
+        self.recorder.on_request_finished(request_record(request, self.replica))
+        if self.on_request_finished is not None:
+            self.on_request_finished(request)
 
     def _external_delta(self) -> tuple[int, int]:
         """The CPU tier's query and hit tokens counted since the last step record."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import simpy
 
@@ -15,6 +15,7 @@ from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
 from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike
 from sim.engine.sessions import SessionBookkeeping
+from sim.kvcache import block_identity_wanted
 from sim.metrics import NullRecorder, Recorder
 from sim.routing import RoundRobinRouter, Router
 from sim.sched import SchedulerConfig
@@ -48,14 +49,19 @@ def simulate(
     fast_decode_path: bool = True,
     frontend: FrontEnd = NO_FRONTEND,
     offload: OffloadSpec | None = None,
+    compiled_loop: bool = True,
 ) -> SimulationResult:
     """Run the workload through `num_replicas` engines behind `router` (default round robin)
     until every submitted request has finished; `frontend` is the API server before them.
 
     Requests arriving after `duration_s` are not submitted; those already in flight drain.
+    `compiled_loop=False` keeps every replica on the Python step loop (what equivalence tests
+    compare the compiled one against).
     """
     recorder = recorder if recorder is not None else NullRecorder()
     router = router if router is not None else RoundRobinRouter()
+    # Block events are the only way a block hash leaves a simulation.
+    config = replace(config, block_identity=block_identity_wanted(hashes_shown=record_block_events))
     env = simpy.Environment()
     stage = FrontEndStage(env, frontend)
     engine_recorder: Recorder = recorder
@@ -77,6 +83,7 @@ def simulate(
         on_step=on_progress,
         fast_decode_path=fast_decode_path,
         offload=offload,
+        compiled_loop=compiled_loop,
     )
     driver = WorkloadDriver(
         env,

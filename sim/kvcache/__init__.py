@@ -14,6 +14,7 @@ from sim.kvcache.hashing import (
     Hasher,
     HashKeys,
     MultiModalItem,
+    block_identity_wanted,
     none_hash,
 )
 from sim.kvcache.interface import CacheManager
@@ -73,6 +74,7 @@ __all__ = [
     "PrefixLookupCounting",
     "RequestStatus",
     "StorePlan",
+    "block_identity_wanted",
     "cache_salt_problem",
     "external_hit_tokens",
     "none_hash",

@@ -3,12 +3,22 @@
 A block's hash is H((parent_hash, tuple(block_tokens), extra_keys_or_None)); block 0's parent is
 NONE_HASH = H(seed_string). `sha256`/`xxhash` serialise with pickle protocol 5, the `_cbor`
 variants with canonical CBOR, so digests are bit-identical to vLLM's for the same seed.
+
+Where no hash value leaves a run, a hasher built with `identity=True` gives each block without
+extra keys a cheaper *block identity* instead: XXH3-128 over the parent's bytes and the block's
+tokens as raw int64, no serialisation (blocks with extra keys keep vLLM's hash over the same
+parent, so vLLM's treatment of their keys is kept). Like vLLM's digest it is a function of the
+block's parent and content only, so two blocks get equal identities exactly when they get equal
+digests, unless two different prefixes collide in 128 bits (vLLM's own decisions assume no
+SHA-256 collision; for 10^9 blocks a 128-bit collision has probability below 10^-20).
+`block_identity_wanted` is the one place that chooses it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -55,7 +65,22 @@ def get_hash_function(algo: str) -> HashFunction:
         raise ValueError(f"unknown hash_algo {algo!r}; allowed: {', '.join(HASH_ALGOS)}") from None
 
 
-def none_hash(algo: str, hash_seed: str | None = None) -> bytes:
+def block_identity_wanted(*, hashes_shown: bool) -> bool:
+    """Whether a run hashes blocks with the block identity: only where no block hash is shown
+    (no block events written, nothing else printing or storing a hash)."""
+    return not hashes_shown
+
+
+def _all_int64(tokens: Sequence[int]) -> bool:
+    return all(type(token) is int and -(2**63) <= token < 2**63 for token in tokens)
+
+
+def _plain_block_identity(parent: bytes, tokens: Sequence[int]) -> bytes:
+    """A block without extra keys: XXH3-128 of the parent's bytes and the tokens as int64."""
+    return xxhash.xxh3_128_digest(parent + array("q", tokens).tobytes())
+
+
+def none_hash(algo: str, hash_seed: str | None = None, *, identity: bool = False) -> bytes:
     """NONE_HASH, the parent of block 0: H(seed string).
 
     `hash_seed` plays PYTHONHASHSEED's role. Unset, sha256 variants use "vllm-none-hash"; vLLM's
@@ -63,7 +88,8 @@ def none_hash(algo: str, hash_seed: str | None = None) -> bytes:
     determinism), so they fall back to the same fixed string here; pass a seed to emulate a run.
     """
     seed = DEFAULT_SHA256_SEED if hash_seed is None else hash_seed
-    return get_hash_function(algo)(seed)
+    hash_fn = get_hash_function(algo)
+    return xxhash.xxh3_128_digest(seed.encode()) if identity else hash_fn(seed)
 
 
 @dataclass(slots=True, frozen=True)
@@ -123,6 +149,7 @@ class Hasher(Protocol):
     algo: str
     block_size: int
     none_hash: bytes
+    identity: bool
 
     def extend(
         self, block_hashes: list[bytes], token_ids: Sequence[int], keys: HashKeys = ...
@@ -136,7 +163,8 @@ class Hasher(Protocol):
 
 
 class BlockHasher:
-    """Hashes full blocks of token lists into vLLM's chained block hashes.
+    """Hashes full blocks of token lists into vLLM's chained block hashes (or, with `identity`,
+    block identities: see the module docstring).
 
     With `memo_size > 0` each distinct (parent, tokens, extra keys) is serialised and digested
     once while it stays in a bounded memo (cleared whole when full, which is cheap and keeps
@@ -144,7 +172,7 @@ class BlockHasher:
     lookup instead of a digest. Results are identical either way.
     """
 
-    __slots__ = ("algo", "block_size", "none_hash", "memo_size", "_hash", "_memo")
+    __slots__ = ("algo", "block_size", "none_hash", "identity", "memo_size", "_hash", "_memo")
 
     def __init__(
         self,
@@ -153,11 +181,13 @@ class BlockHasher:
         hash_seed: str | None = None,
         *,
         memo_size: int = 0,
+        identity: bool = False,
     ):
         self.algo = algo
         self.block_size = block_size
+        self.identity = identity
         self._hash = get_hash_function(algo)
-        self.none_hash = none_hash(algo, hash_seed)
+        self.none_hash = none_hash(algo, hash_seed, identity=identity)
         self.memo_size = memo_size
         self._memo: dict[tuple[object, ...], bytes] = {}
 
@@ -167,7 +197,15 @@ class BlockHasher:
             self.algo == other.algo
             and self.block_size == other.block_size
             and self.none_hash == other.none_hash
+            and self.identity == other.identity
         )
+
+    def _hash_block(self, hashed: tuple[bytes, tuple[int, ...], ExtraKeys]) -> bytes:
+        parent, tokens, extra = hashed
+        if self.identity and extra is None and _all_int64(tokens):
+            return _plain_block_identity(parent, tokens)
+        # vLLM's hash tells a bool or a huge int from an int64 token; so does this one.
+        return self._hash(hashed)
 
     def extend(
         self,
@@ -180,7 +218,7 @@ class BlockHasher:
         start_block = len(block_hashes)
         num_full_blocks = len(token_ids) // block_size
         parent = block_hashes[-1] if block_hashes else self.none_hash
-        hash_fn = self._hash
+        hash_block = self._hash_block
         plain = keys.is_empty
         memo = self._memo if self.memo_size else None
         for index in range(start_block, num_full_blocks):
@@ -189,11 +227,11 @@ class BlockHasher:
             extra = None if plain else keys.for_block(index, start, end)
             hashed = (parent, tuple(token_ids[start:end]), extra)
             if memo is None:
-                parent = hash_fn(hashed)
+                parent = hash_block(hashed)
             else:
                 cached = memo.get(hashed)
                 if cached is None:
-                    cached = hash_fn(hashed)
+                    cached = hash_block(hashed)
                     if len(memo) >= self.memo_size:
                         memo.clear()
                     memo[hashed] = cached

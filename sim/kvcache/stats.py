@@ -80,7 +80,7 @@ class _CountingHost(Protocol):
 
 
 class PrefixLookupCounting:
-    """The counting half of a KV cache manager, shared by the reference and the native core;
+    """The counting half of the reference KV cache manager (the native core counts in C++);
     the manager provides `_caches` and `_reset_pool` (`_CountingHost`)."""
 
     stats: PrefixCacheStats

@@ -5,17 +5,28 @@ in compiled code; `python` runs the readable reference in `sim.kvcache`. Both ma
 decisions block for block (tests/native compares every result file).
 """
 
-from sim.native._core import SchedulerCore, StepOutput
+from sim.native._core import (
+    ClusterLoop,
+    SchedulerCore,
+    StepColumnsBuffer,
+    StepLoop,
+    StepOutput,
+    StepUpdate,
+)
 from sim.native.cores import CORES, DEFAULT_CORE, make_hasher, make_manager
 from sim.native.manager import NativeBlockHasher, NativeKVCacheManager
 
 __all__ = [
     "CORES",
+    "ClusterLoop",
     "DEFAULT_CORE",
     "NativeBlockHasher",
     "NativeKVCacheManager",
     "SchedulerCore",
+    "StepColumnsBuffer",
+    "StepLoop",
     "StepOutput",
+    "StepUpdate",
     "make_hasher",
     "make_manager",
 ]

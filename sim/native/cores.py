@@ -32,10 +32,12 @@ def make_hasher(
     hash_seed: str | None = None,
     *,
     memo_size: int = 0,
+    identity: bool = False,
 ) -> Hasher:
-    """The block hasher of `core`; both give every block the same hash."""
+    """The block hasher of `core`; both give every block the same hash (with `identity`, the
+    same block identity: sim.kvcache.hashing)."""
     _check(core)
-    return _HASHERS[core](algo, block_size, hash_seed, memo_size=memo_size)
+    return _HASHERS[core](algo, block_size, hash_seed, memo_size=memo_size, identity=identity)
 
 
 class ManagerOptions(TypedDict, total=False):

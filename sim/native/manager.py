@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import xxhash
+import xxhash._xxhash
 
 from sim.kvcache import (
     MAX_NUM_GPU_BLOCKS,
@@ -13,16 +14,21 @@ from sim.kvcache import (
     BlockHasher,
     CacheObserver,
     PrefixCacheStats,
-    PrefixLookupCounting,
     RequestStatus,
     pool_size_problem,
 )
-from sim.native._core import CacheCore, HasherCore
+from sim.native._core import CacheCore, HasherCore, find_libcrypto, find_xxh3
+
+# Digests in C++ through the libraries Python's hashlib (loaded by sim.kvcache) and the xxhash
+# package's extension (it exports XXH3_128bits) already loaded, whichever module came first.
+find_libcrypto()
+find_xxh3(xxhash._xxhash.__file__)
 
 
 class NativeBlockHasher(HasherCore):
-    """BlockHasher's chained hashes computed in C++; requests with extra keys (LoRA, salt,
-    multimodal, prompt embeds) are hashed by the reference BlockHasher it holds."""
+    """BlockHasher's chained hashes (or block identities) computed in C++; requests with extra
+    keys (LoRA, salt, multimodal, prompt embeds) are hashed by the reference BlockHasher it
+    holds."""
 
     hashes_like = BlockHasher.hashes_like
 
@@ -33,19 +39,28 @@ class NativeBlockHasher(HasherCore):
         hash_seed: str | None = None,
         *,
         memo_size: int = 0,
+        identity: bool = False,
     ) -> None:
-        reference = BlockHasher(algo, block_size, hash_seed, memo_size=memo_size)
+        reference = BlockHasher(algo, block_size, hash_seed, memo_size=memo_size, identity=identity)
         super().__init__(
-            algo, block_size, reference.none_hash, reference, NO_HASH_KEYS, xxhash.xxh3_128_digest
+            algo,
+            block_size,
+            reference.none_hash,
+            reference,
+            NO_HASH_KEYS,
+            xxhash.xxh3_128_digest,
+            identity,
         )
         self.algo = algo
         self.block_size = block_size
         self.none_hash = reference.none_hash
         self.memo_size = memo_size
+        self.identity = identity
 
 
-class NativeKVCacheManager(CacheCore, PrefixLookupCounting):
-    """KVCacheManager and its BlockPool in C++: blocks are ids, not KVBlock objects."""
+class NativeKVCacheManager(CacheCore):
+    """KVCacheManager and its BlockPool in C++: blocks are ids, not KVBlock objects; the
+    prefix-cache counters are counted in C++ too (the compiled scheduler counts there)."""
 
     def __init__(
         self,
@@ -69,11 +84,20 @@ class NativeKVCacheManager(CacheCore, PrefixLookupCounting):
             RequestStatus.WAITING,
             RequestStatus.PREEMPTED,
         )
-        self.stats = PrefixCacheStats()  # since the last make_prefix_cache_stats()
-        self.cumulative_stats = PrefixCacheStats()
 
-    def _caches(self) -> bool:
-        return self.enable_caching
+    @property
+    def stats(self) -> PrefixCacheStats:
+        """Counters since the last make_prefix_cache_stats() (a copy)."""
+        return PrefixCacheStats(*self._lookup_counts(False))
+
+    @property
+    def cumulative_stats(self) -> PrefixCacheStats:
+        """Counters of the whole run (a copy)."""
+        return PrefixCacheStats(*self._lookup_counts(True))
+
+    def make_prefix_cache_stats(self) -> PrefixCacheStats:
+        """Counters since the previous call (vLLM reports per-step deltas)."""
+        return PrefixCacheStats(*self._take_lookup_counts())
 
     @property
     def block_pool(self) -> NativeKVCacheManager:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.engine import SpecLike, cache_request_from_spec, relaxed_garbage_collection
-from sim.kvcache import Hasher, PrefixCacheStats, run_alone
+from sim.kvcache import Hasher, PrefixCacheStats, block_identity_wanted, run_alone
 from sim.native import DEFAULT_CORE, make_hasher, make_manager
 
 HASH_MEMO_SIZE = 262144
@@ -51,7 +51,11 @@ def replay_cache_only(
     With `num_gpu_blocks=None` the cache never evicts, which is modelled as a set of cached
     hashes: a pool that never evicts keeps every block it ever cached, so hits are the same.
     """
-    hasher = make_hasher(core, hash_algo, block_size, hash_seed, memo_size=HASH_MEMO_SIZE)
+    # Only counts leave a cache-only replay, no hash.
+    identity = block_identity_wanted(hashes_shown=False)
+    hasher = make_hasher(
+        core, hash_algo, block_size, hash_seed, memo_size=HASH_MEMO_SIZE, identity=identity
+    )
     with relaxed_garbage_collection():
         if num_gpu_blocks is None:
             return _replay_unbounded(specs, hasher)

@@ -17,21 +17,12 @@ class SchedulerReplica:
     @property
     def num_unfinished_requests(self) -> int:
         """Requests waiting or running: the pending-request count routers balance on."""
-        return len(self.scheduler.waiting) + len(self.scheduler.running)
+        return self.scheduler.num_waiting + self.scheduler.num_running
 
     @property
     def num_queued_tokens(self) -> int:
-        """Tokens of unfinished requests not yet scheduled: mostly prompts still to prefill.
-
-        With async scheduling a decode step in flight has computed a token that is not appended
-        yet (its output placeholder): counted, so that a decoding request is 1 either way.
-        """
-        return sum(
-            len(request.all_token_ids)
-            + request.num_output_placeholders
-            - request.num_computed_tokens
-            for request in self.scheduler.requests.values()
-        )
+        """Tokens of unfinished requests not yet scheduled (Scheduler.num_queued_tokens)."""
+        return self.scheduler.num_queued_tokens
 
     def num_cached_prefix_tokens(self, request: Request) -> int:
         """Tokens of `request` this replica's prefix cache would serve if it arrived now."""

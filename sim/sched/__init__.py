@@ -1,6 +1,6 @@
 """vLLM v1's scheduler without a clock: budgets, chunked prefill, preemption (no SimPy here)."""
 
-from sim.native import StepOutput
+from sim.native import StepOutput, StepUpdate
 from sim.sched import defaults
 from sim.sched.config import POLICIES, SchedulerConfig
 from sim.sched.defaults import engine_limit_problem
@@ -27,6 +27,7 @@ __all__ = [
     "StepOutput",
     "StepResult",
     "StepTransfers",
+    "StepUpdate",
     "TransferJob",
     "apply_step_output",
     "defaults",

@@ -28,6 +28,9 @@ class SchedulerConfig:
     enable_caching: bool = defaults.ENABLE_PREFIX_CACHING
     hash_algo: str = defaults.HASH_ALGO
     hash_seed: str | None = None
+    # Block identities instead of vLLM's digests (sim.kvcache.hashing): set by `simulate` where
+    # no block hash leaves the run; the same decisions either way.
+    block_identity: bool = False
     core: str = DEFAULT_CORE  # sim.native.CORES: the compiled cache core or the Python reference
     async_scheduling: bool = defaults.SCHEDULER_ASYNC_SCHEDULING
     long_prefill_token_threshold_adaptive: bool = defaults.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE

@@ -5,14 +5,20 @@ compiled cache core; `make_scheduler` gives every other configuration (the prior
 CPU offloading, the Python cache core, the straightforward decode path the equivalence tests
 compare against) the reference Scheduler. Both decide the same, step for step
 (tests/native/test_native_scheduler.py, tests/native/test_result_files.py).
+
+The compiled step keeps each request's state in C++ and writes the Python Request back when
+it hands the request to Python (the `running` and `waiting` lists, a step's scheduled,
+admitted, preempted, sampled and finished requests, an abort) and on its first token
+(`first_token_at`). A request read any other way mid-run (through `requests`) is current in
+its identity, prompt and `first_token_at` only; `num_queued_tokens` gives the live count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.kvcache import CacheObserver, RequestStatus
-from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput
+from sim.kvcache import CacheObserver, PrefixCacheStats, RequestStatus
+from sim.native import NativeKVCacheManager, SchedulerCore, StepOutput, StepUpdate
 from sim.sched.config import SchedulerConfig
 from sim.sched.offload import OffloadConnector
 from sim.sched.request import Request
@@ -61,8 +67,8 @@ class NativeScheduler:
             running_status=RequestStatus.RUNNING,
             preempted_status=RequestStatus.PREEMPTED,
             finished_status=RequestStatus.FINISHED_LENGTH_CAPPED,
-            finished_statuses=tuple(status for status in RequestStatus if status.is_finished),
             admission_type=Admission,
+            stats_type=PrefixCacheStats,
         )
         # Ids finished or aborted since the last schedule(): the engine runs one more (flush)
         # step for them (spec §12.3).
@@ -79,6 +85,22 @@ class NativeScheduler:
     def waiting(self) -> list[Request]:
         """Waiting requests in the order they are tried (a copy)."""
         return self.core.waiting()
+
+    @property
+    def num_running(self) -> int:
+        """Running requests."""
+        return self.core.num_running
+
+    @property
+    def num_waiting(self) -> int:
+        """Waiting requests."""
+        return self.core.num_waiting
+
+    @property
+    def num_queued_tokens(self) -> int:
+        """Tokens of unfinished requests not yet scheduled, an output placeholder counting
+        as one (see SchedulerReplica.num_queued_tokens)."""
+        return self.core.num_queued_tokens
 
     @property
     def num_preemptions(self) -> int:
@@ -131,14 +153,15 @@ class NativeScheduler:
 
     def update_from_output(
         self, output: StepOutput, now: float = 0.0, completed_jobs: Sequence[int] = ()
-    ) -> StepResult:
+    ) -> StepUpdate:
         """Sample one planned token for each request that reached its end; free finished ones.
-        (`completed_jobs` are offload transfers, which this scheduler never has.)"""
+        (`completed_jobs` are offload transfers, which this scheduler never has.) The result
+        reads as a StepResult; its request lists are built when read."""
         if completed_jobs:
             raise ValueError("the compiled scheduler runs without a CPU offload tier")
-        sampled, finished, stats = self.core.update_from_output(output, now)
-        self.finished_req_ids.update(request.request_id for request in finished)
-        return StepResult(sampled, finished, stats)
+        result = self.core.update_from_output(output, now)
+        self.finished_req_ids.update(request.request_id for request in result.finished)
+        return result
 
 
 def make_scheduler(
@@ -161,7 +184,7 @@ def apply_step_output(
     output: SchedulerOutput | StepOutput,
     now: float,
     completed_jobs: Sequence[int] = (),
-) -> StepResult:
+) -> StepResult | StepUpdate:
     """`scheduler.update_from_output` for either scheduler and the output it scheduled."""
     if isinstance(scheduler, NativeScheduler):
         assert isinstance(output, StepOutput)

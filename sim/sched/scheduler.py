@@ -96,7 +96,12 @@ def make_cache(
 ) -> tuple[Hasher, CacheManager]:
     """The block hasher and KV cache manager of `core` sized by `config`."""
     hasher = make_hasher(
-        core, config.hash_algo, config.block_size, config.hash_seed, memo_size=memo_size
+        core,
+        config.hash_algo,
+        config.block_size,
+        config.hash_seed,
+        memo_size=memo_size,
+        identity=config.block_identity,
     )
     manager = make_manager(
         core,
@@ -185,6 +190,30 @@ class Scheduler:
     def has_unfinished_requests(self) -> bool:
         """True while anything is waiting or running."""
         return bool(self.running) or len(self.waiting) > 0 or len(self.kv_holding) > 0
+
+    @property
+    def num_running(self) -> int:
+        """Running requests."""
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        """Waiting requests (those holding blocks for a CPU-tier load not counted)."""
+        return len(self.waiting)
+
+    @property
+    def num_queued_tokens(self) -> int:
+        """Tokens of unfinished requests not yet scheduled: mostly prompts still to prefill.
+
+        With async scheduling a decode step in flight has computed a token that is not appended
+        yet (its output placeholder): counted, so that a decoding request is 1 either way.
+        """
+        return sum(
+            len(request.all_token_ids)
+            + request.num_output_placeholders
+            - request.num_computed_tokens
+            for request in self.requests.values()
+        )
 
     @property
     def has_offload_work(self) -> bool:

@@ -3,7 +3,8 @@
 Random blocks (hypothesis) of ints across every pickle and CBOR integer width, both digest
 sizes as parents, every block size from 1: serialised bytes equal pickle.dumps / cbor2.dumps,
 the portable SHA-256 equals hashlib, and chained hashes equal the reference BlockHasher's for
-all four algorithms, with and without extra keys, seeds and incremental extension.
+all four algorithms and their block identities, with and without extra keys, seeds and
+incremental extension.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import pickle
 
 import cbor2
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,9 +61,10 @@ KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     algo=st.sampled_from(HASH_ALGOS),
+    identity=st.booleans(),
     block_size=st.integers(1, 20),
     seed=st.sampled_from([None, "0", "seed-b"]),
     tokens=st.lists(TOKENS, max_size=120),
@@ -69,13 +72,19 @@ KEYS = st.sampled_from(
     keys=KEYS,
 )
 def test_chained_hashes_equal_the_reference(
-    algo: str, block_size: int, seed: str | None, tokens: list[int], split: int, keys: HashKeys
+    algo: str,
+    identity: bool,
+    block_size: int,
+    seed: str | None,
+    tokens: list[int],
+    split: int,
+    keys: HashKeys,
 ) -> None:
     """Hashing in two steps (prompt, then outputs) as requests do gives the reference's list."""
     expected: list[bytes] = []
-    reference = BlockHasher(algo, block_size, seed)
+    reference = BlockHasher(algo, block_size, seed, identity=identity)
     reference.extend(expected, tokens, keys)
-    native = NativeBlockHasher(algo, block_size, seed)
+    native = NativeBlockHasher(algo, block_size, seed, identity=identity)
     assert native.none_hash == reference.none_hash
     assert native.hashes_like(reference) and reference.hashes_like(native)
     hashes: list[bytes] = []
@@ -85,11 +94,12 @@ def test_chained_hashes_equal_the_reference(
     assert added == len(tokens) // block_size
 
 
-def test_non_int_and_huge_tokens_fall_back_to_the_reference() -> None:
+@pytest.mark.parametrize("identity", [False, True])
+def test_non_int_and_huge_tokens_fall_back_to_the_reference(identity: bool) -> None:
     """bool tokens pickle differently from ints and 2**70 does not fit int64: same bytes."""
     tokens = [True, 2, 3, 2**70, 5, 6, 7, 8]
     expected: list[bytes] = []
-    BlockHasher("sha256", 4).extend(expected, tokens)
+    BlockHasher("sha256", 4, identity=identity).extend(expected, tokens)
     hashes: list[bytes] = []
-    NativeBlockHasher("sha256", 4).extend(hashes, tokens, NO_HASH_KEYS)
+    NativeBlockHasher("sha256", 4, identity=identity).extend(hashes, tokens, NO_HASH_KEYS)
     assert hashes == expected and len(hashes) == 2

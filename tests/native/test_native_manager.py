@@ -53,6 +53,8 @@ class Side:
             observer=self.events,
         )
         self.requests: dict[str, CacheRequest] = {}
+        # vLLM never lets a sequence grow past max_model_len; streams that would are skipped.
+        self.max_model_len: int = pool["max_model_len"]
         self.now = 0.0
         self.popped: list[list[Any]] = []
 
@@ -64,7 +66,7 @@ class Side:
         if name == "arrive":
             request_id = f"r{len(self.requests)}"
             prompt = SHARED_RUNS[op[2]][: op[3]] + op[4]
-            if not prompt:
+            if not prompt or len(prompt) > self.max_model_len:
                 return None
             self.requests[request_id] = CacheRequest(
                 request_id, prompt, self.hasher, skip_reading_prefix_cache=op[5]
@@ -94,6 +96,8 @@ class Side:
             request.status = RequestStatus.RUNNING
             return manager.get_block_ids(request.request_id)
         if name == "output":
+            if request.num_tokens + len(op[2]) > self.max_model_len:
+                return None
             return request.append_output_token_ids(op[2])
         if name == "one_slot":
             if (

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workloads.api import Exponential, Fixed, LogNormal, Uniform, WorkloadError
 
@@ -57,3 +59,32 @@ def test_exponential_mean() -> None:
 def test_invalid_parameters_name_the_field(make, message: str) -> None:
     with pytest.raises(WorkloadError, match=message):
         make()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    size=st.integers(0, 12),
+    distribution=st.sampled_from(
+        [
+            Fixed(3.5),
+            Uniform(1, 8),
+            Uniform(0.5, 2.5),
+            LogNormal(median=64, sigma=0.8, low=4, high=2048),
+            LogNormal(median=0.02, sigma=2.5, low=0.005, high=70),
+            Exponential(mean=20.0),
+        ]
+    ),
+)
+def test_a_draw_of_size_n_equals_n_single_draws(
+    seed: int, size: int, distribution: Fixed | Uniform | LogNormal | Exponential
+) -> None:
+    """Sessions draw their lengths and times `size` at a time: the values, and where the
+    stream stands afterwards, are those of drawing them one by one."""
+    one_by_one, at_once = np.random.default_rng(seed), np.random.default_rng(seed)
+    counts = [distribution.sample_count(one_by_one, minimum=1) for _ in range(size)]
+    values = [distribution.sample(one_by_one) for _ in range(size)]
+    assert distribution.sample_counts(at_once, size, minimum=1) == counts
+    assert distribution.samples(at_once, size) == values
+    assert all(type(count) is int and count >= 1 for count in counts)
+    assert one_by_one.random() == at_once.random()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from wl_helpers import num_shared_blocks
 
 from workloads.api import read_dynamo
@@ -80,3 +82,13 @@ def test_answers_from_the_next_turn_bring_reuse_close_to_the_measured_run(traces
     assert (error_with, error_without) == (1952, 4400)
     for spec in specs:
         assert spec.num_output_tokens == len(spec.output_tokens)
+
+
+def test_prompts_and_answers_are_pinned(traces_dir) -> None:
+    """The trace's prompts (blocks synthesised a prompt at a time) and answers hash to the
+    value the per-block token cache gave."""
+    digest = hashlib.sha256()
+    for spec in read_dynamo(traces_dir / PI_TRACE):
+        digest.update(spec.prompt_token_array().tobytes())
+        digest.update(repr(spec.output_tokens).encode())
+    assert digest.hexdigest() == "88790b5b1b3390828e2fb63c4c7f3f62960377d5268529fcd9cea03f8481b9e1"

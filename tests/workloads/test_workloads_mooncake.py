@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from itertools import islice
 
@@ -11,6 +12,7 @@ from wl_helpers import num_shared_blocks
 from workloads.api import SyntheticTokens, read_mooncake
 
 ARXIV = "mooncake/arxiv_mooncake_trace_first1000.jsonl"
+ARXIV_NAMESPACE = "arxiv_mooncake_trace_first1000"
 
 
 def _records(path) -> list[dict]:
@@ -109,3 +111,18 @@ def test_namespaces_keep_traces_apart_and_max_requests_stops_early(traces_dir) -
     assert default.num_prompt_tokens == renamed.num_prompt_tokens
     assert default.prompt_tokens()[:512] != renamed.prompt_tokens()[:512]
     assert len(list(read_mooncake(traces_dir / ARXIV, max_requests=5))) == 5
+
+
+def test_prompt_tokens_are_pinned_and_each_block_is_its_cached_stream(traces_dir) -> None:
+    """A prompt's blocks come from one numpy pass; they equal each block's own stream, are
+    read-only, and the first 50 arXiv prompts hash to the value the per-block cache gave."""
+    tokens = SyntheticTokens()
+    digest = hashlib.sha256()
+    for spec in islice(read_mooncake(traces_dir / ARXIV), 50):
+        digest.update(spec.prompt_token_array().tobytes())
+        for segment in spec.segments:
+            hash_id = int(segment.content_id.rsplit("#", 1)[1])
+            block = tokens.block_tokens(ARXIV_NAMESPACE, hash_id, len(segment.tokens))
+            assert segment.tokens.tolist() == block.tolist()
+            assert not segment.tokens.flags.writeable
+    assert digest.hexdigest() == "f99ff5d158b138811f7828a5254592d03e19d28d7ae5fd066ef27510f0e5aa36"

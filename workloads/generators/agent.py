@@ -22,9 +22,9 @@ from workloads.calibration import (
 from workloads.distributions import Distribution, LogNormal, Uniform
 from workloads.generators.common import CommonSlots
 from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
-from workloads.generators.session import SessionBuilder, Turn, validate_session_config
+from workloads.generators.rendering import SessionPlan
+from workloads.generators.session import SessionBuilder, validate_session_config
 from workloads.layout import AGENT_LAYOUT, PromptLayout
-from workloads.prompt import Piece
 from workloads.tags import TenantSpec
 
 
@@ -59,38 +59,33 @@ class AgentBuilder(SessionBuilder):
 
     _config: AgentConfig
 
-    def _turns(self, session_id: str) -> list[Turn]:
+    def _plan(self, session_id: str) -> tuple[SessionPlan, list[float]]:
         """The run's steps: one shared task, then an action and a tool observation each."""
         config, rng = self._config, self._rng
         num_steps = config.steps_per_agent.sample_count(rng, minimum=1)
-        task = Piece(
-            "question",
-            f"{config.name}/task/{session_id}",
-            "user",
-            config.task_tokens.sample_count(rng, minimum=1),
-        )
-        action_lengths = [config.action_tokens.sample_count(rng, 1) for _ in range(num_steps)]
-        observation_lengths = [
-            config.observation_tokens.sample_count(rng, 1) for _ in range(num_steps)
-        ]
-        latencies_s = [0.0] + [config.tool_latency_s.sample(rng) for _ in range(num_steps - 1)]
-        return [
-            Turn(
-                question=(task,),
-                answer_id=f"{config.name}/action/{session_id}/{index}",
-                num_answer_tokens=action_lengths[index],
-                think_time_s=latencies_s[index],
-                history_after_answer=(
-                    Piece(
-                        "history",
-                        f"{config.name}/observation/{session_id}/{index}",
-                        "tool",
-                        observation_lengths[index],
-                    ),
-                ),
+        task_length = config.task_tokens.sample_count(rng, minimum=1)
+        action_lengths = config.action_tokens.sample_counts(rng, num_steps, 1)
+        observation_lengths = config.observation_tokens.sample_counts(rng, num_steps, 1)
+        latencies_s = [0.0, *config.tool_latency_s.samples(rng, num_steps - 1)]
+        # Contents: the task at 0, then action k at 2k + 1 and its observation at 2k + 2.
+        content_ids = [f"{config.name}/task/{session_id}"]
+        lengths = [task_length]
+        for step in range(num_steps):
+            content_ids += (
+                f"{config.name}/action/{session_id}/{step}",
+                f"{config.name}/observation/{session_id}/{step}",
             )
-            for index in range(num_steps)
-        ]
+            lengths += (action_lengths[step], observation_lengths[step])
+        plan = SessionPlan(
+            content_ids,
+            ["user", *["assistant", "tool"] * num_steps],
+            lengths,
+            questions=[(0,)] * num_steps,
+            answers=[2 * step + 1 for step in range(num_steps)],
+            carried_before=[()] * num_steps,
+            carried_after=[(2 * step + 2,) for step in range(num_steps)],
+        )
+        return plan, latencies_s
 
 
 GENERATOR_KIND = GeneratorKind(

@@ -18,9 +18,9 @@ from workloads.calibration import AZURE_CONV_OUTPUT
 from workloads.distributions import Distribution, Exponential, LogNormal, Uniform
 from workloads.generators.common import CommonSlots
 from workloads.generators.kind import MAX_CONTEXT, GeneratorKind, setting
-from workloads.generators.session import SessionBuilder, Turn, validate_session_config
+from workloads.generators.rendering import SessionPlan
+from workloads.generators.session import SessionBuilder, validate_session_config
 from workloads.layout import CHAT_LAYOUT, PromptLayout
-from workloads.prompt import Piece
 from workloads.tags import TenantSpec
 
 
@@ -54,35 +54,33 @@ class ChatBuilder(SessionBuilder):
 
     _config: ChatConfig
 
-    def _turns(self, session_id: str) -> list[Turn]:
-        """The session's turns: a user message and an answer each."""
+    def _plan(self, session_id: str) -> tuple[SessionPlan, list[float]]:
+        """The session's turns: a user message (then carried) and an answer each."""
         config, rng = self._config, self._rng
         num_turns = config.turns_per_session.sample_count(rng, minimum=1)
-        question_lengths = [
-            config.user_message_tokens.sample_count(rng, 1) for _ in range(num_turns)
-        ]
-        answer_lengths = [config.answer_tokens.sample_count(rng, 1) for _ in range(num_turns)]
-        think_times_s = [0.0] + [config.think_time_s.sample(rng) for _ in range(num_turns - 1)]
-        turns: list[Turn] = []
-        for index in range(num_turns):
-            question = Piece(
-                "question",
-                f"{config.name}/user/{session_id}/{index}",
-                "user",
-                question_lengths[index],
+        question_lengths = config.user_message_tokens.sample_counts(rng, num_turns, 1)
+        answer_lengths = config.answer_tokens.sample_counts(rng, num_turns, 1)
+        think_times_s = [0.0, *config.think_time_s.samples(rng, num_turns - 1)]
+        # Contents: question k at 2k, its answer at 2k + 1.
+        content_ids: list[str] = []
+        lengths: list[int] = []
+        for turn in range(num_turns):
+            content_ids += (
+                f"{config.name}/user/{session_id}/{turn}",
+                f"{config.name}/answer/{session_id}/{turn}",
             )
-            turns.append(
-                Turn(
-                    question=(question,),
-                    answer_id=f"{config.name}/answer/{session_id}/{index}",
-                    num_answer_tokens=answer_lengths[index],
-                    think_time_s=think_times_s[index],
-                    history_before_answer=(
-                        Piece("history", question.content_id, "user", question.num_tokens),
-                    ),
-                )
-            )
-        return turns
+            lengths += (question_lengths[turn], answer_lengths[turn])
+        questions: list[tuple[int, ...]] = [(2 * turn,) for turn in range(num_turns)]
+        plan = SessionPlan(
+            content_ids,
+            ["user", "assistant"] * num_turns,
+            lengths,
+            questions=questions,
+            answers=[2 * turn + 1 for turn in range(num_turns)],
+            carried_before=questions,
+            carried_after=[()] * num_turns,
+        )
+        return plan, think_times_s
 
 
 GENERATOR_KIND = GeneratorKind(

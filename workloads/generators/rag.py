@@ -29,9 +29,10 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import GeneratorKind, distribution_fields, setting
+from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
-from workloads.spec import RequestSpec
+from workloads.spec import RequestSpec, SessionTurnSpec
 from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
 from workloads.validation import require_choice, require_int, require_number
 
@@ -106,10 +107,9 @@ class RagBuilder:
         self._config = config
         self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
         self._tokens = tokens
-        self._document_lengths = [
-            config.document_tokens.sample_count(corpus_rng, minimum=1)
-            for _ in range(config.corpus_size)
-        ]
+        self._document_lengths = config.document_tokens.sample_counts(
+            corpus_rng, config.corpus_size, minimum=1
+        )
         self._document_of_rank = corpus_rng.permutation(config.corpus_size).tolist()
         weights = np.arange(1, config.corpus_size + 1, dtype=float) ** -config.zipf_exponent
         self._rank_cdf = np.cumsum(weights) / weights.sum()
@@ -145,24 +145,22 @@ class RagBuilder:
             )
             for document in documents
         ]
-        slots["question"] = [
-            Piece(
-                "question",
-                f"{config.name}/question/{request_id}",
-                SLOT_ROLES["question"],
-                num_question_tokens,
-            )
-        ]
-        return [
-            RequestSpec.open_loop(
-                request_id,
-                arrival_at,
-                self._tokens.render(config.layout.arrange(slots)),
-                self._tokens.output_tokens(f"{config.name}/answer/{request_id}", num_answer_tokens),
-                prompt_logprobs=self._tags.prompt_logprobs(),
-                **tenant_fields(tenant),
-            )
-        ]
+        plan = SessionPlan.one_question(
+            (f"{config.name}/question/{request_id}", num_question_tokens),
+            (f"{config.name}/answer/{request_id}", num_answer_tokens),
+        )
+        content = render_session(self._tokens, plan, [slots], config.layout)
+        spec = SessionTurnSpec(
+            content,
+            0,
+            request_id,
+            arrival_at,
+            None,
+            0.0,
+            prompt_logprobs=self._tags.prompt_logprobs(),
+            **tenant_fields(tenant),
+        )
+        return [spec]
 
 
 GENERATOR_KIND = GeneratorKind(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,31 +14,14 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import distribution_fields
-from workloads.layout import PromptLayout
-from workloads.prompt import Piece, TokenMode
-from workloads.spec import RequestSpec
-from workloads.tags import TagSampler, TenantSpec, tenant_fields, validate_tagging
+from workloads.generators.rendering import SessionPlan, render_session
+from workloads.prompt import TokenMode
+from workloads.spec import RequestSpec, SessionTurnSpec
+from workloads.tags import TagSampler, tenant_fields, validate_tagging
 
 if TYPE_CHECKING:
     from workloads.generators.agent import AgentConfig
     from workloads.generators.chat import ChatConfig
-
-
-@dataclass(slots=True, frozen=True)
-class Turn:
-    """One planned turn: its question pieces, its answer, and what the history gains.
-
-    After the turn the history grows by `history_before_answer`, the answer (as an assistant
-    piece with the answer's identity, so its tokens equal the output tokens), and
-    `history_after_answer`.
-    """
-
-    question: tuple[Piece, ...]
-    answer_id: str
-    num_answer_tokens: int
-    think_time_s: float
-    history_before_answer: tuple[Piece, ...] = ()
-    history_after_answer: tuple[Piece, ...] = ()
 
 
 class SessionBuilder(ABC):
@@ -60,89 +41,55 @@ class SessionBuilder(ABC):
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The session's requests in order; the first arrives at `arrival_at`."""
-        session_id = f"{self._config.name}-{arrival_index}"
-        variant = int(self._rng.integers(self._config.common.num_prompt_variants))
-        return self._session_specs(session_id, variant, arrival_at, self._turns(session_id))
-
-    @abstractmethod
-    def _turns(self, session_id: str) -> list[Turn]:
-        """The session's planned turns, drawn from the content stream."""
-
-    def _session_specs(
-        self, session_id: str, variant: int, arrival_at: float, turns: Sequence[Turn]
-    ) -> list[RequestSpec]:
-        """`session_specs` with this builder's common slots, tags, layout, tokens and limit."""
         config = self._config
+        session_id = f"{config.name}-{arrival_index}"
+        num_variants = config.common.num_prompt_variants
+        # A draw among one value takes nothing from the stream: skipping it changes nothing.
+        variant = int(self._rng.integers(num_variants)) if num_variants > 1 else 0
+        plan, think_times_s = self._plan(session_id)
+        num_turns = len(plan.answers)
         # Every turn's tags are drawn, even those past the context limit, so that the next
         # session's draws do not depend on where this one ends.
-        tenant = self._tags.tenant()
-        prompt_logprobs = [self._tags.prompt_logprobs() for _ in turns]
-        turn_slots = [
-            {
-                **config.common.pieces(
-                    config.name, variant, session_id, turn_request_id(session_id, index)
-                ),
-                "question": list(turn.question),
-            }
-            for index, turn in enumerate(turns)
-        ]
-        return session_specs(
-            session_id,
-            arrival_at,
-            turns,
-            turn_slots,
-            prompt_logprobs,
-            layout=config.layout,
-            tokens=self._tokens,
-            max_context_tokens=config.max_context_tokens,
-            tenant=tenant,
-        )
+        tags = tenant_fields(self._tags.tenant())
+        prompt_logprobs = [self._tags.prompt_logprobs() for _ in range(num_turns)]
+        request_ids = [turn_request_id(session_id, turn) for turn in range(num_turns)]
+        common = config.common
+        if common.timestamp_tokens:  # the only common slot that changes from turn to turn
+            turn_slots = [
+                common.pieces(config.name, variant, session_id, request_id)
+                for request_id in request_ids
+            ]
+        else:
+            turn_slots = [common.pieces(config.name, variant, session_id, "")] * num_turns
+        content = render_session(self._tokens, plan, turn_slots, config.layout)
+        specs: list[RequestSpec] = []
+        for turn in range(num_turns):
+            num_tokens = content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
+            if config.max_context_tokens is not None and num_tokens > config.max_context_tokens:
+                break
+            specs.append(
+                SessionTurnSpec(
+                    content,
+                    turn,
+                    request_ids[turn],
+                    arrival_at if turn == 0 else None,
+                    session_id,
+                    think_times_s[turn],
+                    prompt_logprobs=prompt_logprobs[turn],
+                    **tags,
+                )
+            )
+        return specs
+
+    @abstractmethod
+    def _plan(self, session_id: str) -> tuple[SessionPlan, list[float]]:
+        """The session's contents and turns, and each turn's think time (0 for the first),
+        drawn from the content stream."""
 
 
 def turn_request_id(session_id: str, turn_index: int) -> str:
     """The request id of a session's turn."""
     return f"{session_id}-{turn_index}"
-
-
-def session_specs(
-    session_id: str,
-    arrival_at: float,
-    turns: Sequence[Turn],
-    turn_slots: Sequence[dict[str, list[Piece]]],
-    prompt_logprobs: Sequence[bool],
-    *,
-    layout: PromptLayout,
-    tokens: TokenMode,
-    max_context_tokens: int | None,
-    tenant: TenantSpec | None,
-) -> list[RequestSpec]:
-    """The session's specs; it ends before a turn whose prompt plus output exceeds the limit."""
-    history: list[Piece] = []
-    specs: list[RequestSpec] = []
-    for index, (turn, slots, logprobs) in enumerate(
-        zip(turns, turn_slots, prompt_logprobs, strict=True)
-    ):
-        output_tokens = tokens.output_tokens(turn.answer_id, turn.num_answer_tokens)
-        segments = tokens.render(layout.arrange({**slots, "history": history}))
-        num_tokens = sum(len(segment.tokens) for segment in segments) + len(output_tokens)
-        if max_context_tokens is not None and num_tokens > max_context_tokens:
-            break
-        specs.append(
-            RequestSpec(
-                request_id=turn_request_id(session_id, index),
-                arrival_at=arrival_at if index == 0 else None,
-                session_id=session_id,
-                turn_index=index,
-                think_time_s=0.0 if index == 0 else turn.think_time_s,
-                segments=segments,
-                output_tokens=output_tokens,
-                prompt_logprobs=logprobs,
-                **tenant_fields(tenant),
-            )
-        )
-        answer = Piece("history", turn.answer_id, "assistant", turn.num_answer_tokens)
-        history = [*history, *turn.history_before_answer, answer, *turn.history_after_answer]
-    return specs
 
 
 def validate_session_config(config: ChatConfig | AgentConfig) -> None:

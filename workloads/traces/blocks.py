@@ -33,15 +33,26 @@ def block_segments(
     block_size: int,
     tokens: SyntheticTokens,
 ) -> list[Segment]:
-    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out."""
+    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out.
+
+    A prompt's blocks are synthesised together in one numpy pass, each block's segment a
+    read-only view of it: most trace blocks occur once, so caching them costs more than it
+    saves."""
     content_ids = [trace_block_content_id(namespace, hash_id) for hash_id in hash_ids]
     lengths = [min(block_size, num_tokens - index * block_size) for index in range(len(hash_ids))]
+    prompt = tokens.streams(content_ids, lengths)
+    prompt.flags.writeable = False
+    starts = itertools.accumulate(lengths, initial=0)
     return [
-        Segment(TRACE_BLOCK_SEGMENT, content_id, block)
-        for content_id, block in zip(
-            content_ids, tokens.tokens_many(content_ids, lengths), strict=True
-        )
+        Segment(TRACE_BLOCK_SEGMENT, content_id, prompt[start : start + length])
+        for content_id, start, length in zip(content_ids, starts, lengths, strict=False)
     ]
+
+
+def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
+    """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
+    own, and caching millions of short answers would hold memory for nothing."""
+    return tokens.streams([content_id], [num_tokens]).tolist()
 
 
 def token_range(
@@ -107,8 +118,8 @@ def counted_trace_specs(
             index,
             record.arrival_s / options.speedup,
             prompt,
-            options.tokens.output_tokens(
-                f"{namespace}/output/{index}", num_output_tokens_of(record)
+            answer_tokens(
+                options.tokens, f"{namespace}/output/{index}", num_output_tokens_of(record)
             ),
             {"trace_line": record.line},
         )

@@ -22,6 +22,7 @@ from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
 from workloads.traces.blocks import (
     TRACE_BLOCK_SEGMENT,
+    answer_tokens,
     block_segments,
     token_range,
     trace_request_spec,
@@ -186,7 +187,7 @@ class _SpecBuilder:
                         self.tokens,
                     )
                 )
-            output = self.tokens.output_tokens(answer_id, record.output_tokens)
+            output = answer_tokens(self.tokens, answer_id, record.output_tokens)
         else:
             tail = token_range(
                 self.namespace,
@@ -201,8 +202,8 @@ class _SpecBuilder:
                 block_id = trace_block_content_id(self.namespace, next_turn.hashes[num_full_blocks])
                 segments.append(Segment(TRACE_BLOCK_SEGMENT, block_id, tail[:remainder]))
             taken = tail[remainder:]
-            output = taken.tolist() + self.tokens.output_tokens(
-                answer_id, record.output_tokens - len(taken)
+            output = taken.tolist() + answer_tokens(
+                self.tokens, answer_id, record.output_tokens - len(taken)
             )
         extras: dict[str, str | int | float] = {
             "trace_line": record.line,

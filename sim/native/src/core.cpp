@@ -6,18 +6,25 @@
 // objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <structmember.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 #include <unordered_set>
 #include <string>
 #include <string_view>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +45,7 @@ struct Names {
     PyObject* all_token_ids;
     PyObject* block_hashes;
     PyObject* num_computed_tokens;
+    PyObject* num_preemptions;
     PyObject* status;
     PyObject* skip_reading_prefix_cache;
     PyObject* is_empty;
@@ -55,6 +63,7 @@ void intern_names() {
     names.all_token_ids = PyUnicode_InternFromString("all_token_ids");
     names.block_hashes = PyUnicode_InternFromString("block_hashes");
     names.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
+    names.num_preemptions = PyUnicode_InternFromString("num_preemptions");
     names.status = PyUnicode_InternFromString("status");
     names.skip_reading_prefix_cache = PyUnicode_InternFromString("skip_reading_prefix_cache");
     names.is_empty = PyUnicode_InternFromString("is_empty");
@@ -116,7 +125,7 @@ struct Libcrypto {
 
 Libcrypto libcrypto;
 
-void find_libcrypto() {
+bool find_libcrypto() {
     const char* libraries[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
     for (const char* library : libraries) {
         void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
@@ -126,9 +135,10 @@ void find_libcrypto() {
         auto final = reinterpret_cast<Sha256Final>(dlsym(handle, "SHA256_Final"));
         if (init != nullptr && update != nullptr && final != nullptr) {
             libcrypto = Libcrypto{init, update, final};
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 void sha256(const std::string& data, uint8_t* out) {
@@ -175,8 +185,46 @@ nb::object digest_bytes(const Digest& digest) {
         PyBytes_FromStringAndSize(reinterpret_cast<const char*>(digest.bytes), digest.size));
 }
 
+// A request's block hashes as the manager reads them: its Python list of bytes, or the
+// scheduler's C++ copy (sim/native/src/scheduler.hpp).
+struct HashSpan {
+    PyObject* list = nullptr;
+    const Digest* digests = nullptr;
+    int64_t size = 0;
+
+    static HashSpan of_list(nb::handle hashes) {
+        return HashSpan{hashes.ptr(), nullptr, int64_t(PyList_GET_SIZE(hashes.ptr()))};
+    }
+    static HashSpan of(const std::vector<Digest>& hashes) {
+        return HashSpan{nullptr, hashes.data(), int64_t(hashes.size())};
+    }
+    // What the prefix-lookup memo knows the storage by.
+    const void* source() const { return list != nullptr ? static_cast<const void*>(list) : digests; }
+    Digest at(int64_t index) const {
+        return list != nullptr ? digest_of(PyList_GET_ITEM(list, index)) : digests[index];
+    }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Block hashing
+
+// XXH3-128 from the xxhash package's extension module when the process has it loaded (it
+// exports the C function; sim.native hands over its path): xxhash's block digests and the
+// block identity then need no Python call. Without it, the Python function is called.
+struct Xxh128 {
+    uint64_t low64;
+    uint64_t high64;
+};
+using Xxh3_128 = Xxh128 (*)(const void*, size_t);
+
+Xxh3_128 xxh3_128 = nullptr;
+
+bool find_xxh3(const std::string& library) {
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) return false;
+    xxh3_128 = reinterpret_cast<Xxh3_128>(dlsym(handle, "XXH3_128bits"));
+    return xxh3_128 != nullptr;
+}
 
 enum class Algo { kSha256Pickle, kSha256Cbor, kXxhashPickle, kXxhashCbor };
 
@@ -188,15 +236,20 @@ Algo parse_algo(const std::string& algo) {
     throw nb::value_error("unknown hash_algo");
 }
 
-// Chained block hashes of plain blocks; requests with extra keys, tokens beyond int64 or
-// non-int tokens go to the reference hasher (the Python BlockHasher), which gives the same bytes.
+// Chained block hashes of plain blocks (vLLM's digests, or with `identity` the block identity:
+// XXH3-128 of the parent's bytes and the raw int64 tokens, as sim.kvcache.hashing defines it);
+// requests with extra keys, tokens beyond int64 or non-int tokens go to the reference hasher
+// (the Python BlockHasher), which gives the same bytes.
 class NativeHasher {
   public:
     NativeHasher(const std::string& algo, int64_t block_size, nb::bytes none_hash,
-                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest)
+                 nb::object reference, nb::object no_hash_keys, nb::object xxh3_128_digest,
+                 bool identity)
         : algo_(parse_algo(algo)),
+          identity_(identity),
           block_size_(block_size),
           none_hash_(none_hash),
+          none_digest_(digest_of(none_hash.ptr())),
           reference_(reference),
           no_hash_keys_(no_hash_keys),
           xxh3_128_digest_(xxh3_128_digest) {
@@ -204,10 +257,17 @@ class NativeHasher {
         tokens_.resize(size_t(block_size));
     }
 
+    // Whether this hasher hashes blocks carrying `keys` itself (no extra keys, a block that
+    // fits one pickle frame) rather than through the reference hasher.
+    bool hashes_natively(nb::handle keys_or_none) const {
+        nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
+        return (keys.is(no_hash_keys_) || nb::cast<bool>(attr(keys, names.is_empty))) &&
+               block_size_ * 10 + 64 <= int64_t(kMaxPickleFrame);
+    }
+
     int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
         nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
-        if ((!keys.is(no_hash_keys_) && !nb::cast<bool>(attr(keys, names.is_empty))) ||
-            block_size_ * 10 + 64 > int64_t(kMaxPickleFrame) || !PyList_Check(block_hashes.ptr())) {
+        if (!hashes_natively(keys) || !PyList_Check(block_hashes.ptr())) {
             return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
         }
         if (!PyList_Check(token_ids.ptr()) && PyObject_CheckBuffer(token_ids.ptr())) {
@@ -242,14 +302,12 @@ class NativeHasher {
                 return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
             }
         }
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
+        Digest parent = parent_of(block_hashes);
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
             PyObject** block = items + index * block_size_;
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+            parent = hash_block(parent, tokens_.data());
+            append_bytes(block_hashes, parent);
         }
         return num_full_blocks - start_block;
     }
@@ -257,43 +315,94 @@ class NativeHasher {
     // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
     // read. The buffer is only read here, and nothing here can run Python code that resizes it.
     int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
-        Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
-        Py_ssize_t num_full_blocks = num_tokens / block_size_;
+        return hash_blocks(parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), token_ids,
+                           num_tokens,
+                           [&](const Digest& digest) { append_bytes(block_hashes, digest); });
+    }
+
+    // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
+    // full blocks of tokens[0:num_tokens) beyond hashes.size(), chained to hashes.back() (or
+    // NONE_HASH); returns how many were added. Plain blocks only: a request with extra keys
+    // goes through extend(). Needs the GIL (xxhash may be the Python function).
+    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids,
+                           int64_t num_tokens) {
+        return hash_blocks(hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()),
+                           token_ids, num_tokens,
+                           [&](const Digest& digest) { hashes.push_back(digest); });
+    }
+
+    // The hash of one block of block_size tokens, chained to `parent`.
+    Digest hash_block(const Digest& parent, const int64_t* tokens) {
+        size_t num_tokens = size_t(block_size_);
+        if (identity_) {
+            buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
+            buffer_.append(reinterpret_cast<const char*>(tokens), num_tokens * sizeof(int64_t));
+            return xxh3_digest();
+        }
+        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
+            pickle_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
+        } else {
+            cbor_block(buffer_, parent.bytes, parent.size, tokens, num_tokens);
+        }
+        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
+            Digest digest;
+            digest.size = 32;
+            sha256(buffer_, digest.bytes);
+            return digest;
+        }
+        return xxh3_digest();
+    }
+
+  private:
+    // Hash blocks start_block.. of the int64 tokens chained from `parent`, handing each digest
+    // to `append`; returns how many.
+    template <class Append>
+    int64_t hash_blocks(Digest parent, int64_t start_block, const int64_t* token_ids,
+                        int64_t num_tokens, Append append) {
+        int64_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks <= start_block) return 0;
-        nb::object parent = start_block > 0
-                                ? nb::borrow(PyList_GET_ITEM(block_hashes.ptr(), start_block - 1))
-                                : nb::object(none_hash_);
-        for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
-            std::memcpy(tokens_.data(), token_ids + index * block_size_,
-                        size_t(block_size_) * sizeof(int64_t));
-            parent = hash_block(parent.ptr());
-            if (PyList_Append(block_hashes.ptr(), parent.ptr()) != 0) throw nb::python_error();
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            parent = hash_block(parent, token_ids + index * block_size_);
+            append(parent);
         }
         return num_full_blocks - start_block;
     }
 
-    // The hash of one block whose tokens are in tokens_, chained to `parent`.
-    nb::object hash_block(PyObject* parent) {
-        const auto* parent_bytes = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(parent));
-        size_t parent_size = size_t(PyBytes_GET_SIZE(parent));
-        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kXxhashPickle) {
-            pickle_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
-        } else {
-            cbor_block(buffer_, parent_bytes, parent_size, tokens_.data(), tokens_.size());
+    static_assert(std::endian::native == std::endian::little,
+                  "the block identity reads tokens as little-endian int64, as array('q') holds them");
+
+    // XXH3-128 of buffer_ in xxhash's canonical (big-endian) byte order.
+    Digest xxh3_digest() {
+        if (xxh3_128 == nullptr) {
+            nb::object data =
+                nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
+            return digest_of(xxh3_128_digest_(data).ptr());
         }
-        if (algo_ == Algo::kSha256Pickle || algo_ == Algo::kSha256Cbor) {
-            uint8_t out[32];
-            sha256(buffer_, out);
-            return nb::steal(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(out), 32));
+        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
+        Digest digest;
+        digest.size = 16;
+        for (int i = 0; i < 8; ++i) {
+            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
+            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
         }
-        nb::object data = nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
-        return xxh3_128_digest_(data);
+        return digest;
     }
 
-  private:
+    Digest parent_of(nb::handle block_hashes) const {
+        Py_ssize_t size = PyList_GET_SIZE(block_hashes.ptr());
+        return size > 0 ? digest_of(PyList_GET_ITEM(block_hashes.ptr(), size - 1)) : none_digest_;
+    }
+
+    static void append_bytes(nb::handle block_hashes, const Digest& digest) {
+        nb::object item = digest_bytes(digest);
+        if (PyList_Append(block_hashes.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+
     Algo algo_;
+    bool identity_;
     int64_t block_size_;
     nb::bytes none_hash_;
+    Digest none_digest_;
     nb::object reference_;
     nb::object no_hash_keys_;
     nb::object xxh3_128_digest_;
@@ -339,6 +448,35 @@ struct IdHash {
 struct IdEqual {
     using is_transparent = void;
     bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+};
+
+// Prefix-cache lookup counters, counted where vLLM counts them (sim.kvcache.PrefixCacheStats).
+struct LookupCounts {
+    int64_t requests = 0;
+    int64_t queries = 0;
+    int64_t hits = 0;
+    int64_t preempted_requests = 0;
+    int64_t preempted_queries = 0;
+    int64_t preempted_hits = 0;
+    bool reset = false;
+
+    void record(int64_t num_tokens, int64_t num_hit_tokens, bool preempted) {
+        if (preempted) {
+            ++preempted_requests;
+            preempted_queries += num_tokens;
+            preempted_hits += num_hit_tokens;
+        } else {
+            ++requests;
+            queries += num_tokens;
+            hits += num_hit_tokens;
+        }
+    }
+
+    // PrefixCacheStats's fields in order, for its constructor.
+    nb::tuple fields() const {
+        return nb::make_tuple(requests, queries, hits, preempted_requests, preempted_queries,
+                              preempted_hits, reset);
+    }
 };
 
 class CacheCore {
@@ -425,22 +563,29 @@ class CacheCore {
             return {};
         }
         int64_t num_tokens = length(attr(request, names.all_token_ids));
-        int64_t max_blocks = (num_tokens - 1) / block_size_;
         nb::object hashes = hash_list(request);
-        PyObject* list = hashes.ptr();
-        int64_t count = std::min<int64_t>(max_blocks, PyList_GET_SIZE(list));
+        return lookup(request, hashes, HashSpan::of_list(hashes), num_tokens);
+    }
+
+    // computed_block_ids on hashes already read; `hashes_owner` keeps a Python list the memo
+    // refers to alive (None for the scheduler's C++ storage, dropped by forget_lookup_of).
+    const std::vector<int32_t>& lookup(nb::handle request, nb::handle hashes_owner,
+                                       HashSpan hashes, int64_t num_tokens) {
+        int64_t max_blocks = (num_tokens - 1) / block_size_;
+        int64_t count = std::min<int64_t>(max_blocks, hashes.size);
         // A request blocked at the head of the waiting queue is looked up again every step.
         // Its last hits stay hits while none of their blocks is evicted (only an eviction
         // drops a hash or changes which block is its oldest copy), and its hash list only
         // grows, so the scan resumes after them.
-        if (!memo_.request.is(request) || !memo_.hashes.is(hashes) ||
+        if (!memo_.request.is(request) || memo_.source != hashes.source() ||
             int64_t(memo_.hits.size()) > count) {
             forget_lookup();
             memo_.request = nb::borrow(request);
-            memo_.hashes = hashes;
+            memo_.hashes = nb::borrow(hashes_owner);
+            memo_.source = hashes.source();
         }
         for (int64_t index = int64_t(memo_.hits.size()); index < count; ++index) {
-            auto found = cached_.find(digest_of(PyList_GET_ITEM(list, index)));
+            auto found = cached_.find(hashes.at(index));
             if (found == cached_.end()) break;
             memo_.hits.push_back(found->second.first);
             in_memo_[size_t(found->second.first)] = 1;
@@ -485,19 +630,31 @@ class CacheCore {
                             int64_t num_external_computed_tokens, bool delay_cache_blocks,
                             int64_t reserved_blocks, double now, std::vector<int32_t>& new_ids) {
         nb::object request_id = attr(request, names.request_id);
-        std::string_view id = id_view(request_id);
-        int64_t num_tokens = length(attr(request, names.all_token_ids));
-        int64_t num_local_computed =
-            std::min(int_attr(request, names.num_computed_tokens) + num_new_computed_tokens +
-                         num_external_computed_tokens,
-                     max_model_len_);
-        int64_t watermark = 0;
+        bool apply_watermark = false;
         if (has_running_requests) {
             nb::object status = attr(request, names.status);
-            if (status.is(waiting_status_) || status.is(preempted_status_)) {
-                watermark = watermark_blocks_;
-            }
+            apply_watermark = status.is(waiting_status_) || status.is(preempted_status_);
         }
+        nb::object hashes = hash_list(request);
+        return allocate_ids(id_view(request_id), length(attr(request, names.all_token_ids)),
+                            int_attr(request, names.num_computed_tokens), apply_watermark,
+                            HashSpan::of_list(hashes), num_new_tokens, num_new_computed_tokens,
+                            hits, full_sequence_must_fit, num_external_computed_tokens,
+                            delay_cache_blocks, reserved_blocks, now, new_ids);
+    }
+
+    // allocate_slots_ids on the request's state already read: its id, tokens, computed tokens,
+    // whether the watermark applies (waiting or preempted, with requests running) and hashes.
+    bool allocate_ids(std::string_view id, int64_t num_tokens, int64_t num_computed_tokens,
+                      bool apply_watermark, HashSpan hashes, int64_t num_new_tokens,
+                      int64_t num_new_computed_tokens, const std::vector<int32_t>& hits,
+                      bool full_sequence_must_fit, int64_t num_external_computed_tokens,
+                      bool delay_cache_blocks, int64_t reserved_blocks, double now,
+                      std::vector<int32_t>& new_ids) {
+        int64_t num_local_computed = std::min(
+            num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
+            max_model_len_);
+        int64_t watermark = apply_watermark ? watermark_blocks_ : 0;
         if (full_sequence_must_fit) {
             int64_t needed = blocks_to_allocate(id, std::min(num_tokens, max_model_len_), hits);
             if (needed + watermark > num_free_) return false;
@@ -525,15 +682,24 @@ class CacheCore {
             new_ids.insert(new_ids.end(), state.blocks.begin() + long(first_new), state.blocks.end());
         }
         if (enable_caching_ && !delay_cache_blocks) {
-            cache_request_blocks(request, state,
+            cache_request_blocks(hashes, state,
                                  std::min(num_local_computed + num_new_tokens, num_tokens), now);
         }
         return true;
     }
 
     bool allocate_one_slot(nb::handle request, double now) {
-        RequestBlocks& state = held(attr(request, names.request_id));
-        int64_t num_slots = int_attr(request, names.num_computed_tokens) + 1;
+        nb::object request_id = attr(request, names.request_id);
+        nb::object hashes = hash_list(request);
+        return allocate_one(held(id_view(request_id)), int_attr(request, names.num_computed_tokens),
+                            length(attr(request, names.all_token_ids)), HashSpan::of_list(hashes),
+                            now);
+    }
+
+    // allocate_one_slot on the request's blocks and state already read.
+    bool allocate_one(RequestBlocks& state, int64_t num_computed_tokens, int64_t num_tokens,
+                      HashSpan hashes, double now) {
+        int64_t num_slots = num_computed_tokens + 1;
         if (num_slots > int64_t(state.blocks.size()) * block_size_) {
             if (num_free_ < 1) return false;
             get_new_blocks(1, now, state.blocks);
@@ -541,20 +707,31 @@ class CacheCore {
         if (!enable_caching_) return true;
         // Async scheduling runs a token ahead of the known ones: cache what is known, checked
         // every time then (the block filled may be the one before the slot's).
-        int64_t num_cacheable = std::min(num_slots, length(attr(request, names.all_token_ids)));
+        int64_t num_cacheable = std::min(num_slots, num_tokens);
         if (num_cacheable < num_slots || num_cacheable % block_size_ == 0) {
-            cache_request_blocks(request, state, num_cacheable, now);
+            cache_request_blocks(hashes, state, num_cacheable, now);
         }
         return true;
     }
 
     void cache_blocks(nb::handle request, int64_t num_tokens, double now) {
-        cache_request_blocks(request, held(attr(request, names.request_id)), num_tokens, now);
+        nb::object request_id = attr(request, names.request_id);
+        nb::object hashes = hash_list(request);
+        cache_blocks_of(held(id_view(request_id)), HashSpan::of_list(hashes), num_tokens, now);
+    }
+
+    void cache_blocks_of(RequestBlocks& state, HashSpan hashes, int64_t num_tokens, double now) {
+        cache_request_blocks(hashes, state, num_tokens, now);
     }
 
     void free(nb::handle request) {
         nb::object request_id = attr(request, names.request_id);
-        auto found = requests_.find(id_view(request_id));
+        free_id(id_view(request_id));
+    }
+
+    // Release the blocks held by the request `id` (none held: nothing happens).
+    void free_id(std::string_view id) {
+        auto found = requests_.find(id);
         if (found == requests_.end()) return;
         std::vector<int32_t> blocks = std::move(found->second.blocks);
         requests_.erase(found);
@@ -590,8 +767,34 @@ class CacheCore {
         return found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
     }
 
+    // Count an admitted request's lookup (skipped lookups are not counted).
+    void record_prefix_cache_stats(nb::handle request, int64_t num_hit_tokens) {
+        count_lookup(length(attr(request, names.all_token_ids)), num_hit_tokens,
+                     int_attr(request, names.num_preemptions) > 0,
+                     nb::cast<bool>(attr(request, names.skip_reading_prefix_cache)));
+    }
+
+    void count_lookup(int64_t num_tokens, int64_t num_hit_tokens, bool preempted,
+                      bool skip_reading_prefix_cache) {
+        if (!enable_caching_ || skip_reading_prefix_cache) return;
+        window_counts_.record(num_tokens, num_hit_tokens, preempted);
+        cumulative_counts_.record(num_tokens, num_hit_tokens, preempted);
+    }
+
+    // The counters since the previous call (vLLM reports per-step deltas).
+    LookupCounts take_lookup_counts() {
+        LookupCounts counts = window_counts_;
+        window_counts_ = LookupCounts();
+        return counts;
+    }
+
+    const LookupCounts& window_counts() const { return window_counts_; }
+    const LookupCounts& cumulative_counts() const { return cumulative_counts_; }
+
+    // Clear the cache if no request holds a block.
     bool reset_prefix_cache(double now) {
         if (num_free_ != num_gpu_blocks_ - 1) return false;
+        window_counts_.reset = true;
         for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
             if (!hashed_[block]) continue;
             if (!observer_.is_none()) emit(names.cleared, hash_[block], block, now);
@@ -630,11 +833,19 @@ class CacheCore {
         return ids;
     }
 
-    RequestBlocks& held(nb::handle request_id) {
-        auto found = requests_.find(id_view(request_id));
+  public:
+    RequestBlocks& held(std::string_view request_id) {
+        auto found = requests_.find(request_id);
         if (found == requests_.end()) throw nb::key_error("request holds no blocks");
         return found->second;
     }
+
+    // The lookup memo forgets hashes stored at `source` (C++ storage about to be released).
+    void forget_lookup_of(const void* source) {
+        if (memo_.source == source) forget_lookup();
+    }
+
+  private:
 
     int64_t blocks_to_allocate(std::string_view id, int64_t num_tokens,
                                const std::vector<int32_t>& hits) const {
@@ -647,17 +858,14 @@ class CacheCore {
                num_evictable_hits;
     }
 
-    void cache_request_blocks(nb::handle request, RequestBlocks& state, int64_t num_tokens,
+    void cache_request_blocks(HashSpan hashes, RequestBlocks& state, int64_t num_tokens,
                               double now) {
-        nb::object hashes = hash_list(request);
-        int64_t num_hashes = PyList_GET_SIZE(hashes.ptr());
-        int64_t num_full = std::min(num_tokens, num_hashes * block_size_) / block_size_;
+        int64_t num_full = std::min(num_tokens, hashes.size * block_size_) / block_size_;
         if (num_full <= state.num_cached_blocks) return;
         for (int64_t index = state.num_cached_blocks; index < num_full; ++index) {
             int32_t block = state.blocks[size_t(index)];
             if (block == null_block_) continue;
-            PyObject* hash_object = PyList_GET_ITEM(hashes.ptr(), index);
-            Digest digest = digest_of(hash_object);
+            Digest digest = hashes.at(index);
             hashed_[block] = 1;
             hash_[block] = digest;
             num_tokens_[block] = (index + 1) * block_size_;
@@ -777,12 +985,15 @@ class CacheCore {
     int32_t head_, tail_, null_block_;
     int64_t num_free_ = 0;
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
+    LookupCounts window_counts_;  // since the last take_lookup_counts()
+    LookupCounts cumulative_counts_;
     std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
     // The last prefix lookup (computed_block_ids) and which blocks its hits are.
     struct LookupMemo {
         nb::object request;
-        nb::object hashes;
+        nb::object hashes;  // the list `source` is, kept alive (None for C++ storage)
+        const void* source = nullptr;
         std::vector<int32_t> hits;
     };
     LookupMemo memo_;
@@ -795,6 +1006,7 @@ class CacheCore {
 };
 
 #include "scheduler.hpp"
+#include "step_loop.hpp"
 
 }  // namespace
 
@@ -817,6 +1029,9 @@ NB_MODULE(_core, m) {
         return nb::bytes(reinterpret_cast<const char*>(out), 32);
     });
     m.def("uses_libcrypto", []() { return libcrypto.init != nullptr; });
+    m.def("find_xxh3", &find_xxh3, nb::arg("library"));
+    m.def("find_libcrypto", &find_libcrypto);
+    m.def("uses_xxh3", []() { return xxh3_128 != nullptr; });
     m.def("serialise_block", [](const std::string& algo, nb::bytes parent, std::vector<int64_t> tokens) {
         std::string out;
         const auto* parent_bytes = reinterpret_cast<const uint8_t*>(parent.c_str());
@@ -829,7 +1044,8 @@ NB_MODULE(_core, m) {
     });
 
     nb::class_<NativeHasher>(m, "HasherCore")
-        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object>())
+        .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object,
+                      bool>())
         .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
              nb::arg("keys").none() = nb::none());
 
@@ -871,7 +1087,14 @@ NB_MODULE(_core, m) {
         .def("release_blocks", &CacheCore::release_blocks)
         .def("get_block_ids", &CacheCore::get_block_ids)
         .def("num_held_blocks", &CacheCore::num_held_blocks)
-        .def("_reset_pool", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0);
+        .def("reset_prefix_cache", &CacheCore::reset_prefix_cache, nb::arg("now") = 0.0)
+        .def("record_prefix_cache_stats", &CacheCore::record_prefix_cache_stats)
+        .def("_take_lookup_counts", [](CacheCore& core) { return core.take_lookup_counts().fields(); })
+        .def("_lookup_counts",
+             [](const CacheCore& core, bool cumulative) {
+                 return (cumulative ? core.cumulative_counts() : core.window_counts()).fields();
+             });
 
     bind_scheduler(m);
+    bind_step_loop(m);
 }

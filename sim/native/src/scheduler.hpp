@@ -2,11 +2,15 @@
 //
 // The same decisions as sim/sched/scheduler.py (the readable reference) in the configurations
 // it covers; sim/sched/native_scheduler.py says which and falls back to the reference for the
-// rest. Requests stay the Python objects the rest of the simulator reads; the scheduler reads
-// and writes their slots in place and drives CacheCore directly. Per sampled token it calls
-// only the C methods that append to the request's token and inter-token-latency arrays; Python
-// code runs when a block fills (the request's hasher), a request is admitted (the lookup
-// counters) and once per step (the step's cache counters).
+// rest. Each request the scheduler holds has a C++ `ReqState` (tokens, progress, timings, block
+// hashes) that the step reads and writes; nothing Python is read or written per running request
+// per step, and a block an output token fills is hashed by the C++ hasher (requests with extra
+// hash keys: by their Python hasher, then). The Python Request is brought up to date (`sync`)
+// on rare events (admission, the first token, preemption, finish, abort) and whenever the
+// scheduler hands it to Python code (its running and waiting lists, a step's scheduled,
+// admitted, preempted, sampled and finished requests), so Python never reads a stale request
+// through the scheduler. Python code runs once per step (the step's cache counters) and per
+// admission (the lookup counters).
 //
 // Included by core.cpp inside its anonymous namespace, after CacheCore.
 
@@ -37,12 +41,12 @@ struct SchedulerNames {
     Field hash_keys;
     Field hasher;
     Field extend;
-    Field append;
+    Field frombytes;
     Field request_id;
-    Field record_prefix_cache_stats;
     Field num_output_placeholders;
     Field num_in_flight_tokens;
     Field num_stale_output_tokens;
+    Field skip_reading_prefix_cache;
 };
 
 SchedulerNames snames;
@@ -68,17 +72,17 @@ void intern_scheduler_names() {
     snames.hash_keys.name = PyUnicode_InternFromString("hash_keys");
     snames.hasher.name = PyUnicode_InternFromString("_hasher");
     snames.extend.name = PyUnicode_InternFromString("extend");
-    snames.append.name = PyUnicode_InternFromString("append");
+    snames.frombytes.name = PyUnicode_InternFromString("frombytes");
     snames.request_id.name = PyUnicode_InternFromString("request_id");
-    snames.record_prefix_cache_stats.name = PyUnicode_InternFromString("record_prefix_cache_stats");
     snames.num_output_placeholders.name = PyUnicode_InternFromString("num_output_placeholders");
     snames.num_in_flight_tokens.name = PyUnicode_InternFromString("num_in_flight_tokens");
     snames.num_stale_output_tokens.name = PyUnicode_InternFromString("num_stale_output_tokens");
+    snames.skip_reading_prefix_cache.name = PyUnicode_InternFromString("skip_reading_prefix_cache");
 }
 
 // Requests are slotted objects; reading and writing their slots directly skips the attribute
-// lookup (type dicts, descriptors) that dominates a step's cost. Resolved for the first
-// request type the scheduler sees; any other type goes through the generic protocol.
+// lookup (type dicts, descriptors). Resolved for the first request type the scheduler sees;
+// any other type goes through the generic protocol.
 void resolve_slots(PyTypeObject* type) {
     if (slot_type != nullptr) return;
     slot_type = type;
@@ -113,6 +117,21 @@ int64_t get_int(nb::handle object, const Field& field) {
     return result;
 }
 
+bool get_bool(nb::handle object, const Field& field) {
+    int truth = PyObject_IsTrue(get(object, field).ptr());
+    if (truth < 0) throw nb::python_error();
+    return truth != 0;
+}
+
+// A time that may be None, as NaN.
+double get_time(nb::handle object, const Field& field) {
+    nb::object value = get(object, field);
+    if (value.is_none()) return std::numeric_limits<double>::quiet_NaN();
+    double result = PyFloat_AsDouble(value.ptr());
+    if (result == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return result;
+}
+
 void set_attr(nb::handle object, const Field& field, nb::handle value) {
     if (PyObject** place = slot(object, field); place != nullptr) {
         PyObject* old = *place;
@@ -127,15 +146,281 @@ void set_int(nb::handle object, const Field& field, int64_t value) {
     set_attr(object, field, nb::steal(PyLong_FromLongLong(value)));
 }
 
-void set_float(nb::handle object, const Field& field, double value) {
-    set_attr(object, field, nb::steal(PyFloat_FromDouble(value)));
+// A time that may be NaN, as None.
+void set_time(nb::handle object, const Field& field, double value) {
+    if (std::isnan(value)) {
+        set_attr(object, field, nb::none());
+    } else {
+        set_attr(object, field, nb::steal(PyFloat_FromDouble(value)));
+    }
 }
 
-bool bool_attr(nb::handle object, const Field& field) {
-    nb::object value = get(object, field);
-    int truth = PyObject_IsTrue(value.ptr());
-    if (truth < 0) throw nb::python_error();
-    return truth != 0;
+// Append a sequence of int64: a buffer of int64 (array('q'), numpy) or Python ints.
+void read_int64s(nb::handle sequence, std::vector<int64_t>& out) {
+    if (!PyList_Check(sequence.ptr()) && PyObject_CheckBuffer(sequence.ptr())) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(sequence.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+            std::string_view format = view.format == nullptr ? "B" : view.format;
+            bool int64 = view.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
+                                                format == "<l" || format == "=q" || format == "=l");
+            if (int64) {
+                const auto* items = static_cast<const int64_t*>(view.buf);
+                out.insert(out.end(), items, items + view.len / 8);
+            }
+            PyBuffer_Release(&view);
+            if (int64) return;
+        } else {
+            PyErr_Clear();
+        }
+    }
+    nb::object items = nb::steal(PySequence_Fast(sequence.ptr(), "tokens must be a sequence"));
+    if (!items.is_valid()) throw nb::python_error();
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(items.ptr());
+    PyObject** values = PySequence_Fast_ITEMS(items.ptr());
+    for (Py_ssize_t i = 0; i < size; ++i) {
+        int64_t value = PyLong_AsLongLong(values[i]);
+        if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+        out.push_back(value);
+    }
+}
+
+void call_method(nb::handle object, const Field& method, nb::handle argument) {
+    PyObject* result = PyObject_CallMethodOneArg(object.ptr(), method.name, argument.ptr());
+    if (result == nullptr) throw nb::python_error();
+    Py_DECREF(result);
+}
+
+// Whether `sequence` is an array.array of `format` (one character, 8-byte items).
+bool is_array_of(nb::handle sequence, char format) {
+    if (std::strcmp(Py_TYPE(sequence.ptr())->tp_name, "array.array") != 0) return false;
+    Py_buffer view;
+    if (PyObject_GetBuffer(sequence.ptr(), &view, PyBUF_FORMAT) != 0) {
+        PyErr_Clear();
+        return false;
+    }
+    bool matches = view.itemsize == 8 && view.format != nullptr && view.format[0] == format &&
+                   view.format[1] == '\0';
+    PyBuffer_Release(&view);
+    return matches;
+}
+
+// Append values to an array('q') or array('d') in one copy, or to any other sequence
+// (a list) through `extend`.
+void extend_with(nb::handle sequence, const int64_t* values, size_t count) {
+    if (count == 0) return;
+    if (is_array_of(sequence, 'q')) {
+        call_method(sequence, snames.frombytes,
+                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(int64_t)));
+        return;
+    }
+    nb::list items;
+    for (size_t i = 0; i < count; ++i) {
+        nb::object item = nb::steal(PyLong_FromLongLong(values[i]));
+        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+    call_method(sequence, snames.extend, items);
+}
+
+void extend_with(nb::handle sequence, const double* values, size_t count) {
+    if (count == 0) return;
+    if (is_array_of(sequence, 'd')) {
+        call_method(sequence, snames.frombytes,
+                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(double)));
+        return;
+    }
+    nb::list items;
+    for (size_t i = 0; i < count; ++i) {
+        nb::object item = nb::steal(PyFloat_FromDouble(values[i]));
+        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
+    }
+    call_method(sequence, snames.extend, items);
+}
+
+// The request states the scheduler distinguishes (RequestStatus); the Python objects are
+// the RequestStatus members, set once (they live as long as the interpreter).
+enum class Status : uint8_t { kWaiting, kRunning, kPreempted, kFinished, kAborted };
+
+struct StatusObjects {
+    PyObject* running = nullptr;
+    PyObject* preempted = nullptr;
+    PyObject* finished = nullptr;
+};
+
+StatusObjects status_objects;
+
+// One request as the scheduler keeps it. What a step reads and writes comes first (one or
+// two cache lines). Output tokens are counted per step and written into `tokens` (from the
+// planned outputs) only when something reads them: a block to hash, a sync.
+struct ReqState {
+    int64_t num_tokens_ = 0;  // prompt plus outputs so far
+    int64_t num_prompt_tokens = 0;
+    int64_t max_tokens = 0;
+    int64_t num_computed_tokens = 0;
+    int64_t num_output_placeholders = 0;
+    int64_t num_in_flight_tokens = 0;
+    int64_t num_stale_output_tokens = 0;
+    double last_token_at = std::numeric_limits<double>::quiet_NaN();
+    RequestBlocks* blocks = nullptr;  // its blocks in the cache core, while it holds some
+    Status status = Status::kWaiting;
+    bool is_prefill_chunk = false;
+    int64_t num_hashes_ = 0;  // hashes.size(), read per step to see whether a block filled
+    std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
+    int64_t num_computed_prefill_tokens = 0;
+    std::vector<int64_t> tokens;   // all_token_ids, its first `tokens.size()` written
+    std::vector<int64_t> planned;  // planned_output_token_ids
+    std::vector<Digest> hashes;
+    NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
+    bool skip_reading_prefix_cache = false;
+    int64_t num_cached_tokens = -1;
+    int64_t num_preemptions = 0;
+    double first_scheduled_at = std::numeric_limits<double>::quiet_NaN();
+    double first_token_at = std::numeric_limits<double>::quiet_NaN();
+    double finished_at = std::numeric_limits<double>::quiet_NaN();
+    nb::object request;     // the Python Request
+    nb::object request_id;  // its id, a str
+    std::string id;
+    // What the Python request already holds: tokens, hashes, and its status.
+    int64_t synced_tokens = 0;
+    int64_t synced_hashes = 0;
+    Status synced_status = Status::kWaiting;
+
+    int64_t num_tokens() const { return num_tokens_; }
+    int64_t num_output_tokens() const { return num_tokens_ - num_prompt_tokens; }
+    bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
+
+    // Read a request the scheduler is given (add_request).
+    explicit ReqState(nb::handle object) : request(nb::borrow(object)) {
+        request_id = get(object, snames.request_id);
+        id = std::string(id_view(request_id));
+        num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
+        max_tokens = get_int(object, snames.max_tokens);
+        read_int64s(get(object, snames.all_token_ids), tokens);
+        num_tokens_ = synced_tokens = int64_t(tokens.size());
+        read_int64s(get(object, snames.planned_output_token_ids), planned);
+        nb::object hash_objects = hash_list(object);
+        synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
+        hashes.reserve(size_t(synced_hashes));
+        for (Py_ssize_t i = 0; i < synced_hashes; ++i) {
+            hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
+        }
+        num_hashes_ = synced_hashes;
+        nb::object python_hasher = get(object, snames.hasher);
+        NativeHasher* native = nullptr;
+        if (nb::try_cast<NativeHasher*>(python_hasher, native) && native != nullptr &&
+            native->hashes_natively(get(object, snames.hash_keys))) {
+            hasher = native;
+        }
+        skip_reading_prefix_cache = get_bool(object, snames.skip_reading_prefix_cache);
+        nb::object status_object = get(object, snames.status);
+        if (status_object.is(status_objects.running)) status = Status::kRunning;
+        if (status_object.is(status_objects.preempted)) status = Status::kPreempted;
+        synced_status = status;
+        is_prefill_chunk = get_bool(object, snames.is_prefill_chunk);
+        num_computed_tokens = get_int(object, snames.num_computed_tokens);
+        num_computed_prefill_tokens = get_int(object, snames.num_computed_prefill_tokens);
+        num_cached_tokens = get_int(object, snames.num_cached_tokens);
+        num_preemptions = get_int(object, snames.num_preemptions);
+        num_output_placeholders = get_int(object, snames.num_output_placeholders);
+        num_in_flight_tokens = get_int(object, snames.num_in_flight_tokens);
+        num_stale_output_tokens = get_int(object, snames.num_stale_output_tokens);
+        first_scheduled_at = get_time(object, snames.first_scheduled_at);
+        first_token_at = get_time(object, snames.first_token_at);
+        last_token_at = get_time(object, snames.last_token_at);
+    }
+
+    // Write the outputs sampled since into `tokens`.
+    void write_tokens() {
+        for (int64_t index = int64_t(tokens.size()); index < num_tokens_; ++index) {
+            tokens.push_back(planned[size_t(index - num_prompt_tokens)]);
+        }
+    }
+
+    // Bring the Python request up to date.
+    void sync() {
+        nb::handle object = request;
+        if (synced_tokens < num_tokens_) {
+            write_tokens();
+            extend_with(get(object, snames.all_token_ids), tokens.data() + synced_tokens,
+                        size_t(num_tokens_ - synced_tokens));
+            synced_tokens = num_tokens_;
+        }
+        sync_hashes();
+        if (!new_itls.empty()) {
+            extend_with(get(object, snames.inter_token_latencies_s), new_itls.data(),
+                        new_itls.size());
+            new_itls.clear();
+        }
+        if (status != synced_status && status != Status::kAborted) {
+            PyObject* value = status == Status::kRunning     ? status_objects.running
+                              : status == Status::kPreempted ? status_objects.preempted
+                                                              : status_objects.finished;
+            set_attr(object, snames.status, value);
+            synced_status = status;
+        }
+        set_attr(object, snames.is_prefill_chunk, is_prefill_chunk ? Py_True : Py_False);
+        set_int(object, snames.num_computed_tokens, num_computed_tokens);
+        set_int(object, snames.num_computed_prefill_tokens, num_computed_prefill_tokens);
+        set_int(object, snames.num_cached_tokens, num_cached_tokens);
+        set_int(object, snames.num_preemptions, num_preemptions);
+        set_int(object, snames.num_output_placeholders, num_output_placeholders);
+        set_int(object, snames.num_in_flight_tokens, num_in_flight_tokens);
+        set_int(object, snames.num_stale_output_tokens, num_stale_output_tokens);
+        set_time(object, snames.first_scheduled_at, first_scheduled_at);
+        set_time(object, snames.first_token_at, first_token_at);
+        set_time(object, snames.last_token_at, last_token_at);
+        if (!std::isnan(finished_at)) set_time(object, snames.finished_at, finished_at);
+    }
+
+    void sync_hashes() {
+        if (synced_hashes >= int64_t(hashes.size())) return;
+        nb::object hash_objects = hash_list(request);
+        for (size_t i = size_t(synced_hashes); i < hashes.size(); ++i) {
+            if (PyList_Append(hash_objects.ptr(), digest_bytes(hashes[i]).ptr()) != 0) {
+                throw nb::python_error();
+            }
+        }
+        synced_hashes = int64_t(hashes.size());
+    }
+
+    // Sample the next planned token; hash the block it fills, as
+    // CacheRequest.append_output_token_ids does.
+    void append_token(int64_t block_size) {
+        if (num_output_tokens() >= int64_t(planned.size())) {
+            throw nb::index_error("no planned output token left to sample");
+        }
+        ++num_tokens_;
+        if (num_tokens_ / block_size <= num_hashes_) return;
+        if (hasher != nullptr) {
+            write_tokens();
+            hasher->extend_digests(hashes, tokens.data(), num_tokens_);
+            num_hashes_ = int64_t(hashes.size());
+            return;
+        }
+        // Extra hash keys: the request's Python hasher extends its Python list.
+        sync();
+        nb::object hash_objects = hash_list(request);
+        get(request, snames.hasher)
+            .attr(snames.extend.name)(hash_objects, get(request, snames.all_token_ids),
+                                      get(request, snames.hash_keys));
+        for (Py_ssize_t i = Py_ssize_t(hashes.size()); i < PyList_GET_SIZE(hash_objects.ptr()); ++i) {
+            hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
+        }
+        synced_hashes = num_hashes_ = int64_t(hashes.size());
+    }
+
+    HashSpan hash_span() const { return HashSpan::of(hashes); }
+};
+
+using State = std::shared_ptr<ReqState>;
+
+// Python views of requests: each brought up to date first.
+nb::list synced_list(const std::vector<State>& states) {
+    nb::list out;
+    for (const State& state : states) {
+        state->sync();
+        out.append(state->request);
+    }
+    return out;
 }
 
 // The integer settings the scheduler reads (SchedulerConfig's fields).
@@ -153,15 +438,15 @@ struct SchedulerLimits {
 
 // One step's batch: requests in scheduling order and the batch shape the cost model reads.
 struct StepOutput {
-    std::vector<nb::object> scheduled;
+    std::vector<State> scheduled;
     std::vector<int64_t> num_scheduled;
     std::vector<uint8_t> partial;  // the request's chunk stops short of its sequence end
     std::vector<int64_t> prefill_new_tokens;
     std::vector<int64_t> prefill_context_tokens;
     std::vector<int64_t> decode_context_lens;
-    std::vector<nb::object> preempted;
+    std::vector<State> preempted;
     // Admissions in order: the request, its tokens already in KV (the prefix hit), resumed.
-    std::vector<std::tuple<nb::object, int64_t, bool>> admitted;
+    std::vector<std::tuple<State, int64_t, bool>> admitted;
     nb::object admission_type;  // sim.sched.Admission, built when Python reads `admitted`
     int64_t total_num_scheduled_tokens = 0;
     bool carries_prefill = false;
@@ -175,15 +460,15 @@ struct StepOutput {
         return out;
     }
 
-    void add(nb::handle request, int64_t num_new_tokens) {
-        scheduled.push_back(nb::borrow(request));
+    void add(const State& state, int64_t num_new_tokens) {
+        scheduled.push_back(state);
         num_scheduled.push_back(num_new_tokens);
     }
 
     // Drop a preempted request from the batch; the tokens it had (0 if none).
-    int64_t take_back(nb::handle request) {
+    int64_t take_back(const State& state) {
         for (size_t i = 0; i < scheduled.size(); ++i) {
-            if (scheduled[i].is(request)) {
+            if (scheduled[i] == state) {
                 int64_t tokens = num_scheduled[i];
                 scheduled.erase(scheduled.begin() + long(i));
                 num_scheduled.erase(num_scheduled.begin() + long(i));
@@ -195,62 +480,78 @@ struct StepOutput {
 };
 
 // What update_from_output reports: the requests that sampled a token and those that finished,
-// in step order.
+// in step order, and the prefix-cache counters since the previous step (the Python lists and
+// PrefixCacheStats built, and requests synced, when read).
 struct StepFinished {
-    nb::list sampled;
-    nb::list finished;
-    nb::object prefix_cache_stats;
+    std::vector<State> sampled;
+    std::vector<State> finished;
+    LookupCounts counts;
+    nb::object stats_type;  // sim.kvcache.PrefixCacheStats
 };
 
 class SchedulerCore {
   public:
     SchedulerCore(nb::object manager, SchedulerLimits limits, nb::dict requests,
                   nb::object running_status, nb::object preempted_status,
-                  nb::object finished_status, nb::tuple finished_statuses,
-                  nb::object admission_type)
+                  nb::object finished_status, nb::object admission_type, nb::object stats_type)
         : manager_object_(manager),
           manager_(nb::cast<CacheCore*>(manager)),
           limits_(limits),
           requests_(requests),
-          running_status_(running_status),
-          preempted_status_(preempted_status),
-          finished_status_(finished_status),
-          finished_statuses_(finished_statuses),
           admission_type_(admission_type),
-          last_prefill_step_(-limits.prefill_schedule_interval) {}
+          stats_type_(stats_type),
+          last_prefill_step_(-limits.prefill_schedule_interval) {
+        // RequestStatus members live as long as the interpreter: kept without a count.
+        status_objects = StatusObjects{running_status.inc_ref().ptr(),
+                                       preempted_status.inc_ref().ptr(),
+                                       finished_status.inc_ref().ptr()};
+    }
 
     int64_t num_running() const { return int64_t(running_.size()); }
     int64_t num_waiting() const { return int64_t(waiting_.size()); }
     int64_t num_preemptions = 0;
     int64_t num_executed_steps() const { return num_executed_steps_; }
 
-    nb::list running() const {
-        nb::list out;
-        for (const nb::object& request : running_) out.append(request);
-        return out;
-    }
+    nb::list running() const { return synced_list(running_); }
 
     nb::list waiting() const {
-        nb::list out;
-        for (const nb::object& request : waiting_) out.append(request);
-        return out;
+        return synced_list(std::vector<State>(waiting_.begin(), waiting_.end()));
+    }
+
+    // Tokens of unfinished requests not yet scheduled, an output placeholder counted as one
+    // (what SchedulerReplica.num_queued_tokens balances on).
+    int64_t num_queued_tokens() const {
+        int64_t total = 0;
+        for (const State& state : running_) total += queued_tokens(*state);
+        for (const State& state : waiting_) total += queued_tokens(*state);
+        return total;
     }
 
     void add_request(nb::handle request) {
         resolve_slots(Py_TYPE(request.ptr()));
-        waiting_.push_back(nb::borrow(request));
+        State state = std::make_shared<ReqState>(request);
+        states_[request.ptr()] = state;
+        waiting_.push_back(std::move(state));
     }
 
-    // Take `request` out of its queue (abort); the caller frees its blocks and marks it.
+    // Take `request` out of its queue (abort), brought up to date; the caller frees its
+    // blocks and marks it.
     void remove(nb::handle request) {
-        deferred_.erase(request.ptr());
-        if (erase_from(running_, request)) return;
-        erase_from(waiting_, request);
+        auto found = states_.find(request.ptr());
+        if (found == states_.end()) return;
+        State state = found->second;
+        state->sync();
+        state->status = Status::kAborted;
+        state->blocks = nullptr;  // the caller frees them
+        release(*state);
+        if (!erase_from(running_, state)) erase_from(waiting_, state);
     }
 
     StepOutput* schedule(double now) {
         auto output = std::make_unique<StepOutput>();
         output->admission_type = admission_type_;
+        output->scheduled.reserve(running_.size() + 1);
+        output->num_scheduled.reserve(running_.size() + 1);
         int64_t threshold = long_prefill_threshold();
         bool hold_prefill = hold_prefill_now();
         int64_t budget = limits_.max_num_batched_tokens;
@@ -264,98 +565,86 @@ class SchedulerCore {
     }
 
     // With async scheduling `output` is the oldest step in flight: requests aborted or
-    // finished since are skipped, and a preempted request still receives its token.
-    StepFinished update_from_output(const StepOutput& output, double now) {
+    // finished since are skipped, and a preempted request still receives its token. The
+    // requests that sampled are listed only with `list_sampled`.
+    StepFinished update_from_output(const StepOutput& output, double now, bool list_sampled) {
         StepFinished result;
+        if (list_sampled) result.sampled.reserve(output.scheduled.size());
         bool async_scheduling = limits_.async_scheduling;
+        int64_t block_size = manager_->block_size();
         for (size_t i = 0; i < output.scheduled.size(); ++i) {
-            nb::handle request = output.scheduled[i];
+            const State& state = output.scheduled[i];
+            ReqState& request = *state;
             bool stale = false;
             if (async_scheduling) {
-                if (is_finished(request)) continue;  // aborted while its step was in flight
+                if (request.is_finished()) continue;  // aborted while its step was in flight
                 int64_t num_new_tokens = output.num_scheduled[i];
-                add_to(request, snames.num_in_flight_tokens, -num_new_tokens);
-                if (get_int(request, snames.num_stale_output_tokens)) {
-                    add_to(request, snames.num_stale_output_tokens, -num_new_tokens);
+                request.num_in_flight_tokens -= num_new_tokens;
+                if (request.num_stale_output_tokens) {
+                    request.num_stale_output_tokens -= num_new_tokens;
                     stale = true;
                 }
             }
             if (output.partial[i]) continue;
-            nb::object tokens = get(request, snames.all_token_ids);
-            int64_t num_tokens = length(tokens);
-            int64_t num_output_tokens = num_tokens - get_int(request, snames.num_prompt_tokens);
-            append_token(request, tokens, num_output_tokens);
-            ++num_tokens;
-            nb::object last_token_at = get(request, snames.last_token_at);
-            nb::object now_object = nb::steal(PyFloat_FromDouble(now));
-            if (last_token_at.is_none()) {
-                set_attr(request, snames.first_token_at, now_object);
+            int64_t num_output_tokens = request.num_output_tokens();
+            request.append_token(block_size);
+            if (std::isnan(request.last_token_at)) {
+                request.first_token_at = now;
+                // The front end's queue limit reads it (EngineCore._queue_limit_problem).
+                set_time(request.request, snames.first_token_at, now);
             } else {
-                double gap = now - PyFloat_AsDouble(last_token_at.ptr());
-                nb::object itl = get(request, snames.inter_token_latencies_s);
-                nb::object gap_object = nb::steal(PyFloat_FromDouble(gap));
-                PyObject* appended =
-                    PyObject_CallMethodOneArg(itl.ptr(), snames.append.name, gap_object.ptr());
-                if (appended == nullptr) throw nb::python_error();
-                Py_DECREF(appended);
+                request.new_itls.push_back(now - request.last_token_at);
             }
-            set_attr(request, snames.last_token_at, now_object);
-            result.sampled.append(request);
-            if (!stale) {
-                int64_t placeholders = get_int(request, snames.num_output_placeholders);
-                if (placeholders) {
-                    set_int(request, snames.num_output_placeholders, placeholders - 1);
-                    if (manager_->enable_caching()) {
-                        // The block this token completes registers now, a step after sync.
-                        manager_->cache_blocks(
-                            request,
-                            get_int(request, snames.num_computed_tokens) -
-                                get_int(request, snames.num_in_flight_tokens),
-                            now);
-                    }
+            request.last_token_at = now;
+            if (list_sampled) result.sampled.push_back(state);
+            if (!stale && request.num_output_placeholders) {
+                --request.num_output_placeholders;
+                if (manager_->enable_caching()) {
+                    // The block this token completes registers now, a step after sync.
+                    manager_->cache_blocks_of(
+                        held_blocks(request), request.hash_span(),
+                        request.num_computed_tokens - request.num_in_flight_tokens, now);
                 }
             }
-            if (num_output_tokens + 1 >= get_int(request, snames.max_tokens) ||
-                num_tokens >= limits_.max_model_len) {
+            if (num_output_tokens + 1 >= request.max_tokens ||
+                request.num_tokens() >= limits_.max_model_len) {
                 finish(request, now);
-                result.finished.append(request);
+                result.finished.push_back(state);
             }
         }
         // Finished requests leave their queues after the walk, as vLLM does.
-        for (nb::handle request : result.finished) {
-            if (get(request, snames.status).is(preempted_status_)) {
-                erase_from(waiting_, request);  // async: finished by a step scheduled before
+        for (const State& state : result.finished) {
+            if (state->status == Status::kPreempted) {
+                erase_from(waiting_, state);  // async: finished by a step scheduled before
             } else {
-                erase_from(running_, request);
+                erase_from(running_, state);
             }
-            set_attr(request, snames.status, finished_status_);
+            state->status = Status::kFinished;
+            state->sync();
         }
-        result.prefix_cache_stats = manager_object_.attr("make_prefix_cache_stats")();
+        result.counts = manager_->take_lookup_counts();
+        result.stats_type = stats_type_;
         return result;
     }
 
   private:
     template <typename Queue>
-    static bool erase_from(Queue& queue, nb::handle request) {
-        for (auto it = queue.begin(); it != queue.end(); ++it) {
-            if (it->is(request)) {
-                queue.erase(it);
-                return true;
-            }
-        }
-        return false;
+    static bool erase_from(Queue& queue, const State& state) {
+        auto found = std::find(queue.begin(), queue.end(), state);
+        if (found == queue.end()) return false;
+        queue.erase(found);
+        return true;
     }
 
-    static void add_to(nb::handle request, const Field& field, int64_t delta) {
-        set_int(request, field, get_int(request, field) + delta);
+    static int64_t queued_tokens(const ReqState& state) {
+        return state.num_tokens() + state.num_output_placeholders - state.num_computed_tokens;
     }
 
-    bool is_finished(nb::handle request) const {
-        nb::object status = get(request, snames.status);
-        for (nb::handle finished : finished_statuses_) {
-            if (status.is(finished)) return true;
-        }
-        return false;
+    // The scheduler lets go of a finished or aborted request.
+    void release(ReqState& state) {
+        deferred_.erase(&state);
+        manager_->forget_lookup_of(state.hash_span().source());
+        states_.erase(state.request.ptr());
     }
 
     // The step's chunk cap: none when at most one request is eligible (spec §12.1), raised
@@ -377,20 +666,18 @@ class SchedulerCore {
             num_executed_steps_ + 1 - last_prefill_step_ >= interval) {
             return false;
         }
-        for (const nb::object& request : running_) {
-            if (!bool_attr(request, snames.is_prefill_chunk)) return true;
+        for (const State& state : running_) {
+            if (!state->is_prefill_chunk) return true;
         }
         return false;
     }
 
     // Async: the steps in flight already sample the request's last token, so vLLM schedules
     // no further step for it (spec §7.4).
-    static bool output_limit_in_flight(nb::handle request, int64_t num_computed,
-                                       int64_t placeholders) {
-        return placeholders > 0 &&
-               num_computed + 2 - placeholders >=
-                   get_int(request, snames.num_prompt_tokens) +
-                       get_int(request, snames.max_tokens);
+    static bool output_limit_in_flight(const ReqState& request) {
+        int64_t placeholders = request.num_output_placeholders;
+        return placeholders > 0 && request.num_computed_tokens + 2 - placeholders >=
+                                       request.num_prompt_tokens + request.max_tokens;
     }
 
     int64_t schedule_running(StepOutput& output, int64_t budget, int64_t threshold,
@@ -398,24 +685,24 @@ class SchedulerCore {
         size_t index = 0;
         int64_t max_model_len = limits_.max_model_len;
         while (index < running_.size() && budget > 0) {
-            nb::object request = running_[index];
-            int64_t num_computed = get_int(request, snames.num_computed_tokens);
-            int64_t placeholders =
-                limits_.async_scheduling ? get_int(request, snames.num_output_placeholders) : 0;
-            bool is_prefill_chunk = bool_attr(request, snames.is_prefill_chunk);
-            if (output_limit_in_flight(request, num_computed, placeholders) ||
-                (hold_prefill && is_prefill_chunk)) {
+            const State& state = running_[index];
+            ReqState& request = *state;
+            int64_t num_computed = request.num_computed_tokens;
+            int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
+            if ((limits_.async_scheduling && output_limit_in_flight(request)) ||
+                (hold_prefill && request.is_prefill_chunk)) {
                 ++index;
                 continue;
             }
-            int64_t num_new_tokens =
-                length(get(request, snames.all_token_ids)) + placeholders - num_computed;
+            int64_t num_tokens = request.num_tokens();
+            int64_t num_new_tokens = num_tokens + placeholders - num_computed;
             if (num_new_tokens == 1 && num_computed < max_model_len - 1 &&
-                manager_->allocate_one_slot(request, now)) {
+                manager_->allocate_one(held_blocks(request), num_computed, num_tokens,
+                                       request.hash_span(), now)) {
                 // A decode token (or a prefill's last): the same blocks and caching as
                 // allocate_slots, done lean (if no block is free, the general path preempts).
-                if (is_prefill_chunk) output.carries_prefill = true;
-                output.add(request, 1);
+                if (request.is_prefill_chunk) output.carries_prefill = true;
+                output.add(state, 1);
                 budget -= 1;
                 ++index;
                 continue;
@@ -426,100 +713,129 @@ class SchedulerCore {
                 ++index;
                 continue;
             }
-            bool allocated = allocate_or_preempt(request, num_new_tokens, budget, output, now);
+            State kept = state;  // running_ may drop it (preempted)
+            bool allocated = allocate_or_preempt(kept, num_new_tokens, budget, output, now);
             if (!allocated) break;
-            if (is_prefill_chunk) output.carries_prefill = true;
-            output.add(request, num_new_tokens);
+            if (kept->is_prefill_chunk) output.carries_prefill = true;
+            output.add(kept, num_new_tokens);
             budget -= num_new_tokens;
             ++index;
         }
         return budget;
     }
 
+    // allocate_slots for a request's new tokens (after a prefix hit of `hits`).
+    bool allocate(ReqState& request, int64_t num_new_tokens, int64_t num_hit_tokens,
+                  bool full_sequence_must_fit, bool has_running_requests, double now) {
+        new_ids_.clear();
+        bool apply_watermark = has_running_requests && (request.status == Status::kWaiting ||
+                                                        request.status == Status::kPreempted);
+        if (!manager_->allocate_ids(request.id, request.num_tokens(), request.num_computed_tokens,
+                                    apply_watermark, request.hash_span(), num_new_tokens,
+                                    num_hit_tokens, hit_blocks_, full_sequence_must_fit, 0, false,
+                                    0, now, new_ids_)) {
+            return false;
+        }
+        if (request.blocks == nullptr) request.blocks = &manager_->held(request.id);
+        return true;
+    }
+
+    static RequestBlocks& held_blocks(const ReqState& request) {
+        if (request.blocks == nullptr) throw nb::key_error("request holds no blocks");
+        return *request.blocks;
+    }
+
+    void free_blocks(ReqState& request) {
+        manager_->free_id(request.id);
+        request.blocks = nullptr;
+    }
+
     // Allocate the request's blocks, preempting the last running request (never one before
     // the request under FCFS, spec §12.5) until they fit or the request itself is the victim.
     // Tokens the victims had in this step go back to the budget.
-    bool allocate_or_preempt(nb::handle request, int64_t num_new_tokens, int64_t& budget,
+    bool allocate_or_preempt(const State& state, int64_t num_new_tokens, int64_t& budget,
                              StepOutput& output, double now) {
-        new_ids_.clear();
-        while (!manager_->allocate_slots_ids(request, num_new_tokens, 0, {}, false, false, 0,
-                                             false, 0, now, new_ids_)) {
-            nb::object victim = running_.back();
+        hit_blocks_.clear();
+        while (!allocate(*state, num_new_tokens, 0, false, false, now)) {
+            State victim = running_.back();
             running_.pop_back();
             budget += output.take_back(victim);
             preempt(victim);
             output.preempted.push_back(victim);
-            if (victim.is(request)) return false;
+            if (victim == state) return false;
         }
         return true;
     }
 
-    void preempt(nb::handle request) {
-        manager_->free(request);
-        set_attr(request, snames.status, preempted_status_);
-        set_int(request, snames.num_computed_tokens, 0);
-        set_int(request, snames.num_stale_output_tokens,
-                get_int(request, snames.num_in_flight_tokens));
-        set_int(request, snames.num_output_placeholders, 0);
-        add_to(request, snames.num_preemptions, 1);
+    void preempt(const State& state) {
+        ReqState& request = *state;
+        free_blocks(request);
+        request.status = Status::kPreempted;
+        request.num_computed_tokens = 0;
+        request.num_stale_output_tokens = request.num_in_flight_tokens;
+        request.num_output_placeholders = 0;
+        ++request.num_preemptions;
         ++num_preemptions;
-        waiting_.push_front(nb::borrow(request));
+        request.sync();
+        waiting_.push_front(state);
     }
 
     // The waiting pass: admit requests in arrival order until one does not fit; a request
     // whose pre-preemption step is still in flight (async) is skipped, not head of line.
     void schedule_waiting(StepOutput& output, int64_t budget, int64_t threshold,
                           bool hold_prefill, double now) {
-        std::vector<nb::object> skipped;
+        std::vector<State> skipped;
         while (budget > 0 && !waiting_.empty() &&
                int64_t(running_.size()) < limits_.max_num_admitted_seqs) {
-            nb::object request = waiting_.front();
-            if (limits_.async_scheduling && get_int(request, snames.num_stale_output_tokens)) {
+            State state = waiting_.front();
+            ReqState& request = *state;
+            if (limits_.async_scheduling && request.num_stale_output_tokens) {
                 waiting_.pop_front();
-                deferred_.insert(request.ptr());
-                skipped.push_back(request);
+                deferred_.insert(&request);
+                skipped.push_back(state);
                 continue;
             }
-            int64_t num_computed = get_int(request, snames.num_computed_tokens);
+            int64_t num_computed = request.num_computed_tokens;
+            int64_t num_tokens = request.num_tokens();
             hit_blocks_.clear();
-            if (num_computed == 0) hit_blocks_ = manager_->computed_block_ids(request);
+            if (num_computed == 0 && manager_->enable_caching() &&
+                !request.skip_reading_prefix_cache) {
+                hit_blocks_ = manager_->lookup(request.request, nb::none(), request.hash_span(),
+                                               num_tokens);
+            }
             int64_t num_hit_tokens = int64_t(hit_blocks_.size()) * manager_->block_size();
             num_computed += num_hit_tokens;
-            int64_t num_tokens = length(get(request, snames.all_token_ids));
             if (hold_prefill && num_computed < num_tokens - 1) break;
             int64_t num_new_tokens = num_tokens - num_computed;
             if (0 < threshold && threshold < num_new_tokens) num_new_tokens = threshold;
             if (!limits_.enable_chunked_prefill && num_new_tokens > budget) break;
             num_new_tokens = std::min(num_new_tokens, budget);
-            new_ids_.clear();
-            bool allocated = manager_->allocate_slots_ids(
-                request, num_new_tokens, num_hit_tokens, hit_blocks_,
-                limits_.scheduler_reserve_full_isl, !running_.empty(), 0, false, 0, now, new_ids_);
-            if (!allocated) break;  // head-of-line blocking on KV capacity
-            manager_object_.attr(snames.record_prefix_cache_stats.name)(request, num_hit_tokens);
+            if (!allocate(request, num_new_tokens, num_hit_tokens,
+                          limits_.scheduler_reserve_full_isl, !running_.empty(), now)) {
+                break;  // head-of-line blocking on KV capacity
+            }
+            manager_->count_lookup(num_tokens, num_hit_tokens, request.num_preemptions > 0,
+                                   request.skip_reading_prefix_cache);
             waiting_.pop_front();
-            admit(output, request, num_computed, num_tokens, num_new_tokens, now);
+            admit(output, state, num_computed, num_tokens, num_new_tokens, now);
             budget -= num_new_tokens;
         }
         waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
     }
 
-    void admit(StepOutput& output, nb::handle request, int64_t num_computed, int64_t num_tokens,
+    void admit(StepOutput& output, const State& state, int64_t num_computed, int64_t num_tokens,
                int64_t num_new_tokens, double now) {
-        deferred_.erase(request.ptr());
-        running_.push_back(nb::borrow(request));
+        ReqState& request = *state;
+        deferred_.erase(&request);
+        running_.push_back(state);
         if (num_computed < num_tokens - 1) output.carries_prefill = true;
-        bool resumed = get(request, snames.status).is(preempted_status_);
-        output.admitted.emplace_back(nb::borrow(request), num_computed, resumed);
-        set_attr(request, snames.status, running_status_);
-        set_int(request, snames.num_computed_tokens, num_computed);
-        if (get_int(request, snames.num_cached_tokens) < 0) {
-            set_int(request, snames.num_cached_tokens, num_computed);
-        }
-        if (get(request, snames.first_scheduled_at).is_none()) {
-            set_float(request, snames.first_scheduled_at, now);
-        }
-        output.add(request, num_new_tokens);
+        bool resumed = request.status == Status::kPreempted;
+        output.admitted.emplace_back(state, num_computed, resumed);
+        request.status = Status::kRunning;
+        request.num_computed_tokens = num_computed;
+        if (request.num_cached_tokens < 0) request.num_cached_tokens = num_computed;
+        if (std::isnan(request.first_scheduled_at)) request.first_scheduled_at = now;
+        output.add(state, num_new_tokens);
     }
 
     // Advance each scheduled request's progress and record the batch shape.
@@ -528,29 +844,28 @@ class SchedulerCore {
         int64_t total = 0;
         output.partial.assign(output.scheduled.size(), 0);
         for (size_t i = 0; i < output.scheduled.size(); ++i) {
-            nb::handle request = output.scheduled[i];
+            ReqState& request = *output.scheduled[i];
             int64_t num_new_tokens = output.num_scheduled[i];
-            int64_t num_computed = get_int(request, snames.num_computed_tokens);
-            int64_t placeholders =
-                async_scheduling ? get_int(request, snames.num_output_placeholders) : 0;
-            int64_t sequence_end = length(get(request, snames.all_token_ids)) + placeholders;
+            int64_t num_computed = request.num_computed_tokens;
+            int64_t placeholders = async_scheduling ? request.num_output_placeholders : 0;
+            int64_t sequence_end = request.num_tokens() + placeholders;
             if (num_new_tokens == 1 && num_computed == sequence_end - 1 &&
-                sequence_end > get_int(request, snames.num_prompt_tokens)) {
+                sequence_end > request.num_prompt_tokens) {
                 output.decode_context_lens.push_back(num_computed);
             } else {
                 output.prefill_new_tokens.push_back(num_new_tokens);
                 output.prefill_context_tokens.push_back(num_computed);
-                add_to(request, snames.num_computed_prefill_tokens, num_new_tokens);
+                request.num_computed_prefill_tokens += num_new_tokens;
             }
             num_computed += num_new_tokens;
-            set_int(request, snames.num_computed_tokens, num_computed);
+            request.num_computed_tokens = num_computed;
             total += num_new_tokens;
             bool is_prefill_chunk = num_computed < sequence_end;
-            set_attr(request, snames.is_prefill_chunk, is_prefill_chunk ? Py_True : Py_False);
+            request.is_prefill_chunk = is_prefill_chunk;
             output.partial[i] = is_prefill_chunk;
             if (async_scheduling) {
-                if (!is_prefill_chunk) set_int(request, snames.num_output_placeholders, placeholders + 1);
-                add_to(request, snames.num_in_flight_tokens, num_new_tokens);
+                if (!is_prefill_chunk) request.num_output_placeholders = placeholders + 1;
+                request.num_in_flight_tokens += num_new_tokens;
             }
         }
         output.total_num_scheduled_tokens = total;
@@ -560,49 +875,30 @@ class SchedulerCore {
         }
     }
 
-    // Sample the request's next planned token; hash the block it fills (a Python call only
-    // then, through the request's own hasher, as CacheRequest.append_output_token_ids does).
-    void append_token(nb::handle request, nb::handle tokens, int64_t num_output_tokens) {
-        nb::object planned = get(request, snames.planned_output_token_ids);
-        nb::object token =
-            nb::steal(PySequence_GetItem(planned.ptr(), Py_ssize_t(num_output_tokens)));
-        if (!token.is_valid()) throw nb::python_error();
-        if (PyList_CheckExact(tokens.ptr())) {
-            if (PyList_Append(tokens.ptr(), token.ptr()) != 0) throw nb::python_error();
-        } else {  // any other sequence with an append method (an int64 array)
-            PyObject* appended = PyObject_CallMethodOneArg(tokens.ptr(), snames.append.name, token.ptr());
-            if (appended == nullptr) throw nb::python_error();
-            Py_DECREF(appended);
-        }
-        nb::object hashes = get(request, snames.block_hashes);
-        if (length(tokens) / manager_->block_size() <= length(hashes)) return;
-        nb::object hasher = get(request, snames.hasher);
-        hasher.attr(snames.extend.name)(hashes, tokens, get(request, snames.hash_keys));
-    }
-
     // A request that produced its last token: blocks freed at once, in step order.
-    void finish(nb::handle request, double now) {
-        if (PyDict_DelItem(requests_.ptr(), get(request, snames.request_id).ptr()) != 0) {
+    void finish(ReqState& request, double now) {
+        if (PyDict_DelItem(requests_.ptr(), request.request_id.ptr()) != 0) {
             throw nb::python_error();
         }
-        manager_->free(request);
-        deferred_.erase(request.ptr());
-        set_float(request, snames.finished_at, now);
+        free_blocks(request);
+        request.finished_at = now;
+        release(request);
     }
 
-    nb::object manager_object_;
+    nb::object manager_object_;  // keeps the manager alive
     CacheCore* manager_;
     SchedulerLimits limits_;
     nb::dict requests_;
-    nb::object running_status_, preempted_status_, finished_status_;
-    nb::tuple finished_statuses_;
     nb::object admission_type_;
+    nb::object stats_type_;
     // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
     std::vector<int32_t> hit_blocks_, new_ids_;
-    std::vector<nb::object> running_;
-    std::deque<nb::object> waiting_;
+    std::vector<State> running_;
+    std::deque<State> waiting_;
+    // Every request the scheduler holds, by its Python object.
+    std::unordered_map<PyObject*, State> states_;
     // Waiting requests the waiting pass skipped (async: output in flight), not yet admitted.
-    std::unordered_set<PyObject*> deferred_;
+    std::unordered_set<const ReqState*> deferred_;
     int64_t num_executed_steps_ = 0;
     int64_t last_prefill_step_;
     bool prefill_capacity_bound_ = false;
@@ -616,30 +912,24 @@ void bind_scheduler(nb::module_& m) {
                      [](const StepOutput& out) {
                          nb::dict tokens;
                          for (size_t i = 0; i < out.scheduled.size(); ++i) {
-                             tokens[get(out.scheduled[i], snames.request_id)] = out.num_scheduled[i];
+                             tokens[out.scheduled[i]->request_id] = out.num_scheduled[i];
                          }
                          return tokens;
                      })
         .def_prop_ro("scheduled",
-                     [](const StepOutput& out) {
-                         nb::list requests;
-                         for (const nb::object& request : out.scheduled) requests.append(request);
-                         return requests;
-                     })
+                     [](const StepOutput& out) { return synced_list(out.scheduled); })
         .def_prop_ro("admitted",
                      [](const StepOutput& out) {
                          nb::list admissions;
-                         for (const auto& [request, num_hit_tokens, resumed] : out.admitted) {
-                             admissions.append(out.admission_type(request, num_hit_tokens, resumed));
+                         for (const auto& [state, num_hit_tokens, resumed] : out.admitted) {
+                             state->sync();
+                             admissions.append(
+                                 out.admission_type(state->request, num_hit_tokens, resumed));
                          }
                          return admissions;
                      })
         .def_prop_ro("preempted",
-                     [](const StepOutput& out) {
-                         nb::list victims;
-                         for (const nb::object& victim : out.preempted) victims.append(victim);
-                         return victims;
-                     })
+                     [](const StepOutput& out) { return synced_list(out.preempted); })
         // The compiled step decodes every request every step: no lazy decoders, no CPU tier.
         .def_prop_ro("num_lazy_decodes", [](const StepOutput&) { return 0; })
         .def_prop_ro("lazy_decode_kv_tokens", [](const StepOutput&) { return 0; })
@@ -660,6 +950,15 @@ void bind_scheduler(nb::module_& m) {
         .def_prop_ro("num_decode_tokens",
                      [](const StepOutput& out) { return int64_t(out.decode_context_lens.size()); });
 
+    nb::class_<StepFinished>(m, "StepUpdate")
+        .def_prop_ro("sampled",
+                     [](const StepFinished& result) { return synced_list(result.sampled); })
+        .def_prop_ro("finished",
+                     [](const StepFinished& result) { return synced_list(result.finished); })
+        .def_prop_ro("prefix_cache_stats", [](const StepFinished& result) {
+            return result.stats_type(*result.counts.fields());
+        });
+
     nb::class_<SchedulerCore>(m, "SchedulerCore")
         .def(
             "__init__",
@@ -669,7 +968,7 @@ void bind_scheduler(nb::module_& m) {
                bool scheduler_reserve_full_isl, int64_t prefill_schedule_interval,
                bool async_scheduling, nb::dict requests, nb::object running_status,
                nb::object preempted_status, nb::object finished_status,
-               nb::tuple finished_statuses, nb::object admission_type) {
+               nb::object admission_type, nb::object stats_type) {
                 SchedulerLimits limits{max_num_batched_tokens,
                                        max_num_admitted_seqs,
                                        max_model_len,
@@ -680,8 +979,8 @@ void bind_scheduler(nb::module_& m) {
                                        prefill_schedule_interval,
                                        async_scheduling};
                 new (self) SchedulerCore(manager, limits, requests, running_status,
-                                         preempted_status, finished_status, finished_statuses,
-                                         admission_type);
+                                         preempted_status, finished_status, admission_type,
+                                         stats_type);
             },
             nb::arg("manager"), nb::arg("max_num_batched_tokens"),
             nb::arg("max_num_admitted_seqs"), nb::arg("max_model_len"),
@@ -689,21 +988,80 @@ void bind_scheduler(nb::module_& m) {
             nb::arg("long_prefill_token_threshold_adaptive"),
             nb::arg("scheduler_reserve_full_isl"), nb::arg("prefill_schedule_interval"),
             nb::arg("async_scheduling"), nb::arg("requests"), nb::arg("running_status"),
-            nb::arg("preempted_status"), nb::arg("finished_status"),
-            nb::arg("finished_statuses"), nb::arg("admission_type"))
+            nb::arg("preempted_status"), nb::arg("finished_status"), nb::arg("admission_type"),
+            nb::arg("stats_type"))
         .def_prop_ro("num_running", &SchedulerCore::num_running)
         .def_prop_ro("num_waiting", &SchedulerCore::num_waiting)
         .def_prop_ro("num_executed_steps", &SchedulerCore::num_executed_steps)
+        .def_prop_ro("num_queued_tokens", &SchedulerCore::num_queued_tokens)
         .def_ro("num_preemptions", &SchedulerCore::num_preemptions)
         .def("running", &SchedulerCore::running)
         .def("waiting", &SchedulerCore::waiting)
         .def("add_request", &SchedulerCore::add_request)
         .def("remove", &SchedulerCore::remove)
         .def("schedule", &SchedulerCore::schedule, nb::rv_policy::take_ownership)
-        .def("update_from_output",
-             [](SchedulerCore& self, const StepOutput& output, double now) {
-                 StepFinished result = self.update_from_output(output, now);
-                 return nb::make_tuple(result.sampled, result.finished,
-                                       result.prefix_cache_stats);
-             });
+        .def("update_from_output", [](SchedulerCore& self, const StepOutput& output, double now) {
+            return self.update_from_output(output, now, true);
+        });
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the step loop (step_loop.hpp) reads of a scheduled and an applied step: the only place
+// it touches StepOutput and update_from_output's result.
+
+// A scheduled step's batch shape: batch.step_features and longest_context of
+// sim/costmodel/batch.py, and the record's token counts.
+struct LoopStepShape {
+    int64_t num_scheduled_tokens = 0;
+    bool preempted = false;
+    int64_t num_tokens = 0;
+    int64_t twice_attention_pairs = 0;
+    int64_t kv_tokens = 0;
+    int64_t num_decodes = 0;
+    int64_t longest_context = 0;
+};
+
+LoopStepShape loop_step_shape(const StepOutput& output) {
+    LoopStepShape shape;
+    shape.num_scheduled_tokens = output.total_num_scheduled_tokens;
+    shape.preempted = !output.preempted.empty();
+    shape.num_decodes = int64_t(output.decode_context_lens.size());
+    shape.num_tokens = shape.num_decodes;
+    int64_t longest = -1;
+    for (int64_t context : output.decode_context_lens) {
+        shape.kv_tokens += context;
+        longest = std::max(longest, context);
+    }
+    longest += 1;
+    for (size_t i = 0; i < output.prefill_new_tokens.size(); ++i) {
+        int64_t num_new = output.prefill_new_tokens[i];
+        int64_t num_context = output.prefill_context_tokens[i];
+        shape.num_tokens += num_new;
+        shape.twice_attention_pairs += num_new * (2 * num_context + num_new + 1);
+        shape.kv_tokens += num_context;
+        longest = std::max(longest, num_new + num_context);
+    }
+    shape.longest_context = longest;
+    return shape;
+}
+
+// An applied step: the requests it finished (in step order), its prefix-cache counters and
+// the record's token counts.
+struct LoopAppliedStep {
+    nb::list finished;
+    int64_t num_queries = 0;
+    int64_t num_hits = 0;
+    int64_t num_prefill_tokens = 0;
+    int64_t num_decode_tokens = 0;
+};
+
+LoopAppliedStep loop_apply_step(SchedulerCore& scheduler, const StepOutput& output, double now) {
+    StepFinished result = scheduler.update_from_output(output, now, false);
+    LoopAppliedStep applied;
+    if (!result.finished.empty()) applied.finished = synced_list(result.finished);
+    applied.num_queries = result.counts.queries;
+    applied.num_hits = result.counts.hits;
+    for (int64_t tokens : output.prefill_new_tokens) applied.num_prefill_tokens += tokens;
+    applied.num_decode_tokens = int64_t(output.decode_context_lens.size());
+    return applied;
 }

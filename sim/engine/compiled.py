@@ -1,0 +1,200 @@
+"""Engine replicas whose step loop runs in C++ (sim/native/src/step_loop.hpp), on a SimPy clock.
+
+The Python loop (EngineCore._run) is one SimPy process per replica, waking for every step.
+Here every wait that process would start is kept in C++ as a wake with the event id SimPy would
+have given it, and the wakes run in SimPy's order (time, priority, id) until the first event in
+SimPy's own queue is due: an arrival, a session's next turn, the front end's hand-off, or a wake
+handed to SimPy earlier. Only then does SimPy get one event, at the earliest pending wake with
+that wake's id. So every step, finish, block event and submit happens in the same order, at the
+same time, as with the Python loop, and the state any other code reads when its event runs is
+the same.
+
+This needs SimPy's event ids and queue, which SimPy keeps private (`Environment._eid`,
+`Environment._queue`, an `Event`'s `_ok` and `_value`); they are read and written here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+from heapq import heappush
+from math import inf
+from typing import TYPE_CHECKING, Any
+
+import simpy
+from simpy.events import NORMAL, URGENT, EventPriority
+
+from sim.metrics import StepBuffer, StepColumns
+from sim.native import ClusterLoop, StepColumnsBuffer, StepLoop
+
+if TYPE_CHECKING:
+    from sim.engine.core import EngineCore
+
+_FINISHED = 1  # ClusterLoop.run stopped on a finish the caller needs at once
+
+
+class _EventIds(Iterator[int]):
+    """SimPy's event-id counter, made readable and settable: the compiled replicas take ids
+    from it exactly when the Python loop's events would."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self, next_id: int) -> None:
+        self.next_id = next_id
+
+    def __next__(self) -> int:
+        event_id = self.next_id
+        self.next_id = event_id + 1
+        return event_id
+
+
+def _event_ids(env: simpy.Environment) -> _EventIds:
+    ids: Any = env._eid
+    if not isinstance(ids, _EventIds):
+        ids = _EventIds(next(ids))  # skipping one id changes no event's order
+        env._eid = ids
+    return ids
+
+
+def _queue_top(env: simpy.Environment) -> tuple[float, int, int]:
+    """(time, priority, id) of the next event SimPy will fire; time inf when none is left."""
+    queue = env._queue
+    if not queue:
+        return inf, 0, 0
+    at, priority, event_id, _event = queue[0]
+    return at, priority, event_id
+
+
+def _schedule_at(
+    env: simpy.Environment,
+    at: float,
+    event_id: int,
+    callback: Callable[[simpy.Event], None],
+    priority: EventPriority = NORMAL,
+) -> None:
+    """An event that fires at `at` in the place of SimPy's event `event_id`."""
+    event = simpy.Event(env)
+    event._ok = True
+    event._value = None
+    event.callbacks.append(callback)
+    heappush(env._queue, (at, priority, event_id, event))
+
+
+class CompiledReplicas:
+    """The compiled step loops of one clock's replicas (every replica of a Cluster, or one
+    EngineCore), run together so that their steps interleave as the replicas' processes do."""
+
+    __slots__ = (
+        "env",
+        "step_buffer",
+        "columns",
+        "engines",
+        "_cluster",
+        "_finished",
+        "_handed",
+    )
+
+    def __init__(self, env: simpy.Environment, step_buffer: StepBuffer) -> None:
+        self.env = env
+        self.step_buffer = step_buffer  # its recorder gets the steps, `capacity` at a time
+        self.columns = StepColumnsBuffer()  # where the compiled loops write their steps
+        self.engines: dict[int, EngineCore] = {}  # by replica number
+        self._cluster = ClusterLoop()
+        self._finished: list[tuple[int, Any]] = []
+        self._handed: set[int] = set()  # ids of wakes handed to SimPy, not yet due
+
+    def add(self, engine: EngineCore, loop: StepLoop) -> int:
+        """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the
+        Python loop's process would (SimPy's urgent start event)."""
+        self.engines[engine.replica] = engine
+        env = self.env
+        index = self._cluster.add(loop, float(env.now), next(_event_ids(env)), URGENT)
+        self._hand_next_wake_to_simpy()
+        return index
+
+    def wake(self, index: int) -> None:
+        """A request reached replica `index`: an idle replica wakes now (EngineCore.submit)."""
+        cluster = self._cluster
+        if not cluster.is_idle(index):
+            return
+        cluster.wake(index, float(self.env.now), next(_event_ids(self.env)))
+        self._hand_next_wake_to_simpy()
+
+    def _on_wake(self, event_id: int) -> Callable[[simpy.Event], None]:
+        def wake_due(_event: simpy.Event) -> None:
+            self._handed.discard(event_id)
+            self._advance()
+
+        return wake_due
+
+    def _on_finish(self, _event: simpy.Event) -> None:
+        self._hand_over()
+        self._advance()
+
+    def _advance(self) -> None:
+        """Run every wake due before SimPy's next event."""
+        env = self.env
+        cluster = self._cluster
+        ids = _event_ids(env)
+        while True:
+            cluster.next_event_id = ids.next_id
+            at_top, priority, top_id = _queue_top(env)
+            stop, at, event_id = cluster.run(
+                float(env.now), at_top, priority, top_id, self._finished
+            )
+            ids.next_id = cluster.next_event_id
+            if stop == _FINISHED and at != env.now:
+                # Finishes are handed over at their time, where the replica's process was.
+                _schedule_at(env, at, event_id, self._on_finish)
+                return
+            self._hand_over()
+            if stop != _FINISHED:
+                break
+        self._hand_next_wake_to_simpy()
+
+    def _hand_next_wake_to_simpy(self) -> None:
+        env = self.env
+        cluster = self._cluster
+        wake = cluster.next_wake()
+        if wake is None:
+            self._flush_steps()
+            if cluster.last_at > env.now:  # the clock ends where the last step ended
+                _schedule_at(env, cluster.last_at, cluster.last_id, _ignore)
+            return
+        at, priority, event_id = wake
+        if event_id not in self._handed:
+            self._handed.add(event_id)
+            _schedule_at(env, at, event_id, self._on_wake(event_id), EventPriority(priority))
+
+    def _hand_over(self) -> None:
+        """Finished requests to their replicas' recorders and callbacks, in finishing order."""
+        finished, self._finished = self._finished, []
+        for replica, request in finished:
+            self.engines[replica].hand_over_finished(request)
+        if finished or len(self.columns):
+            self._report_progress()
+        if len(self.columns) >= self.step_buffer.capacity:
+            self._flush_steps()
+
+    def _flush_steps(self) -> None:
+        if len(self.columns):
+            self.step_buffer.recorder.on_steps(_step_columns(self.columns.take()))
+
+    def _report_progress(self) -> None:
+        # Every replica of a clock reports to the same progress callback.
+        on_step = next(iter(self.engines.values())).on_step
+        if on_step is not None:
+            on_step(self._cluster.last_at)
+
+
+def _step_columns(arrays: dict[str, Any]) -> StepColumns:
+    """StepColumns from the compiled loops' arrays; the CPU-tier counters are 0 (no tier)."""
+    zeros = arrays["step_index"] * 0
+    return StepColumns(**{name: arrays.get(name, zeros) for name in _STEP_FIELDS})
+
+
+_STEP_FIELDS = tuple(field.name for field in fields(StepColumns))
+
+
+def _ignore(_event: simpy.Event) -> None:
+    """A wake that only moves the clock."""

@@ -1,0 +1,319 @@
+"""The compiled step loop (sim/engine/compiled.py) writes the same result files as the Python loop.
+
+Each scenario (30 simulated seconds on the H100 profile of Llama-3.1-8B, seed 3, events on)
+runs twice on the native core through `run_scenario`: once with the replicas' step loops in C++
+(the default where `compiled_loop_covers` says so) and once with EngineCore's Python loop, which
+the test forces by patching `compiled_loop_covers`. Every result file must be byte-identical.
+The scenarios cover what the compiled loop must order exactly like SimPy: several replicas
+behind each router (their steps, finishes and block events interleave), chat sessions (a
+finished turn releases the next one), async and sync scheduling, preemption, the front end's
+queue limits (read at every submit), the front end on and off, and a trace replay on eight
+replicas. The expected counts pin that each scenario reaches the situation it is named for.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import simpy
+from engine_fakes import CollectingRecorder
+from engine_specs import engine_config, open_spec, session_turn, tokens
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_fast_path_equivalence import PROFILE, chat
+
+import sim.engine.core as core_module
+from sim.config import Scenario
+from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
+from sim.engine import EngineCore, request_from_spec, simulate
+from sim.engine.compiled import CompiledReplicas
+from sim.routing import make_router
+from sim.runner import RunResult, run_scenario
+from workloads.spec import RequestSpec, Segment
+
+REPO = Path(__file__).resolve().parents[2]
+ARXIV = REPO / "tests" / "fixtures" / "traces" / "mooncake" / "arxiv_mooncake_trace_first1000.jsonl"
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "four-replicas-round-robin": {
+        "deployment": {"replicas": 4, "router": {"policy": "round_robin"}},
+        "engine": {"num_gpu_blocks": 300, "max_model_len": 4096},
+        "workload": chat(4.0),
+    },
+    "three-replicas-session-affinity": {
+        "deployment": {"replicas": 3, "router": {"policy": "session_affinity"}},
+        "engine": {"num_gpu_blocks": 300, "max_model_len": 4096},
+        "workload": chat(3.0),
+    },
+    "preempting-no-frontend": {
+        "frontend": "none",
+        "engine": {"num_gpu_blocks": 140, "max_model_len": 2048},
+        "workload": chat(2.0),
+    },
+    "queue-limits": {
+        "engine": {
+            "num_gpu_blocks": 600,
+            "max_model_len": 8192,
+            "max_num_queued_reqs": 16,
+            "max_num_queued_tokens": 40000,
+        },
+        "workload": chat(2.0),
+    },
+    "trace-eight-replicas": {
+        "duration_s": 20,
+        "deployment": {"replicas": 8, "router": {"policy": "round_robin"}},
+        "workload": {"source": {"kind": "trace", "format": "mooncake", "path": str(ARXIV)}},
+    },
+}
+
+# (requests finished, preemptions, rejected) from summary.json, by scenario and async scheduling.
+EXPECTED_COUNTS = {
+    ("four-replicas-round-robin", True): (359, 69, 0),
+    ("four-replicas-round-robin", False): (365, 67, 0),
+    ("three-replicas-session-affinity", True): (276, 58, 0),
+    ("preempting-no-frontend", True): (115, 44, 0),
+    ("preempting-no-frontend", False): (116, 45, 0),
+    ("queue-limits", True): (158, 19, 52),
+    ("queue-limits", False): (156, 29, 57),
+    ("trace-eight-replicas", True): (111, 0, 3),
+}
+
+
+def run_with_loop(
+    name: str,
+    async_scheduling: bool,
+    compiled: bool,
+    run_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> RunResult:
+    """Run scenario `name` with every replica on the compiled or the Python step loop."""
+    taken_on: list[int] = []
+    add = CompiledReplicas.add
+
+    def counting_add(self: CompiledReplicas, *args: Any) -> int:
+        taken_on.append(1)
+        return add(self, *args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CompiledReplicas, "add", counting_add)
+        if not compiled:
+            patch.setattr(core_module, "compiled_loop_covers", lambda *_args: False)
+        scenario = SCENARIOS[name]
+        data = {
+            "name": name,
+            "seed": 3,
+            "duration_s": 30,
+            "cost_model": PROFILE,
+            "outputs": {"events": True},
+            **scenario,
+            "engine": {**scenario.get("engine", {}), "async_scheduling": async_scheduling},
+        }
+        result = run_scenario(Scenario.model_validate(data), run_dir, run_dir=run_dir)
+    replicas = SCENARIOS[name].get("deployment", {}).get("replicas", 1)
+    assert len(taken_on) == (replicas if compiled else 0)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("name", "async_scheduling"),
+    [
+        key
+        if key in {("four-replicas-round-robin", True), ("queue-limits", False)}
+        else pytest.param(*key, marks=pytest.mark.slow)
+        for key in EXPECTED_COUNTS
+    ],
+)
+def test_compiled_and_python_loops_write_identical_files(
+    name: str, async_scheduling: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled = run_with_loop(name, async_scheduling, True, tmp_path / "compiled", monkeypatch)
+    python = run_with_loop(name, async_scheduling, False, tmp_path / "python", monkeypatch)
+
+    file_names = sorted(path.name for path in compiled.run_dir.iterdir())
+    assert file_names == sorted(path.name for path in python.run_dir.iterdir())
+    assert {"requests.parquet", "steps.parquet", "events.parquet", "summary.json"} <= set(
+        file_names
+    )
+    for file_name in file_names:
+        compiled_bytes = (compiled.run_dir / file_name).read_bytes()
+        assert compiled_bytes == (python.run_dir / file_name).read_bytes(), file_name
+    summary = compiled.summary
+    counts = (summary["num_requests"], summary["num_preemptions"], summary["num_rejected"])
+    assert counts == EXPECTED_COUNTS[name, async_scheduling]
+
+
+def test_ties_between_replicas_keep_the_python_loops_order() -> None:
+    # Two replicas behind round robin get identical requests at the same instants, so their
+    # steps end at exactly the same times: the recorder must see them in the order SimPy fires
+    # the Python loop's events (replica 0 first: it was woken first), step for step.
+    def run(compiled: bool) -> CollectingRecorder:
+        recorder = CollectingRecorder()
+        specs = [
+            open_spec(f"r{index}", 0.5 * (index // 2), tokens(1000 * (index % 2), 40), 5)
+            for index in range(8)
+        ]
+        original = core_module.compiled_loop_covers
+        if not compiled:
+            core_module.compiled_loop_covers = lambda *_args: False
+        try:
+            simulate(specs, engine_config(), LINEAR, recorder=recorder, num_replicas=2)
+        finally:
+            core_module.compiled_loop_covers = original
+        return recorder
+
+    compiled, python = run(True), run(False)
+    assert [(s.replica, s.started_at) for s in compiled.steps] == [
+        (s.replica, s.started_at) for s in python.steps
+    ]
+    assert list(compiled.requests) == list(python.requests)
+    # 40 steps, 20 per replica, each ending at the same instant as the other replica's.
+    ends = [step.started_at + step.duration_s for step in compiled.steps]
+    assert (len(ends), len(set(ends))) == (40, 20)
+    assert [step.replica for step in compiled.steps] == [0, 1] * 20
+
+
+LINEAR = StepTimeModel(
+    StepCoefficients(
+        step_overhead_s=0.01,
+        per_token_s=0.0001,
+        t_star_tokens=64,
+        per_attention_pair_s=1e-9,
+        per_kv_token_s=1e-7,
+        per_decode_seq_s=1e-5,
+    )
+)
+
+
+def test_out_of_range_warning_is_issued_once_with_the_models_text() -> None:
+    # A model fitted on steps of at most 100 tokens sees a 40-token prefill and then a
+    # 200-token one: the compiled loop warns once, with the model's own message.
+    model = StepTimeModel(
+        LINEAR.coefficients,
+        covered=FeatureRanges(
+            num_tokens=(1, 100),
+            attention_pairs=(0, 1e9),
+            kv_tokens=(0, 1e9),
+            num_decodes=(0, 256),
+            longest_context=(0, 1e9),
+        ),
+        label="test profile",
+    )
+    specs = [open_spec("a", 0.0, tokens(0, 40), 2), open_spec("b", 1.0, tokens(100, 200), 2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        simulate(specs, engine_config(), model, recorder=CollectingRecorder())
+    messages = [str(warning.message) for warning in caught]
+    assert messages == [
+        "test profile: step outside the range it was fitted on (num_tokens=200 not in "
+        "[1, 100]); the prediction is an extrapolation (warned once per model)"
+    ]
+
+
+def test_an_engine_fed_before_and_while_the_clock_runs_steps_as_the_python_loop() -> None:
+    # One EngineCore (no cluster): two requests are submitted before env.run(), three more by
+    # a process at 0.05 s, 0.05 s and 0.3 s, while a sync step is on the GPU or the engine idles.
+    def run(compiled: bool) -> CollectingRecorder:
+        env = simpy.Environment()
+        recorder = CollectingRecorder()
+        engine = EngineCore(env, engine_config(), LINEAR, recorder=recorder, compiled_loop=compiled)
+        assert (engine._loop is not None) is compiled
+
+        def submit(name: str, first_token: int) -> None:
+            spec = open_spec(name, float(env.now), tokens(first_token, 40), 4)
+            engine.submit(request_from_spec(spec, engine.hasher, float(env.now)))
+
+        def later() -> Generator[simpy.Event, Any, None]:
+            yield env.timeout(0.05)
+            submit("c", 200)
+            submit("d", 300)
+            yield env.timeout(0.25)
+            submit("e", 400)
+
+        submit("a", 0)
+        submit("b", 100)
+        env.process(later())
+        env.run()
+        return recorder
+
+    compiled, python = run(True), run(False)
+    assert compiled.steps == python.steps
+    assert compiled.requests == python.requests
+    assert compiled.block_events == python.block_events
+    assert (len(compiled.steps), len(compiled.requests)) == (11, 5)
+
+
+@st.composite
+def random_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], dict[str, Any]]:
+    """Open-loop requests and two-turn sessions on a coarse time grid (many same-time
+    arrivals and step ends), prompts sharing prefixes, a cache small enough to preempt."""
+    specs: list[RequestSpec] = []
+    at = 0.0
+    for index in range(draw(st.integers(1, 14))):
+        at += draw(st.sampled_from([0.0, 0.0, 0.01, 0.02, 0.25]))
+        prompt = tokens(draw(st.sampled_from([0, 0, 500])), draw(st.sampled_from([16, 40, 90])))
+        num_outputs = draw(st.integers(1, 6))
+        if draw(st.booleans()):
+            specs.append(open_spec(f"r{index}", at, prompt, num_outputs))
+            continue
+        session = f"s{index}"
+        first = [Segment("prompt", f"{session}-0", prompt)]
+        second = [*first, Segment("follow", f"{session}-1", tokens(900 + index, 8))]
+        think_time_s = draw(st.sampled_from([0.0, 0.01]))
+        specs.append(
+            session_turn(f"{session}-0", session, 0, first, tokens(1, num_outputs), arrival_at=at)
+        )
+        specs.append(
+            session_turn(
+                f"{session}-1", session, 1, second, tokens(1, 2), think_time_s=think_time_s
+            )
+        )
+    options = {
+        "num_replicas": draw(st.integers(1, 3)),
+        "router": draw(
+            st.sampled_from(["round_robin", "least_loaded", "prefix_aware", "session_affinity"])
+        ),
+        "async_scheduling": draw(st.booleans()),
+        "num_gpu_blocks": draw(st.sampled_from([12, 20, 65])),
+        "max_num_seqs": draw(st.sampled_from([2, 256])),
+    }
+    return specs, options
+
+
+def run_loop(
+    specs: list[RequestSpec], options: dict[str, Any], compiled: bool
+) -> CollectingRecorder:
+    """simulate() with events on, on the compiled or the Python loop."""
+    recorder = CollectingRecorder()
+    config = engine_config(
+        num_gpu_blocks=options["num_gpu_blocks"],
+        max_model_len=160,
+        max_num_seqs=options["max_num_seqs"],
+        async_scheduling=options["async_scheduling"],
+    )
+    simulate(
+        specs,
+        config,
+        LINEAR,
+        recorder=recorder,
+        num_replicas=options["num_replicas"],
+        router=make_router(options["router"]),
+        compiled_loop=compiled,
+    )
+    return recorder
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_runs())
+def test_compiled_and_python_loops_hand_the_recorder_the_same_hooks(
+    run: tuple[list[RequestSpec], dict[str, Any]],
+) -> None:
+    specs, options = run
+    compiled, python = run_loop(specs, options, True), run_loop(specs, options, False)
+    assert compiled.steps == python.steps
+    assert list(compiled.requests.items()) == list(python.requests.items())
+    assert compiled.block_events == python.block_events

@@ -1,0 +1,305 @@
+"""From a session's plan to its turns' prompt segments, prompt arrays and output tokens.
+
+A plan names the session's own contents once and says, per turn, which it asks (the question
+slot), which it answers, and which the history gains after it. Rendering gives a TurnContent
+from which each turn's spec is made when read (spec.SessionTurnSpec). Any token mode renders
+prompt by prompt: pieces arranged by the layout, through `TokenMode.render`. Synthetic tokens
+take a faster road, decided here alone: the session's contents are laid out once in one buffer
+(the common slots' pieces, then the session's own contents in the order the conversation shows
+them), its own part synthesised in one numpy pass; a turn is a few numbers (where its prompt
+lies and how long it is) until its segments, views into the buffer, are asked for, and a
+prompt whose slots lie back to back there (each turn repeating the previous prompt and its
+answer, then adding to them) is one slice of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+
+from workloads.layout import PromptLayout
+from workloads.prompt import Piece, TokenMode
+from workloads.spec import Segment, TokenArray, TurnContent
+from workloads.synthetic_tokens import SyntheticTokens
+
+# Per turn, the pieces of the slots the plan does not fill (common slots, documents).
+SlotPieces = Mapping[str, Sequence[Piece]]
+# A content by identity and length.
+Content = tuple[str, int]
+
+
+@dataclass(slots=True)
+class SessionPlan:
+    """A session's own contents (identity, chat role, length) and, per turn, the indices of
+    those it asks, answers and carries: after turn k the history gains carried_before[k], the
+    answer (as an assistant piece), then carried_after[k]."""
+
+    content_ids: list[str]
+    roles: list[str]
+    lengths: list[int]
+    questions: list[tuple[int, ...]]
+    answers: list[int]
+    carried_before: list[tuple[int, ...]]
+    carried_after: list[tuple[int, ...]]
+
+    @classmethod
+    def one_question(cls, question: Content, answer: Content) -> SessionPlan:
+        """One turn: a user's question (identity, length) and its answer."""
+        (question_id, question_tokens), (answer_id, answer_tokens) = question, answer
+        return cls(
+            [question_id, answer_id],
+            ["user", "assistant"],
+            [question_tokens, answer_tokens],
+            questions=[(0,)],
+            answers=[1],
+            carried_before=[()],
+            carried_after=[()],
+        )
+
+    def gain(self, turn: int) -> tuple[int, ...]:
+        """The contents the history gains after `turn`, in order."""
+        return (*self.carried_before[turn], self.answers[turn], *self.carried_after[turn])
+
+    def piece(self, slot: str, content: int) -> Piece:
+        """Content `content` as a piece of `slot`."""
+        return Piece(slot, self.content_ids[content], self.roles[content], self.lengths[content])
+
+
+def render_session(
+    tokens: TokenMode, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
+) -> TurnContent:
+    """The session's turns; `turn_slots` gives every turn's pieces of the slots besides history
+    and question (the same mapping object where they do not change)."""
+    if isinstance(tokens, SyntheticTokens):
+        return _SyntheticSession(tokens, plan, turn_slots, layout)
+    return _RenderedSession(tokens, plan, turn_slots, layout)
+
+
+@dataclass(slots=True)
+class _RenderedTurn:
+    segments: list[Segment]
+    output_tokens: list[int]
+
+
+class _RenderedSession:
+    """Prompt by prompt through the token mode, in turn order, as far as turns are asked for."""
+
+    def __init__(
+        self,
+        tokens: TokenMode,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+    ) -> None:
+        self._plan = plan
+        self._rendered: list[_RenderedTurn] = []
+        self._rendering = self._render(tokens, turn_slots, layout)
+
+    def _render(
+        self, tokens: TokenMode, turn_slots: Sequence[SlotPieces], layout: PromptLayout
+    ) -> Iterator[_RenderedTurn]:
+        plan = self._plan
+        history: list[Piece] = []
+        for turn, slots in enumerate(turn_slots):
+            question = [plan.piece("question", content) for content in plan.questions[turn]]
+            pieces = layout.arrange({**slots, "history": history, "question": question})
+            answer = plan.answers[turn]
+            output = tokens.output_tokens(plan.content_ids[answer], plan.lengths[answer])
+            yield _RenderedTurn(tokens.render(pieces), output)
+            history = [*history, *(plan.piece("history", content) for content in plan.gain(turn))]
+
+    def _turn(self, turn: int) -> _RenderedTurn:
+        while len(self._rendered) <= turn:
+            self._rendered.append(next(self._rendering))
+        return self._rendered[turn]
+
+    def segments(self, turn: int) -> list[Segment]:
+        return list(self._turn(turn).segments)
+
+    def prompt_array(self, turn: int) -> TokenArray:
+        segments = self._turn(turn).segments
+        if not segments:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.asarray(s.tokens, dtype=np.int64) for s in segments])
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        return sum(len(segment.tokens) for segment in self._turn(turn).segments)
+
+    def output_tokens(self, turn: int) -> list[int]:
+        return list(self._turn(turn).output_tokens)
+
+    def num_output_tokens(self, turn: int) -> int:
+        return self._plan.lengths[self._plan.answers[turn]]
+
+
+# A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
+# begin in the session buffer when they lie there back to back, else -1; `stop` is where the
+# last one ends. Plain tuples: a few are made per turn.
+_Span = tuple[int, int, int]
+_EMPTY: _Span = (-1, -1, 0)
+
+
+def _then(first: _Span, second: _Span) -> _Span:
+    """`first` followed by `second` (an empty span, stop -1, adds nothing)."""
+    if first[1] < 0:
+        return second
+    if second[1] < 0:
+        return first
+    back_to_back = first[0] >= 0 and second[0] == first[1]
+    return first[0] if back_to_back else -1, second[1], first[2] + second[2]
+
+
+def _join(spans: Iterable[_Span]) -> _Span:
+    """The spans one after another."""
+    return reduce(_then, spans, _EMPTY)
+
+
+class _SyntheticSession:
+    """A session's contents in one buffer: the common slots' pieces, then the session's own
+    contents in plan order (the order a conversation first shows them)."""
+
+    def __init__(
+        self,
+        tokens: SyntheticTokens,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+    ) -> None:
+        self._plan = plan
+        self._turn_slots = turn_slots
+        self._layout = layout
+        self._piece_start: dict[str, int] = {}
+        common: list[Piece] = []
+        start = 0
+        for slots in {id(slots): slots for slots in turn_slots}.values():
+            for slot in layout.order:
+                for piece in slots.get(slot, ()):
+                    if piece.content_id not in self._piece_start:
+                        self._piece_start[piece.content_id] = start
+                        common.append(piece)
+                        start += piece.num_tokens
+        self._own_start = [start]
+        for num_tokens in plan.lengths:
+            start += num_tokens
+            self._own_start.append(start)
+        parts = tokens.tokens_many(
+            [piece.content_id for piece in common], [piece.num_tokens for piece in common]
+        )
+        parts.append(tokens.streams(plan.content_ids, plan.lengths))
+        self._buffer = np.concatenate(parts)
+        self._buffer.flags.writeable = False
+        self._prompt_spans = self._spans()
+
+    def _own_span(self, contents: tuple[int, ...]) -> _Span:
+        """Where the session's own `contents` lie: back to back where their indices follow one
+        another, as one or two contents of a conversation do (taken without a loop)."""
+        own_start = self._own_start
+        if 0 < len(contents) <= 2 and contents[-1] - contents[0] == len(contents) - 1:
+            first, stop = own_start[contents[0]], own_start[contents[-1] + 1]
+            return first, stop, stop - first
+        return _join(
+            (
+                own_start[content],
+                own_start[content + 1],
+                own_start[content + 1] - own_start[content],
+            )
+            for content in contents
+        )
+
+    def _slot_spans(self, slots: SlotPieces) -> dict[str, _Span]:
+        piece_start = self._piece_start
+        return {
+            slot: _join(
+                (
+                    piece_start[piece.content_id],
+                    piece_start[piece.content_id] + piece.num_tokens,
+                    piece.num_tokens,
+                )
+                for piece in pieces
+            )
+            for slot, pieces in slots.items()
+        }
+
+    def _order(self, slots: SlotPieces) -> list[str]:
+        """The layout's slots this turn fills."""
+        present = {*slots, "history", "question"}
+        return [slot for slot in self._layout.order if slot in present]
+
+    def _spans(self) -> list[_Span]:
+        """Every turn's prompt span: slot spans joined in layout order."""
+        plan = self._plan
+        history = _EMPTY
+        slots: SlotPieces | None = None
+        spans: dict[str, _Span] = {}
+        order: list[str] = []
+        prompt_spans = []
+        for turn, turn_slots in enumerate(self._turn_slots):
+            if turn_slots is not slots:
+                slots, spans, order = (
+                    turn_slots,
+                    self._slot_spans(turn_slots),
+                    self._order(turn_slots),
+                )
+            spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
+            prompt = _EMPTY
+            for slot in order:
+                prompt = _then(prompt, spans[slot])
+            prompt_spans.append(prompt)
+            history = _then(history, self._own_span(plan.gain(turn)))
+        return prompt_spans
+
+    def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:
+        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        return [
+            Segment(
+                slot, plan.content_ids[content], buffer[own_start[content] : own_start[content + 1]]
+            )
+            for content in contents
+        ]
+
+    def segments(self, turn: int) -> list[Segment]:
+        plan, buffer, piece_start = self._plan, self._buffer, self._piece_start
+        slot_segments: dict[str, list[Segment]] = {
+            slot: [
+                Segment(
+                    slot,
+                    piece.content_id,
+                    buffer[
+                        piece_start[piece.content_id] : piece_start[piece.content_id]
+                        + piece.num_tokens
+                    ],
+                )
+                for piece in pieces
+            ]
+            for slot, pieces in self._turn_slots[turn].items()
+        }
+        slot_segments["history"] = self._own_segments(
+            "history", (content for earlier in range(turn) for content in plan.gain(earlier))
+        )
+        slot_segments["question"] = self._own_segments("question", plan.questions[turn])
+        return [segment for slot in self._layout.order for segment in slot_segments.get(slot, ())]
+
+    def prompt_array(self, turn: int) -> TokenArray:
+        start, stop, _ = self._prompt_spans[turn]
+        if start >= 0:
+            return self._buffer[start:stop]
+        segments = self.segments(turn)
+        if not segments:
+            return self._buffer[:0]
+        return np.concatenate([segment.tokens for segment in segments])
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        return self._prompt_spans[turn][2]
+
+    def output_tokens(self, turn: int) -> list[int]:
+        answer = self._plan.answers[turn]
+        tokens: list[int] = self._buffer[
+            self._own_start[answer] : self._own_start[answer + 1]
+        ].tolist()
+        return tokens
+
+    def num_output_tokens(self, turn: int) -> int:
+        return self._plan.lengths[self._plan.answers[turn]]

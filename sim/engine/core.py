@@ -178,7 +178,6 @@ class EngineCore:
         self.recorder = recorder if recorder is not None else NullRecorder()
         # Steps reach the recorder in batches, through a buffer the cluster's engines share.
         self.step_buffer = step_buffer if step_buffer is not None else StepBuffer(self.recorder)
-        self.step_buffer.attach_engine()
         observer = _BlockEventForwarder(self.recorder, replica) if record_block_events else None
         self.record_block_events = record_block_events
         self.transfer_clock = TransferClock(offload) if offload is not None else None
@@ -219,6 +218,7 @@ class EngineCore:
             self._compiled = compiled_replicas
             self._compiled_index = compiled_replicas.add(self, self._loop)
         else:
+            self.step_buffer.attach_engine()  # the Python loop says when it idles
             self.process = env.process(self._run())
 
     @property

@@ -24,6 +24,7 @@ from engine_fakes import CollectingRecorder
 from engine_specs import engine_config, open_spec, session_turn, tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from run_files import assert_same_run_files
 from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
@@ -134,14 +135,7 @@ def test_compiled_and_python_loops_write_identical_files(
     compiled = run_with_loop(name, async_scheduling, True, tmp_path / "compiled", monkeypatch)
     python = run_with_loop(name, async_scheduling, False, tmp_path / "python", monkeypatch)
 
-    file_names = sorted(path.name for path in compiled.run_dir.iterdir())
-    assert file_names == sorted(path.name for path in python.run_dir.iterdir())
-    assert {"requests.parquet", "steps.parquet", "events.parquet", "summary.json"} <= set(
-        file_names
-    )
-    for file_name in file_names:
-        compiled_bytes = (compiled.run_dir / file_name).read_bytes()
-        assert compiled_bytes == (python.run_dir / file_name).read_bytes(), file_name
+    assert_same_run_files(compiled.run_dir, python.run_dir)
     summary = compiled.summary
     counts = (summary["num_requests"], summary["num_preemptions"], summary["num_rejected"])
     assert counts == EXPECTED_COUNTS[name, async_scheduling]

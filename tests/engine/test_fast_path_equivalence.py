@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from run_files import assert_same_run_files
 
 import sim.engine.cluster as cluster_module
 from sim.config import Scenario
@@ -186,14 +187,7 @@ def test_fast_and_straightforward_paths_write_identical_files(
         name, False, tmp_path / "straightforward", monkeypatch, async_scheduling
     )
 
-    file_names = sorted(path.name for path in fast.run_dir.iterdir())
-    assert file_names == sorted(path.name for path in straightforward.run_dir.iterdir())
-    assert {"requests.parquet", "steps.parquet", "events.parquet", "summary.json"} <= set(
-        file_names
-    )
-    for file_name in file_names:
-        fast_bytes = (fast.run_dir / file_name).read_bytes()
-        assert fast_bytes == (straightforward.run_dir / file_name).read_bytes(), file_name
+    assert_same_run_files(fast.run_dir, straightforward.run_dir)
 
     summary = fast.summary
     counts = (summary["num_requests"], summary["num_preemptions"])

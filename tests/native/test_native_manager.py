@@ -315,3 +315,51 @@ def test_a_repeated_lookup_sees_its_hits_evicted_and_restored() -> None:
                 hits, num_hit_tokens = manager.get_computed_blocks(waiting)
                 lookups.append((manager.block_ids(hits), num_hit_tokens))
         assert lookups == [([1, 2], 4), ([1, 2], 4), ([], 0), ([1, 2], 4)], core
+
+
+def test_hundreds_of_hashes_churn_through_duplicates_evictions_and_a_reset() -> None:
+    """Block size 1, 100 usable blocks: each of 24 rounds, two requests share a 60-token
+    prompt (a 40-token run rotating over three, then 20 of the round's own token); "a" computes
+    half, "b" hits those 30 blocks and computes the rest, then "a" computes its second half
+    again, so 30 hashes are held by two blocks each. A round needs 90 blocks, so LRU evicts
+    the earlier rounds': 2160 stored, 720 hits (b's), 2060 evictions, at most 70 hashes cached.
+    A reset empties the cache; a 25th round then stores 90, hits 30 and leaves 60 hashes."""
+    pool = {
+        "num_gpu_blocks": 101,
+        "block_size": 1,
+        "max_model_len": 4096,
+        "enable_caching": True,
+        "watermark": 0.0,
+    }
+    sides = [Side("python", pool), Side("native", pool)]
+
+    def run_round(number: int) -> int:
+        first = len(sides[0].requests)
+        ops: list[tuple[Any, ...]] = [("arrive", 0, number % 3, 40, [number] * 20, False)] * 2
+        ops += [("schedule", first, 0.5), ("schedule", first + 1, 1.0), ("schedule", first, 1.0)]
+        for op in ops:
+            assert sides[1].apply(op) == sides[0].apply(op), op
+        num_cached_hashes: int = sides[1].state()["num_cached_hashes"]
+        for op in [("finish", 0)] * 2:
+            assert sides[1].apply(op) == sides[0].apply(op), op
+        assert sides[1].state() == sides[0].state()
+        return num_cached_hashes
+
+    peak = max(run_round(number) for number in range(24))
+    state = sides[1].state()
+    assert (state["num_stored"], state["stats"]["hits"], state["num_evictions"], peak) == (
+        2160,
+        720,
+        2060,
+        70,
+    )
+    assert [side.apply(("reset", 0)) for side in sides] == [True, True]
+    assert sides[1].state() == sides[0].state()
+    assert sides[1].state()["num_cached_hashes"] == 0
+    run_round(24)
+    state = sides[1].state()
+    assert (state["num_stored"], state["stats"]["hits"], state["num_cached_hashes"]) == (
+        2250,
+        750,
+        60,
+    )

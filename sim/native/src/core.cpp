@@ -28,6 +28,7 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "serialise.hpp"
@@ -160,14 +161,6 @@ struct Digest {
 
     bool operator==(const Digest& other) const {
         return size == other.size && std::memcmp(bytes, other.bytes, size) == 0;
-    }
-};
-
-struct DigestHash {
-    size_t operator()(const Digest& digest) const {
-        uint64_t prefix = 0;
-        std::memcpy(&prefix, digest.bytes, 8);  // digests are uniformly distributed
-        return size_t(prefix ^ digest.size);
     }
 };
 
@@ -436,6 +429,127 @@ struct CacheEntry {
     }
 };
 
+// The prefix map: each cached hash and the blocks carrying it. Open addressing with linear
+// probing over a power-of-two array of 8-byte slots (a 32-bit fingerprint of the digest and the
+// index of its entry in a dense vector): a miss touches only the slot array, a hit one entry, and
+// nothing is allocated per hash. Removal shifts the rest of the probe run back, so no tombstones
+// build up. It is never iterated, so no order can leak into a decision.
+class DigestTable {
+  public:
+    int64_t size() const { return int64_t(entries_.size()); }
+
+    CacheEntry* find(const Digest& digest) {
+        if (slots_.empty()) return nullptr;
+        Slot& slot = slots_[probe(fingerprint_of(digest), digest)];
+        return slot.entry == kEmpty ? nullptr : &entries_[slot.entry].blocks;
+    }
+
+    // The entry of `digest`, added holding only `block` when absent (then true).
+    std::pair<CacheEntry*, bool> find_or_add(const Digest& digest, int32_t block) {
+        // Grown before the probe, so the slot it stops at stays valid; load stays <= 1/2.
+        if (2 * (entries_.size() + 1) > slots_.size()) grow();
+        uint32_t fingerprint = fingerprint_of(digest);
+        Slot& slot = slots_[probe(fingerprint, digest)];
+        if (slot.entry != kEmpty) return {&entries_[slot.entry].blocks, false};
+        slot = Slot{fingerprint, uint32_t(entries_.size())};
+        entries_.push_back(Stored{digest, fingerprint, CacheEntry{block, {}}});
+        return {&entries_.back().blocks, true};
+    }
+
+    // Drop `block` from the entry of `digest`, which must hold it; an emptied entry goes.
+    void remove_block(const Digest& digest, int32_t block) {
+        size_t at = probe(fingerprint_of(digest), digest);
+        uint32_t index = slots_[at].entry;
+        if (index == kEmpty) throw std::logic_error("evicted block's hash is not cached");
+        if (!entries_[index].blocks.erase(block)) return;
+        vacate(at);
+        // The last entry fills the gap in the dense vector; its slot is repointed.
+        uint32_t last = uint32_t(entries_.size() - 1);
+        if (index != last) {
+            entries_[index] = std::move(entries_[last]);
+            size_t moved = home(entries_[index].fingerprint);
+            while (slots_[moved].entry != last) moved = (moved + 1) & mask_;
+            slots_[moved].entry = index;
+        }
+        entries_.pop_back();
+    }
+
+    void clear() {
+        entries_.clear();
+        std::fill(slots_.begin(), slots_.end(), Slot{0, kEmpty});
+    }
+
+  private:
+    static constexpr uint32_t kEmpty = std::numeric_limits<uint32_t>::max();
+
+    struct Slot {
+        uint32_t fingerprint;
+        uint32_t entry;  // index into entries_, kEmpty for a free slot
+    };
+
+    struct Stored {
+        Digest digest;
+        uint32_t fingerprint;
+        CacheEntry blocks;
+    };
+
+    // Mixes every byte in: block hashes are uniform, but test streams use short or alike ones.
+    static uint32_t fingerprint_of(const Digest& digest) {
+        uint64_t mixed = digest.size;
+        for (size_t at = 0; at < digest.size; at += 8) {
+            uint64_t word = 0;
+            std::memcpy(&word, digest.bytes + at, std::min<size_t>(8, digest.size - at));
+            mixed = (mixed ^ word) * 0x9E3779B97F4A7C15ull;
+            mixed ^= mixed >> 29;
+        }
+        return uint32_t(mixed >> 32);
+    }
+
+    size_t home(uint32_t fingerprint) const { return size_t(fingerprint >> shift_); }
+
+    // The slot holding `digest`, or the free slot where its probe run ends.
+    size_t probe(uint32_t fingerprint, const Digest& digest) const {
+        size_t at = home(fingerprint);
+        while (true) {
+            const Slot& slot = slots_[at];
+            if (slot.entry == kEmpty) return at;
+            if (slot.fingerprint == fingerprint && entries_[slot.entry].digest == digest) return at;
+            at = (at + 1) & mask_;
+        }
+    }
+
+    // Free slot `at`, moving back each later slot of its run whose home is not past the gap.
+    void vacate(size_t at) {
+        size_t gap = at;
+        for (size_t next = (gap + 1) & mask_; slots_[next].entry != kEmpty;
+             next = (next + 1) & mask_) {
+            size_t distance_from_home = (next - home(slots_[next].fingerprint)) & mask_;
+            if (distance_from_home >= ((next - gap) & mask_)) {
+                slots_[gap] = slots_[next];
+                gap = next;
+            }
+        }
+        slots_[gap].entry = kEmpty;
+    }
+
+    void grow() {
+        size_t capacity = std::max<size_t>(64, slots_.size() * 2);
+        slots_.assign(capacity, Slot{0, kEmpty});
+        mask_ = capacity - 1;
+        shift_ = 32 - std::countr_zero(capacity);
+        for (size_t index = 0; index < entries_.size(); ++index) {
+            size_t at = home(entries_[index].fingerprint);
+            while (slots_[at].entry != kEmpty) at = (at + 1) & mask_;
+            slots_[at] = Slot{entries_[index].fingerprint, uint32_t(index)};
+        }
+    }
+
+    std::vector<Slot> slots_;
+    std::vector<Stored> entries_;
+    size_t mask_ = 0;
+    int shift_ = 32;
+};
+
 struct RequestBlocks {
     std::vector<int32_t> blocks;
     int64_t num_cached_blocks = 0;  // leading blocks already registered in the cache
@@ -514,7 +628,6 @@ class CacheCore {
         num_free_ = num_gpu_blocks_;
         // vLLM takes the first free block as the null block; it never returns to the queue.
         null_block_ = popleft();
-        cached_.reserve(size_t(std::min<int64_t>(num_gpu_blocks, 1 << 22)));
     }
 
     // --- pool state -------------------------------------------------------------------------
@@ -586,10 +699,10 @@ class CacheCore {
             memo_.source = hashes.source();
         }
         for (int64_t index = int64_t(memo_.hits.size()); index < count; ++index) {
-            auto found = cached_.find(hashes.at(index));
-            if (found == cached_.end()) break;
-            memo_.hits.push_back(found->second.first);
-            in_memo_[size_t(found->second.first)] = 1;
+            const CacheEntry* found = cached_.find(hashes.at(index));
+            if (found == nullptr) break;
+            memo_.hits.push_back(found->first);
+            in_memo_[size_t(found->first)] = 1;
         }
         return memo_.hits;
     }
@@ -810,7 +923,7 @@ class CacheCore {
     int64_t num_evictions = 0;
     int64_t num_stored = 0;
     int64_t num_gpu_blocks() const { return num_gpu_blocks_; }
-    int64_t num_cached_hashes() const { return int64_t(cached_.size()); }
+    int64_t num_cached_hashes() const { return cached_.size(); }
     int64_t block_size() const { return block_size_; }
     int64_t max_model_len() const { return max_model_len_; }
     bool enable_caching() const { return enable_caching_; }
@@ -870,13 +983,10 @@ class CacheCore {
             hashed_[block] = 1;
             hash_[block] = digest;
             num_tokens_[block] = (index + 1) * block_size_;
-            auto found = cached_.find(digest);
-            if (found == cached_.end()) {
-                cached_.emplace(digest, CacheEntry{block, {}});
-            } else if (found->second.contains(block)) {
-                continue;
-            } else {
-                found->second.more.push_back(block);
+            auto [entry, added] = cached_.find_or_add(digest, block);
+            if (!added) {
+                if (entry->contains(block)) continue;
+                entry->more.push_back(block);
             }
             ++num_stored;
             if (!observer_.is_none()) emit(names.stored, digest, block, now);
@@ -918,8 +1028,7 @@ class CacheCore {
     }
 
     void evict(int32_t block, double now) {
-        auto found = cached_.find(hash_[block]);
-        if (found->second.erase(block)) cached_.erase(found);
+        cached_.remove_block(hash_[block], block);
         hashed_[block] = 0;
         if (in_memo_[size_t(block)]) forget_lookup();
         ++num_evictions;
@@ -988,7 +1097,7 @@ class CacheCore {
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
     LookupCounts window_counts_;  // since the last take_lookup_counts()
     LookupCounts cumulative_counts_;
-    std::unordered_map<Digest, CacheEntry, DigestHash> cached_;
+    DigestTable cached_;
     std::unordered_map<std::string, RequestBlocks, IdHash, IdEqual> requests_;
     // The last prefix lookup (computed_block_ids) and which blocks its hits are.
     struct LookupMemo {

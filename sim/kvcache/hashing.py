@@ -200,9 +200,11 @@ class BlockHasher:
             and self.identity == other.identity
         )
 
-    def _hash_block(self, hashed: tuple[bytes, tuple[int, ...], ExtraKeys]) -> bytes:
+    def _hash_block(
+        self, hashed: tuple[bytes, tuple[int, ...], ExtraKeys], tokens_are_int64: bool = False
+    ) -> bytes:
         parent, tokens, extra = hashed
-        if self.identity and extra is None and _all_int64(tokens):
+        if self.identity and extra is None and (tokens_are_int64 or _all_int64(tokens)):
             return _plain_block_identity(parent, tokens)
         # vLLM's hash tells a bool or a huge int from an int64 token; so does this one.
         return self._hash(hashed)
@@ -221,17 +223,19 @@ class BlockHasher:
         hash_block = self._hash_block
         plain = keys.is_empty
         memo = self._memo if self.memo_size else None
+        # An int64 array holds nothing but int64 tokens: no per-token check for the identity.
+        tokens_are_int64 = isinstance(token_ids, array) and token_ids.typecode == "q"
         for index in range(start_block, num_full_blocks):
             start = index * block_size
             end = start + block_size
             extra = None if plain else keys.for_block(index, start, end)
             hashed = (parent, tuple(token_ids[start:end]), extra)
             if memo is None:
-                parent = hash_block(hashed)
+                parent = hash_block(hashed, tokens_are_int64)
             else:
                 cached = memo.get(hashed)
                 if cached is None:
-                    cached = hash_block(hashed)
+                    cached = hash_block(hashed, tokens_are_int64)
                     if len(memo) >= self.memo_size:
                         memo.clear()
                     memo[hashed] = cached

@@ -247,17 +247,23 @@ def _shipped_profiles() -> dict[tuple[str, str, int], Profile]:
 def _real_rows(
     profiles: dict[tuple[str, str, int], Profile], served: list[ServedMeasurement]
 ) -> tuple[list[RealRow], list[Exclusion]]:
+    # real_sources builds its rows with this module's RealRow, so it is imported here.
+    from sim.costmodel.real_sources import engine_step_rows
+
     splitwise_cases, splitwise_exclusions = _splitwise_cases()
     published_rows, published_exclusions = _published_rows(profiles)
     eager_rows, eager_exclusions = eager_pair_rows()
+    step_rows, step_exclusions = engine_step_rows()
     rows = (
         _splitwise_rows(splitwise_cases, profiles)
         + published_rows
         + eager_rows
         + eager_tp_sweep_rows()
+        + step_rows
         + [_served_row(measurement) for measurement in served]
     )
-    return rows, splitwise_exclusions + published_exclusions + eager_exclusions
+    exclusions = splitwise_exclusions + published_exclusions + eager_exclusions + step_exclusions
+    return rows, exclusions
 
 
 def held_out_at_request_s(

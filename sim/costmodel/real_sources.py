@@ -33,6 +33,7 @@ QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
 # apply to them. C++ engines (TensorRT-LLM, TurboMind) launch at a fraction of that host cost,
 # so their steps are compared with the profile's kernel-level coefficients (no factor).
 PYTHON_HOST = "python"
+HOSTS = (PYTHON_HOST, "c++")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +81,12 @@ class EngineStep:
 
 
 def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
-    """Every row of `path` (used or not), checked for a known source and quantity."""
+    """Every row of `path` (used or not), checked for a known source, quantity and host."""
     steps = []
     with path.open(newline="") as handle:
         for line, row in enumerate(csv.DictReader(handle), start=2):
-            for column, allowed in (("source", SOURCES), ("quantity", QUANTITIES)):
+            checked = (("source", SOURCES), ("quantity", QUANTITIES), ("host", HOSTS))
+            for column, allowed in checked:
                 if row[column] not in allowed:
                     raise InputError(
                         f"{path}:{line}: {column} {row[column]!r} is not one of "

@@ -104,10 +104,20 @@ def test_the_rows_are_among_the_real_measurements_validate_compares_with() -> No
     assert origins[LMDEPLOY] == 44
 
 
-def test_an_unknown_quantity_names_the_file_and_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (",decode_step,", ",decode,", "quantity 'decode' is not one of first_token, decode_step"),
+        (",python,", ",rust,", "host 'rust' is not one of python, c\\+\\+"),
+    ],
+)
+def test_an_unknown_value_names_the_file_line_and_allowed_values(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    # Line 4 of the file is the gpt-fast Llama-2-7B TP 4 row (a Python engine's decode step).
     lines = ENGINE_STEPS_CSV.read_text().splitlines()
-    lines[3] = lines[3].replace(",decode_step,", ",decode,", 1)
+    lines[3] = lines[3].replace(old, new, 1)
     bad = tmp_path / "engine_steps.csv"
     bad.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputError, match=r"engine_steps\.csv:4: quantity 'decode' is not one of"):
+    with pytest.raises(InputError, match=rf"engine_steps\.csv:4: {message}"):
         read_engine_steps(bad)

@@ -1,12 +1,13 @@
 """The real-engine terms on top of a kernel-derived or roofline step model (docs/cost_model.md
 §5.7, §5.8).
 
-Measured prefill steps run 1.3-1.7x the sum of their kernels on every real source prefixsim has
-(what the kernel tables time in isolation leaves out: eager launches, input preparation,
-sampling, all-reduces between real GEMMs), while the decode steps of CUDA-graph vLLM servers
-match it. One factor per GPU scales the compute-bound coefficients (per token, per attention
-pair) and moves the knee T* so that the weight-streaming floor b1 * T*, and every step below the
-knee (decode batches included), stays as the kernels say. It is fitted to real end-to-end
+Measured prefill steps run 1.1-1.7x the sum of their kernels on every real source prefixsim has
+(what the kernel tables time in isolation leaves out: kernels back to back at sustained clocks,
+as C++ engines show too, and a Python engine's eager launches, input preparation and sampling),
+while the decode steps of CUDA-graph vLLM servers match it. One factor per GPU scales the
+compute-bound coefficients (per token, per attention pair) and moves the knee T* so that the
+weight-streaming floor b1 * T*, and every step below the knee (decode batches included), stays as
+the kernels say. It is fitted to real end-to-end
 measurements, never to kernel tables.
 
 An engine without CUDA graphs (vLLM before 0.2.5, `--enforce-eager`) launches every layer's

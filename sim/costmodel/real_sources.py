@@ -31,7 +31,9 @@ SOURCES = {
 QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
 # Engines whose host launches kernels from Python, as vLLM's does: a run's real-engine terms
 # apply to them. C++ engines (TensorRT-LLM, TurboMind) launch at a fraction of that host cost,
-# so their steps are compared with the profile's kernel-level coefficients (no factor).
+# so their decode steps are compared with the profile's kernel-level coefficients (no factor);
+# their first tokens are prefill compute, which runs at the real rate whatever the host language
+# (docs/cost_model.md §5.7), so every first-token row is predicted with the factor and fits it.
 PYTHON_HOST = "python"
 HOSTS = (PYTHON_HOST, "c++")
 
@@ -131,40 +133,48 @@ def _real_row(step: EngineStep) -> RealRow:
     spec = auto_cost_model_spec(gpu, model, step.tp)
     roofline = roofline_profile(gpu, model, step.tp)
     profile = roofline if spec == "roofline" else load_profile(shipped_profile_path(spec))
-    shape, python_host = step.shape, step.host == PYTHON_HOST
+    shape = step.shape
+    at_real_rate = step.host == PYTHON_HOST or step.quantity == "first_token"
     record = ValidationRecord(
         source=step.validation_source,
         profile=profile.name,
         case=step.case,
         measured_s=step.measured_s,
-        predicted_s=_as_compared(profile, shape, python_host),
+        predicted_s=_as_compared(profile, shape, at_real_rate),
         table_predicted_s=kernel_reference(gpu, model, step.tp).step_time_s(shape),
-        roofline_predicted_s=_as_compared(roofline, shape, python_host),
+        roofline_predicted_s=_as_compared(roofline, shape, at_real_rate),
         in_fitted_range=profile.covered is None
         or not profile.covered.violations(*step_features(shape), longest_context(shape)),
         batch_size=step.batch_size,
     )
-    return RealRow(record, step.origin, gpu.key, _time_at_factor(profile, shape, python_host))
+    return RealRow(
+        record,
+        step.origin,
+        gpu.key,
+        _time_at_factor(profile, shape, at_real_rate),
+        fitted=step.quantity == "first_token",
+    )
 
 
-def _as_compared(profile: Profile, shape: BatchShape, python_host: bool) -> float:
+def _as_compared(profile: Profile, shape: BatchShape, at_real_rate: bool) -> float:
     """`profile`'s step time for `shape` as a run uses it (real-engine factor included) for a
-    Python engine, at its kernel-level coefficients for a C++ engine."""
+    Python engine or a prefill, at its kernel-level coefficients for a C++ engine's decode step."""
     coefficients = profile.coefficients
-    if python_host:
+    if at_real_rate:
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
     return StepTimeModel(coefficients).step_time_s(shape)
 
 
 def _time_at_factor(
-    profile: Profile, shape: BatchShape, python_host: bool
+    profile: Profile, shape: BatchShape, at_real_rate: bool
 ) -> Callable[[float], float]:
-    """The step time of `shape` at any real-engine factor; a C++ engine's does not move."""
+    """The step time of `shape` at any real-engine factor; a C++ engine's decode step does not
+    move."""
     features = step_features(shape)
 
     def step_time_s(factor: float) -> float:
         coefficients = profile.coefficients
-        if python_host:
+        if at_real_rate:
             coefficients = real_engine_coefficients(coefficients, factor)
         return StepTimeModel(coefficients).features_time_s(*features)
 

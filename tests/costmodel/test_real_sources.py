@@ -80,16 +80,29 @@ def test_each_row_is_predicted_by_the_profile_a_run_would_pick(
     # No shipped profile for Llama-2-7B: the roofline prior of the same name.
     assert profiles["gptfast-llama-2-7b-tp8"] == "a100/llama-2-7b/tp8"
     assert all(row.origin in (GPT_FAST, TRT_LLM, LMDEPLOY) for row in rows_by_id.values())
-    assert not any(row.fitted or row.eager_layers for row in rows_by_id.values())
+    assert not any(row.eager_layers for row in rows_by_id.values())
+    # Every first token (a prefill, at the real rate whatever the host) fits the factor.
+    fitted = {case for case, row in rows_by_id.items() if row.fitted}
+    assert fitted == {case for case in rows_by_id if case.startswith("trtllm")} | {
+        case for case in rows_by_id if case.startswith("lmdeploy") and "-ftl-" in case
+    }
+    assert len(fitted) == 18
 
 
-def test_cpp_engines_are_compared_with_the_kernel_prior_and_python_ones_as_a_run_uses_it(
+def test_cpp_decode_steps_are_at_the_kernel_prior_and_prefills_and_python_steps_as_a_run_uses_them(
     rows_by_id: dict[str, RealRow],
 ) -> None:
+    lmdeploy = rows_by_id["lmdeploy-llama-2-70b-decode-b64-2048-2048"]
+    # A C++ engine's decode step does not move with the real-engine factor.
+    assert lmdeploy.engine_s(1.0) == lmdeploy.engine_s(2.0) == lmdeploy.record.predicted_s
+    # Its first token is prefill compute: TensorRT-LLM's 2048 tokens of Llama-2-70B at TP 8 are
+    # 225.1 ms at the kernel coefficients, 313.9 ms at the shipped A100 factor (1.42) as a run's
+    # prefill would be; measured 249.2 ms.
     trt = rows_by_id["trtllm09-llama-2-70b-tp8-2048"]
-    # A C++ engine's prediction does not move with the real-engine factor.
-    assert trt.engine_s(1.0) == trt.engine_s(2.0) == trt.record.predicted_s
-    # A Python engine is predicted at the shipped A100 factor (1.445), as a run is; a batch-1
+    assert trt.engine_s(1.0) == pytest.approx(0.22506, abs=5e-6)
+    assert trt.record.predicted_s == trt.engine_s(load_engine_terms().factor("a100"))
+    assert trt.record.predicted_s == pytest.approx(0.31389, abs=5e-6)
+    # A Python engine is predicted at the shipped A100 factor (1.42), as a run is; a batch-1
     # decode step streams the weights, so the factor moves it only by the rounding of T* / factor.
     gpt_fast = rows_by_id["gptfast-llama-2-70b-tp8"]
     a100_factor = load_engine_terms().factor("a100")

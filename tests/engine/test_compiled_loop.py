@@ -75,12 +75,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # (requests finished, preemptions, rejected) from summary.json, by scenario and async scheduling.
 EXPECTED_COUNTS = {
     ("four-replicas-round-robin", True): (359, 69, 0),
-    ("four-replicas-round-robin", False): (365, 67, 0),
+    ("four-replicas-round-robin", False): (365, 76, 0),
     ("three-replicas-session-affinity", True): (276, 58, 0),
     ("preempting-no-frontend", True): (115, 44, 0),
     ("preempting-no-frontend", False): (116, 45, 0),
-    ("queue-limits", True): (158, 19, 52),
-    ("queue-limits", False): (156, 29, 57),
+    ("queue-limits", True): (155, 18, 57),
+    ("queue-limits", False): (152, 26, 63),
     ("trace-eight-replicas", True): (111, 0, 3),
 }
 

@@ -134,7 +134,7 @@ EXPECTED_COUNTS = {
     ("priority", True): (109, 56),
     ("chunked-prefill", True): (92, 0),
     ("four-seqs", True): (126, 0),
-    ("two-replicas-prefix-aware", True): (173, 26),
+    ("two-replicas-prefix-aware", True): (176, 36),
     ("mix-tenants-roofline", True): (137, 0),
     ("no-prefix-caching", True): (199, 0),
     ("chat-preempting", False): (117, 51),

@@ -1,6 +1,6 @@
 """Published step and first-token times of other inference engines (gpt-fast, TensorRT-LLM,
-LMDeploy TurboMind; `data/engine_steps/`) as real measurements for `prefixsim costmodel
-validate`."""
+LMDeploy TurboMind, Sarathi-Serve; `data/engine_steps/`) as real measurements for `prefixsim
+costmodel validate`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from pathlib import Path
 
 from sim.costmodel.batch import BatchShape, longest_context, step_features
 from sim.costmodel.derive import kernel_reference
-from sim.costmodel.engine_terms import engine_coefficients, real_engine_coefficients
+from sim.costmodel.engine_terms import (
+    engine_coefficients,
+    load_engine_terms,
+    real_engine_coefficients,
+)
 from sim.costmodel.loader import auto_cost_model_spec
 from sim.costmodel.model import StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
@@ -27,6 +31,7 @@ SOURCES = {
     "gpt-fast": "gpt-fast (A100, CUDA graphs)",
     "TensorRT-LLM": "TensorRT-LLM (A100, kernel prior)",
     "LMDeploy": "LMDeploy TurboMind (A100, kernel prior)",
+    "Sarathi-Serve": "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)",
 }
 QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
 # Engines whose host launches kernels from Python, as vLLM's does: a run's real-engine terms
@@ -34,6 +39,9 @@ QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
 # so their steps are compared with the profile's kernel-level coefficients (no factor).
 PYTHON_HOST = "python"
 HOSTS = (PYTHON_HOST, "c++")
+# A Python engine's `cuda_graphs`: without them every decode step launches each layer from the
+# host (the eager host time per layer); C++ engines say "n/a (...)".
+CUDA_GRAPHS = ("yes", "no")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,7 @@ class EngineStep:
     source: str
     engine: str
     host: str
+    cuda_graphs: bool
     gpu_key: str
     model_key: str
     tp: int
@@ -62,6 +71,21 @@ class EngineStep:
     @property
     def validation_source(self) -> str:
         return f"{self.origin}: {QUANTITIES[self.quantity]}"
+
+    @property
+    def python_host(self) -> bool:
+        return self.host == PYTHON_HOST
+
+    @property
+    def fitted(self) -> bool:
+        """A Python engine's prefill: it measures the real-engine factor (as Splitwise's do)."""
+        return self.python_host and self.quantity == "first_token"
+
+    def eager_layers(self, num_layers: int) -> int:
+        """Layers launched from the host in this step: a decode step of a Python engine without
+        CUDA graphs launches all `num_layers`."""
+        eager = self.python_host and not self.cuda_graphs and self.quantity == "decode_step"
+        return num_layers if eager else 0
 
     @property
     def shape(self) -> BatchShape:
@@ -92,12 +116,18 @@ def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
                         f"{path}:{line}: {column} {row[column]!r} is not one of "
                         f"{', '.join(allowed)}"
                     )
+            if row["host"] == PYTHON_HOST and row["cuda_graphs"] not in CUDA_GRAPHS:
+                raise InputError(
+                    f"{path}:{line}: cuda_graphs {row['cuda_graphs']!r} of a python engine is not "
+                    f"one of {', '.join(CUDA_GRAPHS)}"
+                )
             steps.append(
                 EngineStep(
                     row=row["row"],
                     source=row["source"],
                     engine=row["engine"],
                     host=row["host"],
+                    cuda_graphs=row["cuda_graphs"] == "yes",
                     gpu_key=row["gpu_key"],
                     model_key=row["model_key"],
                     tp=int(row["tp"]),
@@ -131,25 +161,38 @@ def _real_row(step: EngineStep) -> RealRow:
     spec = auto_cost_model_spec(gpu, model, step.tp)
     roofline = roofline_profile(gpu, model, step.tp)
     profile = roofline if spec == "roofline" else load_profile(shipped_profile_path(spec))
-    shape, python_host = step.shape, step.host == PYTHON_HOST
+    shape, python_host = step.shape, step.python_host
+    eager_layers = step.eager_layers(model.num_layers)
+    host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
     record = ValidationRecord(
         source=step.validation_source,
         profile=profile.name,
         case=step.case,
         measured_s=step.measured_s,
-        predicted_s=_as_compared(profile, shape, python_host),
-        table_predicted_s=kernel_reference(gpu, model, step.tp).step_time_s(shape),
-        roofline_predicted_s=_as_compared(roofline, shape, python_host),
+        predicted_s=_as_compared(profile, shape, python_host) + host_s,
+        # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
+        table_predicted_s=kernel_reference(gpu, model, step.tp).step_time_s(shape)
+        if gpu.kernel_tables
+        else None,
+        roofline_predicted_s=_as_compared(roofline, shape, python_host) + host_s,
         in_fitted_range=profile.covered is None
         or not profile.covered.violations(*step_features(shape), longest_context(shape)),
         batch_size=step.batch_size,
     )
-    return RealRow(record, step.origin, gpu.key, _time_at_factor(profile, shape, python_host))
+    return RealRow(
+        record,
+        step.origin,
+        gpu.key,
+        _time_at_factor(profile, shape, python_host),
+        fitted=step.fitted,
+        eager_layers=eager_layers,
+    )
 
 
 def _as_compared(profile: Profile, shape: BatchShape, python_host: bool) -> float:
     """`profile`'s step time for `shape` as a run uses it (real-engine factor included) for a
-    Python engine, at its kernel-level coefficients for a C++ engine."""
+    Python engine, at its kernel-level coefficients for a C++ engine; without the eager host
+    time, which the caller adds."""
     coefficients = profile.coefficients
     if python_host:
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)

@@ -18,6 +18,7 @@ from sim.errors import InputError
 GPT_FAST = "gpt-fast (A100, CUDA graphs)"
 TRT_LLM = "TensorRT-LLM (A100, kernel prior)"
 LMDEPLOY = "LMDeploy TurboMind (A100, kernel prior)"
+SARATHI = "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)"
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +27,25 @@ def rows_by_id() -> dict[str, RealRow]:
     return {row.record.case.split(":")[0]: row for row in rows}
 
 
-def test_the_file_holds_77_rows_of_which_68_are_used_per_source_and_quantity() -> None:
+def test_the_file_holds_93_rows_of_which_83_are_used_per_source_and_quantity() -> None:
     steps = read_engine_steps()
-    assert len(steps) == 77
+    assert len(steps) == 93
     used = Counter((step.source, step.quantity) for step in steps if step.used)
     assert used == {
         ("gpt-fast", "decode_step"): 14,
         ("TensorRT-LLM", "first_token"): 10,
         ("LMDeploy", "first_token"): 8,
         ("LMDeploy", "decode_step"): 36,
+        ("Sarathi-Serve", "first_token"): 7,
+        ("Sarathi-Serve", "decode_step"): 8,
     }
-    assert all(step.gpu_key == "a100" for step in steps)
+    gpus = Counter((step.source == "Sarathi-Serve", step.gpu_key) for step in steps)
+    assert gpus == {(False, "a100"): 77, (True, "a100-pcie"): 16}
 
 
 def test_every_unused_row_is_an_exclusion_with_its_reason() -> None:
     rows, exclusions = engine_step_rows()
-    assert len(rows) == 68
+    assert len(rows) == 83
     reasons = Counter((exclusion.source, exclusion.reason[:24]) for exclusion in exclusions)
     assert reasons == {
         (f"{GPT_FAST}: decode steps", "mixture-of-experts: this"): 3,
@@ -49,6 +53,7 @@ def test_every_unused_row_is_an_exclusion_with_its_reason() -> None:
         (f"{LMDEPLOY}: decode steps", "the batch needs 131072 K"): 1,
         (f"{LMDEPLOY}: decode steps", "the batch needs 139264 K"): 2,
         (f"{LMDEPLOY}: decode steps", "the batch needs 262144 K"): 1,
+        (f"{SARATHI}: first token", "the run's first batch (B"): 1,
     }
 
 
@@ -79,8 +84,10 @@ def test_each_row_is_predicted_by_the_profile_a_run_would_pick(
     assert profiles["trtllm09-mistral-7b-tp1-2048"] == "a100/mistral-7b/tp1"
     # No shipped profile for Llama-2-7B: the roofline prior of the same name.
     assert profiles["gptfast-llama-2-7b-tp8"] == "a100/llama-2-7b/tp8"
-    assert all(row.origin in (GPT_FAST, TRT_LLM, LMDEPLOY) for row in rows_by_id.values())
-    assert not any(row.fitted or row.eager_layers for row in rows_by_id.values())
+    assert profiles["sarathi-yi-34b-tp2-decode-b128"] == "a100-pcie/yi-34b/tp2"  # roofline
+    assert {row.origin for row in rows_by_id.values()} == {GPT_FAST, TRT_LLM, LMDEPLOY, SARATHI}
+    others = [row for row in rows_by_id.values() if row.origin != SARATHI]
+    assert not any(row.fitted or row.eager_layers for row in others)
 
 
 def test_cpp_engines_are_compared_with_the_kernel_prior_and_python_ones_as_a_run_uses_it(
@@ -102,6 +109,48 @@ def test_the_rows_are_among_the_real_measurements_validate_compares_with() -> No
     assert origins[GPT_FAST] == 14
     assert origins[TRT_LLM] == 10
     assert origins[LMDEPLOY] == 44
+    assert origins[SARATHI] == 15
+
+
+def test_sarathi_serve_rows_are_figure_2s_batch_execution_times_in_ms() -> None:
+    """Yi-34B TP 2 on A100 PCIe: prefill.csv's batch_execution_time 0.0480940844863653 s at 128
+    tokens and 4.407501052133739 s at 16384; decode.csv's 0.04680326674133536 s at batch 1 and
+    0.18933050256843362 s at batch 128, all to the microsecond, one row per length or batch."""
+    steps = {step.row: step for step in read_engine_steps() if step.source == "Sarathi-Serve"}
+    assert steps["sarathi-yi-34b-tp2-prefill-128"].measured_s == pytest.approx(0.048094)
+    assert steps["sarathi-yi-34b-tp2-prefill-16384"].measured_s == pytest.approx(4.407501)
+    assert steps["sarathi-yi-34b-tp2-decode-b1"].measured_s == pytest.approx(0.046803)
+    assert steps["sarathi-yi-34b-tp2-decode-b128"].measured_s == pytest.approx(0.189331)
+    prefill_tokens = [s.input_tokens for s in steps.values() if s.quantity == "first_token"]
+    assert prefill_tokens == [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+    batches = [s.batch_size for s in steps.values() if s.quantity == "decode_step"]
+    assert batches == [1, 2, 4, 8, 16, 32, 64, 128]
+    # Decode steps of 1020-token prompts generating 4 tokens: the 3 decode steps at 1021-1023.
+    assert steps["sarathi-yi-34b-tp2-decode-b128"].shape == BatchShape([], [], [1022] * 128)
+    assert steps["sarathi-yi-34b-tp2-prefill-16384"].shape == BatchShape([16384], [0], [])
+    assert not any(step.cuda_graphs for step in steps.values())
+
+
+def test_sarathi_serve_prefills_fit_the_factor_and_its_decode_steps_the_eager_host_time(
+    rows_by_id: dict[str, RealRow],
+) -> None:
+    """A vLLM-derived Python engine without CUDA graphs: its prefills measure the real-engine
+    factor (A100 PCIe has no factor of its own: the pooled 1.5), its decode steps launch all 60
+    of Yi-34B's layers from the host (60 x 196.5 us = 11.79 ms on the roofline's 27.20 ms at
+    batch 1). No kernel tables for the A100 PCIe: no layer-sum to compare with."""
+    terms = load_engine_terms()
+    prefill = rows_by_id["sarathi-yi-34b-tp2-prefill-16384"]
+    assert (prefill.fitted, prefill.eager_layers, prefill.gpu_key) == (True, 0, "a100-pcie")
+    assert prefill.record.predicted_s == pytest.approx(prefill.engine_s(terms.factor("a100-pcie")))
+    assert prefill.engine_s(1.0) == pytest.approx(3.07521, abs=5e-6)
+    assert prefill.engine_s(1.5) == pytest.approx(4.61089, abs=5e-6)
+    decode = rows_by_id["sarathi-yi-34b-tp2-decode-b1"]
+    assert (decode.fitted, decode.eager_layers) == (False, 60)
+    assert decode.engine_s(1.5) == pytest.approx(0.027202, abs=1e-6)
+    assert decode.record.predicted_s == pytest.approx(0.027202 + 60 * 0.0001965, abs=1e-6)
+    sarathi = [row for row in rows_by_id.values() if row.origin == SARATHI]
+    assert sum(row.fitted for row in sarathi) == 7
+    assert all(row.record.table_predicted_s is None for row in sarathi)
 
 
 @pytest.mark.parametrize(
@@ -109,6 +158,7 @@ def test_the_rows_are_among_the_real_measurements_validate_compares_with() -> No
     [
         (",decode_step,", ",decode,", "quantity 'decode' is not one of first_token, decode_step"),
         (",python,", ",rust,", "host 'rust' is not one of python, c\\+\\+"),
+        (",python,yes,", ",python,maybe,", "cuda_graphs 'maybe' of a python engine is not one of"),
     ],
 )
 def test_an_unknown_value_names_the_file_line_and_allowed_values(

@@ -33,7 +33,11 @@ SOURCES = {
     "LMDeploy": "LMDeploy TurboMind (A100, kernel prior)",
     "Sarathi-Serve": "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)",
 }
-QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
+QUANTITIES = {
+    "first_token": "first token",
+    "decode_step": "decode steps",
+    "chunked_prefill": "chunked prefills",
+}
 # Engines whose host launches kernels from Python, as vLLM's does: a run's real-engine terms
 # apply to them. C++ engines (TensorRT-LLM, TurboMind) launch at a fraction of that host cost,
 # so their steps are compared with the profile's kernel-level coefficients (no factor).
@@ -58,8 +62,11 @@ class EngineStep:
     tp: int
     batch_size: int
     input_tokens: int
-    quantity: str  # first_token: the prefill step of the batch; decode_step: one decode step
+    # first_token: the prefill step of the batch; decode_step: one decode step; chunked_prefill:
+    # one prompt prefilled in steps of `chunk_tokens` new tokens each, timed together.
+    quantity: str
     context_tokens: int  # decode_step: the context every sequence is predicted at
+    chunk_tokens: int  # chunked_prefill: new tokens per step (the last step takes the rest)
     measured_s: float
     used: bool
     reason_not_used: str
@@ -88,19 +95,26 @@ class EngineStep:
         return num_layers if eager else 0
 
     @property
-    def shape(self) -> BatchShape:
+    def shapes(self) -> list[BatchShape]:
+        """The steps the measurement spans, in order: one, or a chunked prefill's chunks (each
+        attending to the chunks before it)."""
+        if self.quantity == "chunked_prefill":
+            return [
+                BatchShape([min(self.chunk_tokens, self.input_tokens - start)], [start], [])
+                for start in range(0, self.input_tokens, self.chunk_tokens)
+            ]
         if self.quantity == "first_token":
             prompts = [self.input_tokens] * self.batch_size
-            return BatchShape(prompts, [0] * self.batch_size, [])
-        return BatchShape([], [], [self.context_tokens] * self.batch_size)
+            return [BatchShape(prompts, [0] * self.batch_size, [])]
+        return [BatchShape([], [], [self.context_tokens] * self.batch_size)]
 
     @property
     def case(self) -> str:
-        what = (
-            f"prefill {self.batch_size}x{self.input_tokens}"
-            if self.quantity == "first_token"
-            else f"decode {self.batch_size}x{self.context_tokens}"
-        )
+        what = {
+            "first_token": f"prefill {self.batch_size}x{self.input_tokens}",
+            "decode_step": f"decode {self.batch_size}x{self.context_tokens}",
+            "chunked_prefill": f"prefill {self.input_tokens} in chunks of {self.chunk_tokens}",
+        }[self.quantity]
         return f"{self.row}: {what}, {self.model_key} on {self.gpu_key} x{self.tp}, {self.engine}"
 
 
@@ -135,6 +149,7 @@ def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
                     input_tokens=int(row["input_tokens"]),
                     quantity=row["quantity"],
                     context_tokens=int(row["context_tokens"]),
+                    chunk_tokens=int(row["chunk_tokens"] or 0),
                     measured_s=float(row["measured_ms"]) * 1e-3,
                     used=row["used"] == "yes",
                     reason_not_used=row["reason_not_used"],
@@ -161,54 +176,60 @@ def _real_row(step: EngineStep) -> RealRow:
     spec = auto_cost_model_spec(gpu, model, step.tp)
     roofline = roofline_profile(gpu, model, step.tp)
     profile = roofline if spec == "roofline" else load_profile(shipped_profile_path(spec))
-    shape, python_host = step.shape, step.python_host
+    shapes, python_host = step.shapes, step.python_host
     eager_layers = step.eager_layers(model.num_layers)
     host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
+    # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
+    reference = kernel_reference(gpu, model, step.tp) if gpu.kernel_tables else None
     record = ValidationRecord(
         source=step.validation_source,
         profile=profile.name,
         case=step.case,
         measured_s=step.measured_s,
-        predicted_s=_as_compared(profile, shape, python_host) + host_s,
-        # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
-        table_predicted_s=kernel_reference(gpu, model, step.tp).step_time_s(shape)
-        if gpu.kernel_tables
-        else None,
-        roofline_predicted_s=_as_compared(roofline, shape, python_host) + host_s,
+        predicted_s=_as_compared(profile, shapes, python_host) + host_s,
+        table_predicted_s=None
+        if reference is None
+        else sum(reference.step_time_s(shape) for shape in shapes),
+        roofline_predicted_s=_as_compared(roofline, shapes, python_host) + host_s,
         in_fitted_range=profile.covered is None
-        or not profile.covered.violations(*step_features(shape), longest_context(shape)),
+        or not any(
+            profile.covered.violations(*step_features(shape), longest_context(shape))
+            for shape in shapes
+        ),
         batch_size=step.batch_size,
     )
     return RealRow(
         record,
         step.origin,
         gpu.key,
-        _time_at_factor(profile, shape, python_host),
+        _time_at_factor(profile, shapes, python_host),
         fitted=step.fitted,
         eager_layers=eager_layers,
     )
 
 
-def _as_compared(profile: Profile, shape: BatchShape, python_host: bool) -> float:
-    """`profile`'s step time for `shape` as a run uses it (real-engine factor included) for a
-    Python engine, at its kernel-level coefficients for a C++ engine; without the eager host
-    time, which the caller adds."""
+def _as_compared(profile: Profile, shapes: list[BatchShape], python_host: bool) -> float:
+    """`profile`'s time for the steps `shapes` as a run uses it (real-engine factor included)
+    for a Python engine, at its kernel-level coefficients for a C++ engine; without the eager
+    host time, which the caller adds."""
     coefficients = profile.coefficients
     if python_host:
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
-    return StepTimeModel(coefficients).step_time_s(shape)
+    model = StepTimeModel(coefficients)
+    return sum(model.step_time_s(shape) for shape in shapes)
 
 
 def _time_at_factor(
-    profile: Profile, shape: BatchShape, python_host: bool
+    profile: Profile, shapes: list[BatchShape], python_host: bool
 ) -> Callable[[float], float]:
-    """The step time of `shape` at any real-engine factor; a C++ engine's does not move."""
-    features = step_features(shape)
+    """The time of the steps `shapes` at any real-engine factor; a C++ engine's does not move."""
+    features = [step_features(shape) for shape in shapes]
 
-    def step_time_s(factor: float) -> float:
+    def steps_time_s(factor: float) -> float:
         coefficients = profile.coefficients
         if python_host:
             coefficients = real_engine_coefficients(coefficients, factor)
-        return StepTimeModel(coefficients).features_time_s(*features)
+        model = StepTimeModel(coefficients)
+        return sum(model.features_time_s(*step) for step in features)
 
-    return step_time_s
+    return steps_time_s

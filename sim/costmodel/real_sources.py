@@ -1,6 +1,6 @@
 """Published step and first-token times of other inference engines (gpt-fast, TensorRT-LLM,
-LMDeploy TurboMind; `data/engine_steps/`) as real measurements for `prefixsim costmodel
-validate`."""
+LMDeploy TurboMind, Sarathi-Serve; `data/engine_steps/`) as real measurements for `prefixsim
+costmodel validate`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from pathlib import Path
 
 from sim.costmodel.batch import BatchShape, longest_context, step_features
 from sim.costmodel.derive import kernel_reference
-from sim.costmodel.engine_terms import engine_coefficients, real_engine_coefficients
+from sim.costmodel.engine_terms import (
+    engine_coefficients,
+    load_engine_terms,
+    real_engine_coefficients,
+)
 from sim.costmodel.loader import auto_cost_model_spec
 from sim.costmodel.model import StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
@@ -27,8 +31,13 @@ SOURCES = {
     "gpt-fast": "gpt-fast (A100, CUDA graphs)",
     "TensorRT-LLM": "TensorRT-LLM (A100, kernel prior)",
     "LMDeploy": "LMDeploy TurboMind (A100, kernel prior)",
+    "Sarathi-Serve": "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)",
 }
-QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
+QUANTITIES = {
+    "first_token": "first token",
+    "decode_step": "decode steps",
+    "chunked_prefill": "chunked prefills",
+}
 # Engines whose host launches kernels from Python, as vLLM's does: a run's real-engine terms
 # apply to them. C++ engines (TensorRT-LLM, TurboMind) launch at a fraction of that host cost,
 # so their decode steps are compared with the profile's kernel-level coefficients (no factor);
@@ -36,6 +45,9 @@ QUANTITIES = {"first_token": "first token", "decode_step": "decode steps"}
 # (docs/cost_model.md §5.7), so every first-token row is predicted with the factor and fits it.
 PYTHON_HOST = "python"
 HOSTS = (PYTHON_HOST, "c++")
+# A Python engine's `cuda_graphs`: without them every decode step launches each layer from the
+# host (the eager host time per layer); C++ engines say "n/a (...)".
+CUDA_GRAPHS = ("yes", "no")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +58,17 @@ class EngineStep:
     source: str
     engine: str
     host: str
+    cuda_graphs: bool
     gpu_key: str
     model_key: str
     tp: int
     batch_size: int
     input_tokens: int
-    quantity: str  # first_token: the prefill step of the batch; decode_step: one decode step
+    # first_token: the prefill step of the batch; decode_step: one decode step; chunked_prefill:
+    # one prompt prefilled in steps of `chunk_tokens` new tokens each, timed together.
+    quantity: str
     context_tokens: int  # decode_step: the context every sequence is predicted at
+    chunk_tokens: int  # chunked_prefill: new tokens per step (the last step takes the rest)
     measured_s: float
     used: bool
     reason_not_used: str
@@ -66,19 +82,44 @@ class EngineStep:
         return f"{self.origin}: {QUANTITIES[self.quantity]}"
 
     @property
-    def shape(self) -> BatchShape:
+    def at_real_rate(self) -> bool:
+        """Predicted with the real-engine factor: a Python engine's steps, and every prefill."""
+        return self.host == PYTHON_HOST or self.quantity != "decode_step"
+
+    @property
+    def fitted(self) -> bool:
+        """A first token: it measures the real-engine factor (as Splitwise's prefills do); the
+        chunked prefills check the form's chunking and are not fitted."""
+        return self.quantity == "first_token"
+
+    def eager_layers(self, num_layers: int) -> int:
+        """Layers launched from the host in this step: a decode step of a Python engine without
+        CUDA graphs launches all `num_layers`."""
+        python_host = self.host == PYTHON_HOST
+        eager = python_host and not self.cuda_graphs and self.quantity == "decode_step"
+        return num_layers if eager else 0
+
+    @property
+    def shapes(self) -> list[BatchShape]:
+        """The steps the measurement spans, in order: one, or a chunked prefill's chunks (each
+        attending to the chunks before it)."""
+        if self.quantity == "chunked_prefill":
+            return [
+                BatchShape([min(self.chunk_tokens, self.input_tokens - start)], [start], [])
+                for start in range(0, self.input_tokens, self.chunk_tokens)
+            ]
         if self.quantity == "first_token":
             prompts = [self.input_tokens] * self.batch_size
-            return BatchShape(prompts, [0] * self.batch_size, [])
-        return BatchShape([], [], [self.context_tokens] * self.batch_size)
+            return [BatchShape(prompts, [0] * self.batch_size, [])]
+        return [BatchShape([], [], [self.context_tokens] * self.batch_size)]
 
     @property
     def case(self) -> str:
-        what = (
-            f"prefill {self.batch_size}x{self.input_tokens}"
-            if self.quantity == "first_token"
-            else f"decode {self.batch_size}x{self.context_tokens}"
-        )
+        what = {
+            "first_token": f"prefill {self.batch_size}x{self.input_tokens}",
+            "decode_step": f"decode {self.batch_size}x{self.context_tokens}",
+            "chunked_prefill": f"prefill {self.input_tokens} in chunks of {self.chunk_tokens}",
+        }[self.quantity]
         return f"{self.row}: {what}, {self.model_key} on {self.gpu_key} x{self.tp}, {self.engine}"
 
 
@@ -94,12 +135,18 @@ def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
                         f"{path}:{line}: {column} {row[column]!r} is not one of "
                         f"{', '.join(allowed)}"
                     )
+            if row["host"] == PYTHON_HOST and row["cuda_graphs"] not in CUDA_GRAPHS:
+                raise InputError(
+                    f"{path}:{line}: cuda_graphs {row['cuda_graphs']!r} of a python engine is not "
+                    f"one of {', '.join(CUDA_GRAPHS)}"
+                )
             steps.append(
                 EngineStep(
                     row=row["row"],
                     source=row["source"],
                     engine=row["engine"],
                     host=row["host"],
+                    cuda_graphs=row["cuda_graphs"] == "yes",
                     gpu_key=row["gpu_key"],
                     model_key=row["model_key"],
                     tp=int(row["tp"]),
@@ -107,6 +154,7 @@ def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
                     input_tokens=int(row["input_tokens"]),
                     quantity=row["quantity"],
                     context_tokens=int(row["context_tokens"]),
+                    chunk_tokens=int(row["chunk_tokens"] or 0),
                     measured_s=float(row["measured_ms"]) * 1e-3,
                     used=row["used"] == "yes",
                     reason_not_used=row["reason_not_used"],
@@ -133,49 +181,61 @@ def _real_row(step: EngineStep) -> RealRow:
     spec = auto_cost_model_spec(gpu, model, step.tp)
     roofline = roofline_profile(gpu, model, step.tp)
     profile = roofline if spec == "roofline" else load_profile(shipped_profile_path(spec))
-    shape = step.shape
-    at_real_rate = step.host == PYTHON_HOST or step.quantity == "first_token"
+    shapes, at_real_rate = step.shapes, step.at_real_rate
+    eager_layers = step.eager_layers(model.num_layers)
+    host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
+    # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
+    reference = kernel_reference(gpu, model, step.tp) if gpu.kernel_tables else None
     record = ValidationRecord(
         source=step.validation_source,
         profile=profile.name,
         case=step.case,
         measured_s=step.measured_s,
-        predicted_s=_as_compared(profile, shape, at_real_rate),
-        table_predicted_s=kernel_reference(gpu, model, step.tp).step_time_s(shape),
-        roofline_predicted_s=_as_compared(roofline, shape, at_real_rate),
+        predicted_s=_as_compared(profile, shapes, at_real_rate) + host_s,
+        table_predicted_s=None
+        if reference is None
+        else sum(reference.step_time_s(shape) for shape in shapes),
+        roofline_predicted_s=_as_compared(roofline, shapes, at_real_rate) + host_s,
         in_fitted_range=profile.covered is None
-        or not profile.covered.violations(*step_features(shape), longest_context(shape)),
+        or not any(
+            profile.covered.violations(*step_features(shape), longest_context(shape))
+            for shape in shapes
+        ),
         batch_size=step.batch_size,
     )
     return RealRow(
         record,
         step.origin,
         gpu.key,
-        _time_at_factor(profile, shape, at_real_rate),
-        fitted=step.quantity == "first_token",
+        _time_at_factor(profile, shapes, at_real_rate),
+        fitted=step.fitted,
+        eager_layers=eager_layers,
     )
 
 
-def _as_compared(profile: Profile, shape: BatchShape, at_real_rate: bool) -> float:
-    """`profile`'s step time for `shape` as a run uses it (real-engine factor included) for a
-    Python engine or a prefill, at its kernel-level coefficients for a C++ engine's decode step."""
+def _as_compared(profile: Profile, shapes: list[BatchShape], at_real_rate: bool) -> float:
+    """`profile`'s time for the steps `shapes` as a run uses it (real-engine factor included)
+    for a Python engine or a prefill, at its kernel-level coefficients for a C++ engine's decode
+    step; without the eager host time, which the caller adds."""
     coefficients = profile.coefficients
     if at_real_rate:
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
-    return StepTimeModel(coefficients).step_time_s(shape)
+    model = StepTimeModel(coefficients)
+    return sum(model.step_time_s(shape) for shape in shapes)
 
 
 def _time_at_factor(
-    profile: Profile, shape: BatchShape, at_real_rate: bool
+    profile: Profile, shapes: list[BatchShape], at_real_rate: bool
 ) -> Callable[[float], float]:
-    """The step time of `shape` at any real-engine factor; a C++ engine's decode step does not
-    move."""
-    features = step_features(shape)
+    """The time of the steps `shapes` at any real-engine factor; a C++ engine's decode step
+    does not move."""
+    features = [step_features(shape) for shape in shapes]
 
-    def step_time_s(factor: float) -> float:
+    def steps_time_s(factor: float) -> float:
         coefficients = profile.coefficients
         if at_real_rate:
             coefficients = real_engine_coefficients(coefficients, factor)
-        return StepTimeModel(coefficients).features_time_s(*features)
+        model = StepTimeModel(coefficients)
+        return sum(model.features_time_s(*step) for step in features)
 
-    return step_time_s
+    return steps_time_s

@@ -22,12 +22,14 @@ def shipped_config(key: str) -> dict:
     [
         # Published counts: Mixtral's model card (46.7B, 12.9B per token counting both embedding
         # tables); OpenAI's gpt-oss model card (116.83B / 5.13B and 20.91B / 3.61B active,
-        # counting the unembedding only); Qwen's card (30.5B); CodeLlama-34B (33.7B).
+        # counting the unembedding only); Qwen's card (30.5B); CodeLlama-34B (33.7B); Yi-34B-200K's
+        # model page (34.4B).
         ("mixtral-8x7b", 46.7e9, 12.9e9, 2),
         ("gpt-oss-120b", 116.83e9, 5.13e9, 1),
         ("gpt-oss-20b", 20.91e9, 3.61e9, 1),
         ("qwen3-30b-a3b", 30.5e9, None, 0),
         ("codellama-34b", 33.7e9, None, 0),
+        ("yi-34b", 34.4e9, None, 0),
     ],
 )
 def test_parameter_counts_match_the_published_ones(

@@ -68,12 +68,16 @@ def test_required_gpus_and_models_are_present() -> None:
     assert required <= set(known_models())
 
 
-@pytest.mark.parametrize("key", ["h100", "a100", "h200", "b200", "l40s", "a10g", "l4", "mi300x"])
+@pytest.mark.parametrize(
+    "key", ["h100", "a100", "a100-pcie", "h200", "b200", "l40s", "a10g", "l4", "mi300x"]
+)
 def test_gpu_ridge_points_match_cost_model_table(key: str) -> None:
     # cost_model.md §2.1: ridge point F/BW = 153, 295, 206, 292, 419 FLOP/byte; the new rows:
-    # A10G 70 TFLOP/s / 0.6 TB/s = 117, L4 121 / 0.3 = 403, MI300X 1307.4 / 5.3 = 247.
+    # A10G 70 TFLOP/s / 0.6 TB/s = 117, L4 121 / 0.3 = 403, MI300X 1307.4 / 5.3 = 247,
+    # A100 PCIe 312 / 1.935 = 161.
     expected = {
         "a100": 153,
+        "a100-pcie": 161,
         "h100": 295,
         "h200": 206,
         "b200": 292,
@@ -92,6 +96,8 @@ def test_gpu_ridge_points_match_cost_model_table(key: str) -> None:
         ("a10g", 23028, None, 32),
         ("l4", 23034, 242, 32),
         ("mi300x", 196288, 2614.9, 448),
+        # A100 PCIe: NVLink bridges join GPU pairs (600 GB/s both ways), as in Sarathi-Serve's VMs.
+        ("a100-pcie", 81920, None, 300),
     ],
 )
 def test_new_gpu_rows(
@@ -118,6 +124,7 @@ def test_new_gpu_rows(
         # 2 (K, V) x layers x KV heads x head_dim x 2 bytes.
         ("llama-2-7b", 2 * 32 * 32 * 128 * 2),  # 524_288: no GQA
         ("codellama-34b", 2 * 48 * 8 * 128 * 2),
+        ("yi-34b", 2 * 60 * 8 * 128 * 2),
         ("mixtral-8x7b", 2 * 32 * 8 * 128 * 2),
         ("qwen3-30b-a3b", 2 * 48 * 4 * 128 * 2),
         # gpt-oss: half the layers slide over 128 tokens; the pool's blocks hold one group.

@@ -57,7 +57,7 @@ def test_cached_prefix_makes_prefill_cheaper_but_not_free() -> None:
 
 def test_other_gpus_scale_like_the_kernel_data() -> None:
     # §5.5: A100 ~2.4-2.8x slower prefill, B200 ~2.1x faster; H200 prefill ~8 % faster than H100
-    # (the pooled real-engine factor 1.485 against H100's own 1.66), decode faster.
+    # (the pooled real-engine factor 1.48 against H100's own 1.66), decode faster.
     for prompt in (1024, 8192, 32768):
         h100 = prefill_ms(H100_8B, prompt)
         assert 2.3 <= prefill_ms("a100/llama-3.1-8b/tp1", prompt) / h100 <= 3.0

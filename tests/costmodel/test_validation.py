@@ -61,7 +61,7 @@ def test_the_shipped_real_engine_terms_are_the_fit_on_every_real_source(
     report: ValidationReport,
 ) -> None:
     """engine_terms.yaml and frontend.yaml's request_s hold what validate fits (A100 1.42,
-    H100 1.66, pooled 1.485; request_s 12.73 ms; eager host time 192.6 us per layer)."""
+    H100 1.66, pooled 1.48; request_s 12.73 ms; eager host time 196.1 us per layer)."""
     fit = report.fit_on_all
     terms = load_engine_terms()
     assert fit.factors == terms.factors and fit.pooled == terms.pooled
@@ -79,11 +79,11 @@ def test_real_sources_as_shipped(report: ValidationReport) -> None:
     summaries = _summaries(report)
     expected = {
         SPLITWISE_PREFILL_SOURCE: (150, 0.1413, -0.0124),
-        SPLITWISE_DECODE_SOURCE: (150, 0.1202, 0.0009),
-        EAGER_PAIRS_SOURCE: (9, 0.3192, -0.1640),
-        EAGER_TP_SWEEP_SOURCE: (6, 0.2382, 0.0277),
+        SPLITWISE_DECODE_SOURCE: (150, 0.1205, 0.0072),
+        EAGER_PAIRS_SOURCE: (9, 0.3195, -0.1595),
+        EAGER_TP_SWEEP_SOURCE: (6, 0.2380, 0.0335),
         PUBLISHED_SPLITWISE_SOURCE: (56, 0.1710, -0.0161),
-        PUBLISHED_OTHER_SOURCE: (3, 0.4285, 0.1751),
+        PUBLISHED_OTHER_SOURCE: (3, 0.4264, 0.1751),
         f"{SERVING_SOURCE}: TTFT": (20, 0.0498, -0.0096),
         f"{SERVING_SOURCE}: ITL": (20, 0.0293, 0.0196),
         f"{SERVING_SOURCE}: E2E": (20, 0.0281, 0.0184),
@@ -99,18 +99,19 @@ def test_real_sources_as_shipped(report: ValidationReport) -> None:
 
 def test_leave_one_source_out(report: ValidationReport) -> None:
     """Each source predicted by the terms fitted without it: the serving runs within 10 % on
-    TTFT (5.7 %), ITL and E2E; Splitwise prefill 16.4 % with the factor fitted on the serving
-    runs, the other published TTFTs and the C++ engines' first tokens (A100 1.25, H100 1.485;
-    22.9 % before the C++ rows); Splitwise decode 13.3 % with the eager host time fitted on the
-    published pairs and TGI's TP sweep (156 us per layer; 14.8 % on the pairs alone, 141 us);
-    the pairs 32.0 % and TGI 23.8 % with it fitted on the other two."""
+    TTFT (5.7 %), ITL and E2E; Splitwise prefill 16.3 % with the factor fitted on the serving
+    runs, the other published TTFTs and the first tokens of TensorRT-LLM, LMDeploy and
+    Sarathi-Serve (A100 1.25, H100 1.495; 22.9 % with the serving runs alone); Splitwise decode
+    12.1 % with the eager host time fitted on the published pairs, TGI's TP sweep and
+    Sarathi-Serve's decode steps (192 us per layer; 156 us without Sarathi-Serve); the pairs
+    32.0 % and TGI 23.8 % with it fitted on the others."""
     summaries = _summaries(report)
     expected = {
-        SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX: 0.1635,
-        SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX: 0.1328,
-        PUBLISHED_SPLITWISE_SOURCE + LOSO_SUFFIX: 0.1780,
-        EAGER_PAIRS_SOURCE + LOSO_SUFFIX: 0.3195,
-        EAGER_TP_SWEEP_SOURCE + LOSO_SUFFIX: 0.2382,
+        SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX: 0.1626,
+        SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX: 0.1210,
+        PUBLISHED_SPLITWISE_SOURCE + LOSO_SUFFIX: 0.1770,
+        EAGER_PAIRS_SOURCE + LOSO_SUFFIX: 0.3198,
+        EAGER_TP_SWEEP_SOURCE + LOSO_SUFFIX: 0.2380,
         f"{SERVING_SOURCE}: TTFT{SERVED_LOSO_SUFFIX}": 0.0568,
         f"{SERVING_SOURCE}: ITL{SERVED_LOSO_SUFFIX}": 0.0284,
         f"{SERVING_SOURCE}: E2E{SERVED_LOSO_SUFFIX}": 0.0272,
@@ -123,8 +124,8 @@ def test_leave_one_source_out(report: ValidationReport) -> None:
         if record.source == SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX
     }
     assert held_out_terms == {
-        "x1.250 prefill compute, eager host 156 us/layer",
-        "x1.485 prefill compute, eager host 156 us/layer",
+        "x1.250 prefill compute, eager host 192 us/layer",
+        "x1.495 prefill compute, eager host 192 us/layer",
     }
 
 
@@ -160,7 +161,7 @@ def test_each_eager_source_is_predicted_by_the_host_time_fitted_without_it() -> 
 def test_the_eager_pairs_load_with_their_sources() -> None:
     """17 vendored rows, each with its thread and where in it the numbers are; 9 fitted (Python
     engines, dense decoders). metaseq's OPT-175B (96 layers) on 8 A100s: 95 ms per token eager,
-    66 ms with CUDA graphs, predicted 66 + 96 x 0.1926 = 84.49 ms as shipped."""
+    66 ms with CUDA graphs, predicted 66 + 96 x 0.1961 = 84.83 ms as shipped."""
     with EAGER_PAIRS_CSV.open(newline="") as handle:
         vendored = list(csv.DictReader(handle))
     assert len(vendored) == 17
@@ -172,14 +173,14 @@ def test_the_eager_pairs_load_with_their_sources() -> None:
     assert metaseq.eager_layers == 96
     assert metaseq.record.measured_s == pytest.approx(0.095)
     assert metaseq.engine_s(1.66) == pytest.approx(0.066)
-    assert metaseq.record.predicted_s == pytest.approx(0.0844896)
+    assert metaseq.record.predicted_s == pytest.approx(0.0848256)
 
 
 def test_the_tgi_tp_sweep_loads_with_its_source() -> None:
     """TGI 1.2 (before its CUDA graphs) serving CodeLlama-34B (48 layers) one request at a time
     at TP 1, 2 and 4 on A100 and H100: 46.79, 29.39, 32.06 and 27.98, 28.02, 31.77 ms per token,
     flat from TP 2 to 4 where the GPU work halves. H100 TP 4 is predicted as the roofline step
-    (9.36 ms) plus 48 x 0.1926 ms = 18.60 ms as shipped."""
+    (9.36 ms) plus 48 x 0.1961 ms = 18.77 ms as shipped."""
     with EAGER_TP_SWEEP_CSV.open(newline="") as handle:
         vendored = list(csv.DictReader(handle))
     assert [row["tp"] for row in vendored] == ["1", "2", "4"] * 2
@@ -192,33 +193,33 @@ def test_the_tgi_tp_sweep_loads_with_its_source() -> None:
     h100_tp4 = rows[-1]
     assert h100_tp4.record.profile == "h100/codellama-34b/tp4"
     assert h100_tp4.engine_s(1.66) == pytest.approx(0.009358, abs=5e-6)
-    assert h100_tp4.record.predicted_s == pytest.approx(0.009358 + 48 * 0.0001926, abs=5e-6)
+    assert h100_tp4.record.predicted_s == pytest.approx(0.009358 + 48 * 0.0001961, abs=5e-6)
 
 
 def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
-    """Splitwise decode left out, per setup: Llama-2-70B at TP 8 too fast (A100 MAPE 31.2 %,
-    H100 22.1 %), TP 4 on H100 within 4.9 %; per batch: 11.4 % at batch 1, 41.2 % at 64."""
+    """Splitwise decode left out, per setup: Llama-2-70B at TP 8 too fast (A100 MAPE 25.1 %,
+    H100 13.2 %), TP 4 on H100 11.1 % too slow; per batch: 11.1 % at batch 1, 37.0 % at 64."""
     held_out = SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX
     per_setup = {s.name: s for s in report.setup_summaries(held_out=True)}
     expected_setups = {
-        "a100/llama-2-70b/tp8": (19, 0.3119, -0.2960),
-        "h100/llama-2-70b/tp8": (19, 0.2205, -0.1946),
-        "h100/llama-2-70b/tp4": (19, 0.0490, 0.0011),
+        "a100/llama-2-70b/tp8": (19, 0.2507, -0.2330),
+        "h100/llama-2-70b/tp8": (19, 0.1316, -0.1025),
+        "h100/llama-2-70b/tp4": (19, 0.1107, 0.0962),
     }
     for setup, (rows, mape, median) in expected_setups.items():
         summary = per_setup[f"{held_out} | {setup}"]
         assert (summary.num_rows, round(summary.mape, 4)) == (rows, mape), setup
         assert summary.median_signed_error == pytest.approx(median, abs=5e-5), setup
     per_batch = {s.name: s for s in report.batch_summaries(held_out=True)}
-    assert per_batch[f"{held_out} | 1"].mape == pytest.approx(0.1139, abs=5e-5)
-    assert per_batch[f"{held_out} | 64"].mape == pytest.approx(0.4123, abs=5e-5)
+    assert per_batch[f"{held_out} | 1"].mape == pytest.approx(0.1105, abs=5e-5)
+    assert per_batch[f"{held_out} | 64"].mape == pytest.approx(0.3699, abs=5e-5)
     assert all(LOSO_SUFFIX in name or SERVED_LOSO_SUFFIX in name for name in per_batch)
 
 
 def test_splitwise_prefill_held_out_per_prompt_tokens_in_the_step(report: ValidationReport) -> None:
     """Splitwise prefill left out, by total prompt tokens in the step (docs §7): 512-2048 tokens,
-    where every source agrees on the factor, 9.2 %; 128-256 tokens (the eager host floor) 32.7 %
-    and 4096 or more (the TP-dependent step up) 24.4 %, both too fast, regimes no other source
+    where every source agrees on the factor, 9.1 %; 128-256 tokens (the eager host floor) 32.5 %
+    and 4096 or more (the TP-dependent step up) 24.3 %, both too fast, regimes no other source
     measures."""
     by_tokens: dict[str, list[float]] = {}
     for record in report.records:
@@ -232,19 +233,19 @@ def test_splitwise_prefill_held_out_per_prompt_tokens_in_the_step(report: Valida
         regime: (len(errors), round(sum(abs(e) for e in errors) / len(errors), 4))
         for regime, errors in by_tokens.items()
     }
-    assert summary == {"128-256": (16, 0.3267), "512-2048": (88, 0.0920), "4096+": (46, 0.2436)}
+    assert summary == {"128-256": (16, 0.3253), "512-2048": (88, 0.0913), "4096+": (46, 0.2425)}
 
 
 def test_splitwise_prefill_held_out_hangs_on_the_front_end_constant() -> None:
-    """Left free, the fit without Splitwise settles on request_s 20.0 ms (16.4 %); held at
+    """Left free, the fit without Splitwise settles on request_s about 20 ms (16.3 %); held at
     12.73 ms (what the fit on every source gives), the same non-Splitwise rows give A100 1.26
-    (its own factor from the C++ engines' first tokens and the A100 serving runs), H100 1.665 and
-    Splitwise prefill 15.6 %; at 0 ms 17.7 %, at 20 ms 16.2 %."""
+    (its own factor from the first tokens of the C++ engines and the A100 serving runs), H100
+    1.665 and Splitwise prefill 15.6 %; at 0 ms 17.7 %, at 20 ms 16.2 %."""
     rows = real_measurement_rows(serving_measurements())
     expected = {
-        0.0: ({"a100": 1.37, "h100": 1.95}, 1.405, 0.1770),
-        0.01273: ({"a100": 1.26, "h100": 1.665}, 1.285, 0.1562),
-        0.02: ({"a100": 1.25, "h100": 1.5}, 1.24, 0.1622),
+        0.0: ({"a100": 1.37, "h100": 1.95}, 1.4, 0.1770),
+        0.01273: ({"a100": 1.26, "h100": 1.665}, 1.33, 0.1562),
+        0.02: ({"a100": 1.25, "h100": 1.5}, 1.25, 0.1622),
     }
     for request_s, (factors, pooled, mape) in expected.items():
         fit, summary = held_out_at_request_s(rows, SPLITWISE_PREFILL_SOURCE, request_s)
@@ -275,6 +276,6 @@ def test_cli_writes_plot_and_records(tmp_path: Path) -> None:
     assert (tmp_path / "validation.png").stat().st_size > 20_000
     lines = (tmp_path / "validation_records.csv").read_text().splitlines()
     assert lines[0].startswith("source,profile,case,measured_s,predicted_s")
-    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 68 published engine steps
+    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 99 published engine steps
     # included) and 20 serving runs x 3 metrics as shipped and left one source out; Splitwise refit.
-    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 68 + 20 * 3) + 300
+    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 99 + 20 * 3) + 300

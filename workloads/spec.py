@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field, fields
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from workloads.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from workloads.synthetic_tokens import TracePrompt
 
 # Token ids as synthetic token modes make them: int64, read-only, shared through their caches.
 TokenArray: TypeAlias = npt.NDArray[np.int64]
@@ -113,6 +116,11 @@ class RequestSpec:
             )
             prompt.frombytes(tokens.data.cast("B"))
         return prompt
+
+    def trace_prompt(self) -> TracePrompt | None:
+        """The prompt as a trace's block ids, for a trace request whose tokens are not made
+        yet (TraceRequestSpec); None: the prompt is its segments' tokens."""
+        return None
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -266,3 +274,31 @@ class SessionTurnSpec(RequestSpec):
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class TraceContent(TurnContent, Protocol):
+    """A trace request's content (one turn) whose prompt is a trace's block ids."""
+
+    def trace_prompt(self, turn: int) -> TracePrompt:
+        """The turn's prompt as block ids."""
+        ...
+
+
+class TraceRequestSpec(SessionTurnSpec):
+    """An open-loop trace request made on first read from its content, like a SessionTurnSpec:
+    the engine takes its prompt as the trace's block ids (`trace_prompt`) and, where block
+    identities stand in for hashes, never makes its tokens."""
+
+    __slots__ = ("_trace_prompt",)
+
+    def __init__(
+        self, content: TraceContent, request_id: str, arrival_at: float, **tags: Any
+    ) -> None:
+        """The request of `content` arriving at `arrival_at`; `tags` as for open_loop."""
+        SessionTurnSpec.__init__(self, content, 0, request_id, arrival_at, None, 0.0, **tags)
+        self._trace_prompt = content.trace_prompt(0)
+
+    def trace_prompt(self) -> TracePrompt | None:
+        """The prompt as block ids, until the segments are made or set (then they are the
+        prompt)."""
+        return None if _SEGMENTS.is_made(self) else self._trace_prompt

@@ -4,7 +4,8 @@ Token i of content `c` is `mix64(seed(c) + (i + 1) * golden) % vocab_size`, with
 first 8 bytes of BLAKE2b over `c`. So equal identities give equal tokens at every block size,
 a shorter run is a prefix of a longer one (a trace's partial last block), and different
 identities differ with overwhelming probability. Trace block tokens use the identity
-`"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position.
+`"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position; a trace
+prompt is held as its block ids (`TracePrompt`) and made into tokens only where they are read.
 
 Streams are int64 numpy arrays (read-only, shared through the cache): a prompt is built and
 hashed from them without a Python int per token. Answers are lists (`output_tokens`), since
@@ -13,8 +14,10 @@ the engine samples them one by one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +28,8 @@ from workloads.spec import Segment, TokenArray
 
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
+# The name of a trace block's segment.
+TRACE_BLOCK_SEGMENT = "block"
 
 _GOLDEN_INT = 0x9E3779B97F4A7C15
 _GOLDEN = np.uint64(_GOLDEN_INT)
@@ -107,6 +112,76 @@ def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]
 def trace_block_content_id(namespace: str, hash_id: int) -> str:
     """The content identity of one trace block hash (ids are per-trace namespaces)."""
     return f"{namespace}#{hash_id}"
+
+
+@functools.lru_cache(maxsize=64)
+def namespace_key(namespace: str) -> int:
+    """The 64-bit key of a trace namespace, which a trace block's identity pairs with its id."""
+    return content_seed(namespace)
+
+
+@dataclass(slots=True, frozen=True, eq=False)
+class TracePrompt:
+    """A trace request's prompt held as its block ids instead of tokens: block i holds the first
+    tokens of trace block `block_ids[i]`, `trace_block_size` of them but in the last block,
+    `num_tokens` in all. Its tokens are a pure function of the namespace, the block id and the
+    position, so the engine can identify its blocks without making them (docs/spec.md §3.5)."""
+
+    namespace: str
+    block_ids: list[int]
+    trace_block_size: int
+    num_tokens: int
+    tokens: SyntheticTokens
+
+    @property
+    def namespace_key(self) -> int:
+        """The key of the namespace the block ids belong to."""
+        return namespace_key(self.namespace)
+
+    def _block_lengths(self, first: int, last: int) -> list[int]:
+        size, num_tokens = self.trace_block_size, self.num_tokens
+        return [min(size, num_tokens - index * size) for index in range(first, last + 1)]
+
+    def _block_tokens(self, first: int, last: int) -> TokenArray:
+        """Tokens of blocks first..last end to end, made in one numpy pass (not cached: most
+        trace blocks occur once, so caching them costs more than it saves)."""
+        namespace = self.namespace
+        content_ids = [
+            trace_block_content_id(namespace, hash_id)
+            for hash_id in self.block_ids[first : last + 1]
+        ]
+        return self.tokens.streams(content_ids, self._block_lengths(first, last))
+
+    def token_array(self, start: int = 0, end: int | None = None) -> TokenArray:
+        """Tokens at positions [start, min(end, num_tokens)); only the blocks they lie in are
+        made."""
+        end = self.num_tokens if end is None else min(end, self.num_tokens)
+        if start >= end:
+            return np.zeros(0, dtype=np.int64)
+        size = self.trace_block_size
+        first_block, last_block = start // size, (end - 1) // size
+        offset = first_block * size
+        return self._block_tokens(first_block, last_block)[start - offset : end - offset]
+
+    def token_bytes(self, start: int) -> bytes:
+        """Tokens from `start` to the end as little-endian int64 bytes (what a request holds)."""
+        return self.token_array(start).astype("<i8", copy=False).tobytes()
+
+    def segments(self) -> list[Segment]:
+        """One segment per block, each a read-only view of the prompt made in one pass."""
+        if not self.block_ids:
+            return []
+        prompt = self._block_tokens(0, len(self.block_ids) - 1)
+        prompt.flags.writeable = False
+        size, namespace = self.trace_block_size, self.namespace
+        return [
+            Segment(
+                TRACE_BLOCK_SEGMENT,
+                trace_block_content_id(namespace, hash_id),
+                prompt[index * size : (index + 1) * size],
+            )
+            for index, hash_id in enumerate(self.block_ids)
+        ]
 
 
 class SyntheticTokens:

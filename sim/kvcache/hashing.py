@@ -92,12 +92,6 @@ def _plain_block_identity(parent: bytes, tokens: Sequence[int]) -> bytes:
 _TRACE_BLOCK = struct.Struct("<QQQx")
 
 
-def _trace_block_identity(parent: bytes, namespace_key: int, block_id: int, offset: int) -> bytes:
-    """A block inside trace block `block_id`, `offset` tokens in: XXH3-128 of the parent's
-    bytes and the three numbers."""
-    return xxhash.xxh3_128_digest(parent + _TRACE_BLOCK.pack(namespace_key, block_id, offset))
-
-
 class TraceBlocks(Protocol):
     """A prompt held as a trace's block ids (workloads.synthetic_tokens.TracePrompt): block i
     holds the first tokens of trace block `block_ids[i]` of the namespace `namespace_key` names,
@@ -284,10 +278,12 @@ class BlockHasher:
         if num_full_blocks * block_size > len(block_ids) * trace_block_size:
             raise ValueError(f"{len(block_ids)} trace blocks hold fewer than {num_tokens} tokens")
         parent = block_hashes[-1] if block_hashes else self.none_hash
+        pack, digest, append = _TRACE_BLOCK.pack, xxhash.xxh3_128_digest, block_hashes.append
         for index in range(start_block, num_full_blocks):
             trace_block, offset = divmod(index * block_size, trace_block_size)
-            parent = _trace_block_identity(parent, namespace_key, block_ids[trace_block], offset)
-            block_hashes.append(parent)
+            # XXH3-128 of the parent's bytes, the namespace key, the block id and the offset.
+            parent = digest(parent + pack(namespace_key, block_ids[trace_block], offset))
+            append(parent)
         return max(num_full_blocks - start_block, 0)
 
     def _hash_block(

@@ -25,7 +25,12 @@ _Record = TypeVar("_Record", bound=_CountedRecord)
 def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
     """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
     own, and caching millions of short answers would hold memory for nothing."""
-    return tokens.streams([content_id], [num_tokens]).tolist()
+    return answer_array(tokens, content_id, num_tokens).tolist()
+
+
+def answer_array(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> TokenArray:
+    """answer_tokens as an int64 array."""
+    return tokens.streams([content_id], [num_tokens])
 
 
 class TraceRequestContent:
@@ -54,6 +59,10 @@ class TraceRequestContent:
     def output_tokens(self, turn: int) -> list[int]:
         """The answer's unique tokens."""
         return answer_tokens(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
+
+    def output_array(self, turn: int) -> TokenArray:
+        """The answer's unique tokens as an array."""
+        return answer_array(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
 
     def num_output_tokens(self, turn: int) -> int:
         """The answer length."""

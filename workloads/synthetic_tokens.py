@@ -142,26 +142,28 @@ class TracePrompt:
         size, num_tokens = self.trace_block_size, self.num_tokens
         return [min(size, num_tokens - index * size) for index in range(first, last + 1)]
 
-    def _block_tokens(self, first: int, last: int) -> TokenArray:
-        """Tokens of blocks first..last end to end, made in one numpy pass (not cached: most
-        trace blocks occur once, so caching them costs more than it saves)."""
+    def _block_tokens(self, first: int, last: int, skip: int = 0) -> TokenArray:
+        """Tokens of blocks first..last end to end but the first `skip`, made in one numpy pass
+        (not cached: most trace blocks occur once, so caching them costs more than it saves)."""
         namespace = self.namespace
         content_ids = [
             trace_block_content_id(namespace, hash_id)
             for hash_id in self.block_ids[first : last + 1]
         ]
-        return self.tokens.streams(content_ids, self._block_lengths(first, last))
+        lengths = self._block_lengths(first, last)
+        lengths[0] -= skip
+        return self.tokens.streams(content_ids, lengths, skip)
 
     def token_array(self, start: int = 0, end: int | None = None) -> TokenArray:
-        """Tokens at positions [start, min(end, num_tokens)); only the blocks they lie in are
-        made."""
+        """Tokens at positions [start, min(end, num_tokens)); only those of the blocks they lie
+        in from `start` on are made."""
         end = self.num_tokens if end is None else min(end, self.num_tokens)
         if start >= end:
             return np.zeros(0, dtype=np.int64)
         size = self.trace_block_size
         first_block, last_block = start // size, (end - 1) // size
-        offset = first_block * size
-        return self._block_tokens(first_block, last_block)[start - offset : end - offset]
+        skip = start - first_block * size
+        return self._block_tokens(first_block, last_block, skip)[: end - start]
 
     def token_bytes(self, start: int) -> bytes:
         """Tokens from `start` to the end as little-endian int64 bytes (what a request holds)."""
@@ -242,10 +244,16 @@ class SyntheticTokens:
                 start = stop
         return found  # type: ignore[return-value]
 
-    def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
+    def streams(
+        self, content_ids: Sequence[str], lengths: Sequence[int], skip: int = 0
+    ) -> TokenArray:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
-        array, generated in one numpy pass and not cached (for content used by one session)."""
+        array, generated in one numpy pass and not cached (for content used by one session);
+        with `skip`, the first stream's ids start at that position (lengths[0] of them)."""
         seeds = [content_seed(content_id) for content_id in content_ids]
+        if skip and seeds:
+            # Its token i mixes seed + (skip + i + 1) * golden: a stream seeded skip steps on.
+            seeds[0] = (seeds[0] + skip * _GOLDEN_INT) % _TWO_TO_64
         return _streams(seeds, lengths, self.vocab_size)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:

@@ -117,11 +117,6 @@ class RequestSpec:
             prompt.frombytes(tokens.data.cast("B"))
         return prompt
 
-    def trace_prompt(self) -> TracePrompt | None:
-        """The prompt as a trace's block ids, for a trace request whose tokens are not made
-        yet (TraceRequestSpec); None: the prompt is its segments' tokens."""
-        return None
-
     @property
     def num_prompt_tokens(self) -> int:
         """Prompt length without building the concatenated list."""
@@ -131,6 +126,11 @@ class RequestSpec:
     def num_output_tokens(self) -> int:
         """Number of tokens the fake model emits for this request."""
         return len(self.output_tokens)
+
+    def trace_prompt(self) -> TracePrompt | None:
+        """The prompt as a trace's block ids, for a trace request whose tokens are not made
+        yet (TraceRequestSpec); None: the prompt is its segments' tokens."""
+        return None
 
 
 class TurnContent(Protocol):

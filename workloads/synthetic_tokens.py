@@ -28,8 +28,6 @@ from workloads.spec import Segment, TokenArray
 
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
-# The name of a trace block's segment.
-TRACE_BLOCK_SEGMENT = "block"
 
 _GOLDEN_INT = 0x9E3779B97F4A7C15
 _GOLDEN = np.uint64(_GOLDEN_INT)
@@ -109,6 +107,10 @@ def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]
     return _streams([content_seed(content_id)], [num_tokens], vocab_size).tolist()
 
 
+# The name of a trace block's segment.
+TRACE_BLOCK_SEGMENT = "block"
+
+
 def trace_block_content_id(namespace: str, hash_id: int) -> str:
     """The content identity of one trace block hash (ids are per-trace namespaces)."""
     return f"{namespace}#{hash_id}"
@@ -146,13 +148,16 @@ class TracePrompt:
         """Tokens of blocks first..last end to end but the first `skip`, made in one numpy pass
         (not cached: most trace blocks occur once, so caching them costs more than it saves)."""
         namespace = self.namespace
-        content_ids = [
-            trace_block_content_id(namespace, hash_id)
+        seeds = [
+            content_seed(trace_block_content_id(namespace, hash_id))
             for hash_id in self.block_ids[first : last + 1]
         ]
+        # Token i of a stream mixes seed + (i + 1) * golden, so from position `skip` on it is
+        # the stream of seed + skip * golden.
+        seeds[0] = (seeds[0] + skip * int(_GOLDEN)) % (1 << 64)
         lengths = self._block_lengths(first, last)
         lengths[0] -= skip
-        return self.tokens.streams(content_ids, lengths, skip)
+        return _streams(seeds, lengths, self.tokens.vocab_size)
 
     def token_array(self, start: int = 0, end: int | None = None) -> TokenArray:
         """Tokens at positions [start, min(end, num_tokens)); only those of the blocks they lie
@@ -244,16 +249,10 @@ class SyntheticTokens:
                 start = stop
         return found  # type: ignore[return-value]
 
-    def streams(
-        self, content_ids: Sequence[str], lengths: Sequence[int], skip: int = 0
-    ) -> TokenArray:
+    def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
-        array, generated in one numpy pass and not cached (for content used by one session);
-        with `skip`, the first stream's ids start at that position (lengths[0] of them)."""
+        array, generated in one numpy pass and not cached (for content used by one session)."""
         seeds = [content_seed(content_id) for content_id in content_ids]
-        if skip and seeds:
-            # Its token i mixes seed + (skip + i + 1) * golden: a stream seeded skip steps on.
-            seeds[0] = (seeds[0] + skip * _GOLDEN_INT) % _TWO_TO_64
         return _streams(seeds, lengths, self.vocab_size)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -79,6 +79,11 @@ class UnitBuilder(Protocol):
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The requests started by arrival number `arrival_index` at `arrival_at`."""
+        ...
+
+    def build_many(self, arrivals: Sequence[tuple[int, float]]) -> list[list[RequestSpec]]:
+        """Each arrival's requests, as `build` for each (index, time) in turn makes them (the
+        same random draws in the same order), with their tokens made together."""
         ...
 
 

@@ -73,9 +73,59 @@ def render_session(
 ) -> TurnContent:
     """The session's turns; `turn_slots` gives every turn's pieces of the slots besides history
     and question (the same mapping object where they do not change)."""
+    return render_sessions(tokens, [(plan, turn_slots)], layout)[0]
+
+
+def render_sessions(
+    tokens: TokenMode,
+    sessions: Sequence[tuple[SessionPlan, Sequence[SlotPieces]]],
+    layout: PromptLayout,
+) -> list[TurnContent]:
+    """`render_session` for several sessions (plan, turn slots); synthetic tokens of all their
+    own contents are made in one numpy pass, and their buffers are views of one array."""
     if isinstance(tokens, SyntheticTokens):
-        return _SyntheticSession(tokens, plan, turn_slots, layout)
-    return _RenderedSession(tokens, plan, turn_slots, layout)
+        return _synthetic_sessions(tokens, sessions, layout)
+    return [_RenderedSession(tokens, plan, turn_slots, layout) for plan, turn_slots in sessions]
+
+
+def _synthetic_sessions(
+    tokens: SyntheticTokens,
+    sessions: Sequence[tuple[SessionPlan, Sequence[SlotPieces]]],
+    layout: PromptLayout,
+) -> list[TurnContent]:
+    """Each session's buffer (its common pieces, then its own contents) laid end to end in one
+    array: the own contents of all sessions synthesised in one pass, common pieces from the
+    token cache (joined once per distinct set)."""
+    made = [_SyntheticSession(plan, turn_slots, layout) for plan, turn_slots in sessions]
+    own = tokens.streams(
+        [content_id for session in made for content_id in session.plan.content_ids],
+        [num_tokens for session in made for num_tokens in session.plan.lengths],
+    )
+    commons: dict[tuple[Content, ...], TokenArray] = {}
+    parts: list[TokenArray] = []
+    own_start = 0
+    for session in made:
+        key = tuple((piece.content_id, piece.num_tokens) for piece in session.common)
+        common = commons.get(key)
+        if common is None:
+            common = commons[key] = _joined(
+                tokens.tokens_many([content_id for content_id, _ in key], [n for _, n in key])
+            )
+        own_stop = own_start + session.num_own_tokens
+        parts += (common, own[own_start:own_stop])
+        own_start = own_stop
+    buffer = np.concatenate(parts) if parts else own
+    buffer.flags.writeable = False
+    start = 0
+    for session in made:
+        stop = start + session.num_buffer_tokens
+        session.buffer = buffer[start:stop]
+        start = stop
+    return list(made)
+
+
+def _joined(parts: list[TokenArray]) -> TokenArray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -94,14 +144,14 @@ class _RenderedSession:
         turn_slots: Sequence[SlotPieces],
         layout: PromptLayout,
     ) -> None:
-        self._plan = plan
+        self.plan = plan
         self._rendered: list[_RenderedTurn] = []
         self._rendering = self._render(tokens, turn_slots, layout)
 
     def _render(
         self, tokens: TokenMode, turn_slots: Sequence[SlotPieces], layout: PromptLayout
     ) -> Iterator[_RenderedTurn]:
-        plan = self._plan
+        plan = self.plan
         history: list[Piece] = []
         for turn, slots in enumerate(turn_slots):
             question = [plan.piece("question", content) for content in plan.questions[turn]]
@@ -131,8 +181,11 @@ class _RenderedSession:
     def output_tokens(self, turn: int) -> list[int]:
         return list(self._turn(turn).output_tokens)
 
+    def output_array(self, turn: int) -> TokenArray:
+        return np.array(self._turn(turn).output_tokens, dtype=np.int64)
+
     def num_output_tokens(self, turn: int) -> int:
-        return self._plan.lengths[self._plan.answers[turn]]
+        return self.plan.lengths[self.plan.answers[turn]]
 
 
 # A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
@@ -159,38 +212,46 @@ def _join(spans: Iterable[_Span]) -> _Span:
 
 class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
-    contents in plan order (the order a conversation first shows them)."""
+    contents in plan order (the order a conversation first shows them). The buffer is set by
+    `_synthetic_sessions` once the tokens are made."""
+
+    __slots__ = (
+        "plan",
+        "common",
+        "buffer",
+        "num_own_tokens",
+        "num_buffer_tokens",
+        "_turn_slots",
+        "_layout",
+        "_piece_start",
+        "_own_start",
+        "_prompt_spans",
+    )
 
     def __init__(
-        self,
-        tokens: SyntheticTokens,
-        plan: SessionPlan,
-        turn_slots: Sequence[SlotPieces],
-        layout: PromptLayout,
+        self, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
     ) -> None:
-        self._plan = plan
+        self.plan = plan
         self._turn_slots = turn_slots
         self._layout = layout
         self._piece_start: dict[str, int] = {}
-        common: list[Piece] = []
+        self.common: list[Piece] = []
         start = 0
         for slots in {id(slots): slots for slots in turn_slots}.values():
             for slot in layout.order:
                 for piece in slots.get(slot, ()):
                     if piece.content_id not in self._piece_start:
                         self._piece_start[piece.content_id] = start
-                        common.append(piece)
+                        self.common.append(piece)
                         start += piece.num_tokens
+        common_tokens = start
         self._own_start = [start]
         for num_tokens in plan.lengths:
             start += num_tokens
             self._own_start.append(start)
-        parts = tokens.tokens_many(
-            [piece.content_id for piece in common], [piece.num_tokens for piece in common]
-        )
-        parts.append(tokens.streams(plan.content_ids, plan.lengths))
-        self._buffer = np.concatenate(parts)
-        self._buffer.flags.writeable = False
+        self.num_own_tokens = start - common_tokens
+        self.num_buffer_tokens = start
+        self.buffer: TokenArray
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -230,7 +291,7 @@ class _SyntheticSession:
 
     def _spans(self) -> list[_Span]:
         """Every turn's prompt span: slot spans joined in layout order."""
-        plan = self._plan
+        plan = self.plan
         history = _EMPTY
         slots: SlotPieces | None = None
         spans: dict[str, _Span] = {}
@@ -252,7 +313,7 @@ class _SyntheticSession:
         return prompt_spans
 
     def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:
-        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        plan, buffer, own_start = self.plan, self.buffer, self._own_start
         return [
             Segment(
                 slot, plan.content_ids[content], buffer[own_start[content] : own_start[content + 1]]
@@ -261,7 +322,7 @@ class _SyntheticSession:
         ]
 
     def segments(self, turn: int) -> list[Segment]:
-        plan, buffer, piece_start = self._plan, self._buffer, self._piece_start
+        plan, buffer, piece_start = self.plan, self.buffer, self._piece_start
         slot_segments: dict[str, list[Segment]] = {
             slot: [
                 Segment(
@@ -285,21 +346,22 @@ class _SyntheticSession:
     def prompt_array(self, turn: int) -> TokenArray:
         start, stop, _ = self._prompt_spans[turn]
         if start >= 0:
-            return self._buffer[start:stop]
+            return self.buffer[start:stop]
         segments = self.segments(turn)
         if not segments:
-            return self._buffer[:0]
+            return self.buffer[:0]
         return np.concatenate([segment.tokens for segment in segments])
 
     def num_prompt_tokens(self, turn: int) -> int:
         return self._prompt_spans[turn][2]
 
     def output_tokens(self, turn: int) -> list[int]:
-        answer = self._plan.answers[turn]
-        tokens: list[int] = self._buffer[
-            self._own_start[answer] : self._own_start[answer + 1]
-        ].tolist()
+        tokens: list[int] = self.output_array(turn).tolist()
         return tokens
 
+    def output_array(self, turn: int) -> TokenArray:
+        answer = self.plan.answers[turn]
+        return self.buffer[self._own_start[answer] : self._own_start[answer + 1]]
+
     def num_output_tokens(self, turn: int) -> int:
-        return self._plan.lengths[self._plan.answers[turn]]
+        return self.plan.lengths[self.plan.answers[turn]]

@@ -9,6 +9,7 @@ import simpy
 
 from sim.costmodel import FrontEnd
 from sim.engine.core import request_record
+from sim.engine.requests import SpecLike
 from sim.metrics import RequestRecord
 from sim.sched import Request
 
@@ -22,33 +23,41 @@ class FrontEndStage:
     tokenization.
     """
 
-    __slots__ = ("env", "frontend", "_api_arrivals", "_burst")
+    __slots__ = ("env", "frontend", "submit", "_api_arrivals", "_burst")
 
-    def __init__(self, env: simpy.Environment, frontend: FrontEnd) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        frontend: FrontEnd,
+        submit: Callable[[SpecLike, float], None],
+    ) -> None:
         self.env = env
         self.frontend = frontend
+        self.submit = submit  # hands a spec to the engines at the given time
         self._api_arrivals: dict[str, float] = {}
-        self._burst: list[tuple[float, Callable[[], None]]] = []
+        self._burst: list[tuple[float, SpecLike]] = []
 
-    def hand_off(self, request_id: str, num_prompt_tokens: int, submit: Callable[[], None]) -> None:
-        """Call `submit` once the API server has tokenized and forwarded the request."""
-        delay_s = self.frontend.ingress_s(num_prompt_tokens)
+    def hand_off(self, spec: SpecLike) -> None:
+        """`submit` the request once the API server has tokenized and forwarded it."""
+        delay_s = self.frontend.ingress_s(spec.num_prompt_tokens)
+        now = float(self.env.now)
         if delay_s == 0:
-            submit()
+            self.submit(spec, now)
             return
-        self._api_arrivals[request_id] = float(self.env.now)
+        self._api_arrivals[spec.request_id] = now
         if not self._burst:
             # Runs after every other hand-off of this instant (same-time dispatches come first).
             self.env.timeout(0).callbacks.append(self._close_burst)
-        self._burst.append((delay_s, submit))
+        self._burst.append((delay_s, spec))
 
     def _close_burst(self, _event: simpy.Event) -> None:
         burst, self._burst = self._burst, []
-        delay_s = max(delay for delay, _submit in burst)
+        delay_s = max(delay for delay, _spec in burst)
 
         def submit_all(_event: simpy.Event) -> None:
-            for _delay, submit in burst:
-                submit()
+            now = float(self.env.now)
+            for _delay, spec in burst:
+                self.submit(spec, now)
 
         self.env.timeout(delay_s).callbacks.append(submit_all)
 

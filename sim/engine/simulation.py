@@ -64,8 +64,8 @@ def simulate(
     # Block events are the only way a block hash leaves a simulation.
     config = replace(config, block_identity=block_identity_wanted(hashes_shown=record_block_events))
     env = simpy.Environment()
-    stage = FrontEndStage(env, frontend)
     sessions = SessionBookkeeping(router)
+    stage = FrontEndStage(env, frontend, sessions.dispatch)
     cluster = Cluster(
         env,
         config,
@@ -85,11 +85,7 @@ def simulate(
     driver = WorkloadDriver(
         env,
         specs,
-        lambda spec: stage.hand_off(
-            spec.request_id,
-            spec.num_prompt_tokens,
-            lambda: sessions.dispatch(spec, float(env.now)),
-        ),
+        stage.hand_off,
         duration_s=duration_s,
         on_session_end=sessions.session_ended,
     )

@@ -305,10 +305,19 @@ class _SyntheticSession:
                     self._order(turn_slots),
                 )
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
-            prompt = _EMPTY
+            # _join over the slots, unrolled: a few run per turn, for every turn of every session.
+            start, stop, num_tokens = _EMPTY
             for slot in order:
-                prompt = _then(prompt, spans[slot])
-            prompt_spans.append(prompt)
+                slot_start, slot_stop, slot_tokens = spans[slot]
+                if slot_stop < 0:
+                    continue
+                if stop < 0:
+                    start = slot_start
+                elif start >= 0 and slot_start != stop:
+                    start = -1
+                stop = slot_stop
+                num_tokens += slot_tokens
+            prompt_spans.append((start, stop, num_tokens))
             history = _then(history, self._own_span(plan.gain(turn)))
         return prompt_spans
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from itertools import accumulate
 
 import numpy as np
 
@@ -95,24 +96,24 @@ def _synthetic_sessions(
 ) -> list[TurnContent]:
     """Each session's buffer (its common pieces, then its own contents) laid end to end in one
     array: the own contents of all sessions synthesised in one pass, common pieces from the
-    token cache (joined once per distinct set)."""
-    made = [_SyntheticSession(plan, turn_slots, layout) for plan, turn_slots in sessions]
+    token cache (laid out and joined once per distinct set of slot mappings)."""
+    commons: dict[tuple[int, ...], _CommonLayout] = {}
+    made: list[_SyntheticSession] = []
+    for plan, turn_slots in sessions:
+        key = tuple(map(id, turn_slots))  # the mappings live as long as `sessions`
+        common = commons.get(key)
+        if common is None:
+            common = commons[key] = _CommonLayout(turn_slots, layout, tokens)
+        made.append(_SyntheticSession(plan, turn_slots, layout, common))
     own = tokens.streams(
         [content_id for session in made for content_id in session.plan.content_ids],
         [num_tokens for session in made for num_tokens in session.plan.lengths],
     )
-    commons: dict[tuple[Content, ...], TokenArray] = {}
     parts: list[TokenArray] = []
     own_start = 0
     for session in made:
-        key = tuple((piece.content_id, piece.num_tokens) for piece in session.common)
-        common = commons.get(key)
-        if common is None:
-            common = commons[key] = _joined(
-                tokens.tokens_many([content_id for content_id, _ in key], [n for _, n in key])
-            )
         own_stop = own_start + session.num_own_tokens
-        parts += (common, own[own_start:own_stop])
+        parts += (session.common.tokens, own[own_start:own_stop])
         own_start = own_stop
     buffer = np.concatenate(parts) if parts else own
     buffer.flags.writeable = False
@@ -122,10 +123,6 @@ def _synthetic_sessions(
         session.buffer = buffer[start:stop]
         start = stop
     return list(made)
-
-
-def _joined(parts: list[TokenArray]) -> TokenArray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -210,6 +207,57 @@ def _join(spans: Iterable[_Span]) -> _Span:
     return reduce(_then, spans, _EMPTY)
 
 
+class _CommonLayout:
+    """The common slots' pieces of a session's slot mappings, where each starts in its buffer
+    (in layout order, each identity once), their tokens end to end, and each mapping's slot
+    spans; shared by the sessions of a batch with the same mappings."""
+
+    __slots__ = ("piece_start", "num_tokens", "tokens", "_layout", "_slots")
+
+    def __init__(
+        self, turn_slots: Sequence[SlotPieces], layout: PromptLayout, tokens: SyntheticTokens
+    ) -> None:
+        self._layout = layout
+        self.piece_start: dict[str, int] = {}
+        pieces: list[Piece] = []
+        start = 0
+        for slots in {id(slots): slots for slots in turn_slots}.values():
+            for slot in layout.order:
+                for piece in slots.get(slot, ()):
+                    if piece.content_id not in self.piece_start:
+                        self.piece_start[piece.content_id] = start
+                        pieces.append(piece)
+                        start += piece.num_tokens
+        self.num_tokens = start
+        parts = tokens.tokens_many(
+            [piece.content_id for piece in pieces], [piece.num_tokens for piece in pieces]
+        )
+        self.tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self._slots: dict[int, tuple[dict[str, _Span], list[str]]] = {}
+
+    def slot_spans(self, slots: SlotPieces) -> tuple[dict[str, _Span], list[str]]:
+        """Where each slot of `slots` lies, and the layout's slots a turn with them fills (a new
+        dict: the caller adds history and question)."""
+        made = self._slots.get(id(slots))
+        if made is None:
+            piece_start = self.piece_start
+            spans = {
+                slot: _join(
+                    (
+                        piece_start[piece.content_id],
+                        piece_start[piece.content_id] + piece.num_tokens,
+                        piece.num_tokens,
+                    )
+                    for piece in pieces
+                )
+                for slot, pieces in slots.items()
+            }
+            present = {*slots, "history", "question"}
+            order = [slot for slot in self._layout.order if slot in present]
+            made = self._slots[id(slots)] = (spans, order)
+        return dict(made[0]), made[1]
+
+
 class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
     contents in plan order (the order a conversation first shows them). The buffer is set by
@@ -229,28 +277,20 @@ class _SyntheticSession:
     )
 
     def __init__(
-        self, plan: SessionPlan, turn_slots: Sequence[SlotPieces], layout: PromptLayout
+        self,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+        common: _CommonLayout,
     ) -> None:
         self.plan = plan
+        self.common = common
         self._turn_slots = turn_slots
         self._layout = layout
-        self._piece_start: dict[str, int] = {}
-        self.common: list[Piece] = []
-        start = 0
-        for slots in {id(slots): slots for slots in turn_slots}.values():
-            for slot in layout.order:
-                for piece in slots.get(slot, ()):
-                    if piece.content_id not in self._piece_start:
-                        self._piece_start[piece.content_id] = start
-                        self.common.append(piece)
-                        start += piece.num_tokens
-        common_tokens = start
-        self._own_start = [start]
-        for num_tokens in plan.lengths:
-            start += num_tokens
-            self._own_start.append(start)
-        self.num_own_tokens = start - common_tokens
-        self.num_buffer_tokens = start
+        self._piece_start = common.piece_start
+        self._own_start = list(accumulate(plan.lengths, initial=common.num_tokens))
+        self.num_buffer_tokens = self._own_start[-1]
+        self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
         self.buffer: TokenArray
         self._prompt_spans = self._spans()
 
@@ -270,25 +310,6 @@ class _SyntheticSession:
             for content in contents
         )
 
-    def _slot_spans(self, slots: SlotPieces) -> dict[str, _Span]:
-        piece_start = self._piece_start
-        return {
-            slot: _join(
-                (
-                    piece_start[piece.content_id],
-                    piece_start[piece.content_id] + piece.num_tokens,
-                    piece.num_tokens,
-                )
-                for piece in pieces
-            )
-            for slot, pieces in slots.items()
-        }
-
-    def _order(self, slots: SlotPieces) -> list[str]:
-        """The layout's slots this turn fills."""
-        present = {*slots, "history", "question"}
-        return [slot for slot in self._layout.order if slot in present]
-
     def _spans(self) -> list[_Span]:
         """Every turn's prompt span: slot spans joined in layout order."""
         plan = self.plan
@@ -299,11 +320,8 @@ class _SyntheticSession:
         prompt_spans = []
         for turn, turn_slots in enumerate(self._turn_slots):
             if turn_slots is not slots:
-                slots, spans, order = (
-                    turn_slots,
-                    self._slot_spans(turn_slots),
-                    self._order(turn_slots),
-                )
+                slots = turn_slots
+                spans, order = self.common.slot_spans(turn_slots)
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
             # _join over the slots, unrolled: a few run per turn, for every turn of every session.
             start, stop, num_tokens = _EMPTY

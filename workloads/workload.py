@@ -25,6 +25,7 @@ from workloads.arrivals import (
 )
 from workloads.errors import WorkloadError
 from workloads.generators.builders import SourceConfig, make_builder, source_config_problem
+from workloads.generators.kind import build_arrivals
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import DEFAULT_VOCAB_SIZE, SyntheticTokens
@@ -124,5 +125,5 @@ def generate(
     bounded = takewhile(in_bounds, enumerate(arrivals.arrival_times(arrival_rng)))
     # Arrivals are built a batch at a time: their tokens are made in one numpy pass.
     while batch := list(islice(bounded, ARRIVALS_PER_BATCH)):
-        for specs in builder.build_many(batch):
+        for specs in build_arrivals(builder, batch):
             yield from specs

@@ -41,7 +41,7 @@ from workloads.api import (
     generate,
 )
 from workloads.generators.builders import make_builder
-from workloads.generators.kind import UnitBuilder
+from workloads.generators.kind import BatchBuilder
 from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import CHAT_LAYOUT
 from workloads.spec import SessionTurnSpec
@@ -199,9 +199,11 @@ def test_arrivals_built_together_equal_arrivals_built_one_by_one(case: str) -> N
     source = CASES[case][0]
     arrivals = [(index, 0.5 * index) for index in range(70)]
 
-    def builder() -> UnitBuilder:
+    def builder() -> BatchBuilder:
         content_rng, tags_rng = np.random.default_rng(5), np.random.default_rng(6)
-        return make_builder(source, content_rng, tags_rng, SyntheticTokens())  # type: ignore[arg-type]
+        made = make_builder(source, content_rng, tags_rng, SyntheticTokens())  # type: ignore[arg-type]
+        assert isinstance(made, BatchBuilder)
+        return made
 
     together = builder().build_many(arrivals)
     one_by_one_builder = builder()

@@ -13,7 +13,7 @@ import numpy as np
 
 from workloads.errors import WorkloadError
 from workloads.generators import kinds
-from workloads.generators.kind import GeneratorConfig, UnitBuilder
+from workloads.generators.kind import GeneratorConfig, UnitBuilder, build_arrivals
 from workloads.spec import RequestSpec
 from workloads.validation import require_number
 
@@ -70,7 +70,7 @@ class MixBuilder:
         built: list[list[RequestSpec]] = [[] for _ in arrivals]
         for builder, positions in zip(self._builders, by_component, strict=True):
             if positions:
-                made = builder.build_many([arrivals[position] for position in positions])
+                made = build_arrivals(builder, [arrivals[position] for position in positions])
                 for position, specs in zip(positions, made, strict=True):
                     built[position] = specs
         return built

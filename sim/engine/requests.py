@@ -49,6 +49,8 @@ class SpecLike(Protocol):
     @property
     def output_tokens(self) -> list[int]: ...
 
+    def output_token_array(self) -> array[int]: ...
+
     @property
     def tenant(self) -> str | None: ...
 
@@ -110,7 +112,7 @@ def request_from_spec(
     return Request(
         spec.request_id,
         prompt_from_spec(spec, hasher, keys),
-        spec.output_tokens,
+        spec.output_token_array(),
         hasher,
         arrival_at=arrival_at,
         priority=spec.priority,

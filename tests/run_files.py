@@ -9,10 +9,13 @@ ENGINE_RESULT_FILES = frozenset(
 )
 
 
-def assert_same_run_files(first: Path, second: Path) -> None:
-    """Both folders hold the same files, the engine's result files among them, byte for byte."""
+def assert_same_run_files(
+    first: Path, second: Path, *, required: frozenset[str] = ENGINE_RESULT_FILES
+) -> None:
+    """Both folders hold the same files, the `required` ones among them (by default the
+    engine's result files), byte for byte."""
     names = sorted(path.name for path in first.iterdir())
     assert names == sorted(path.name for path in second.iterdir())
-    assert set(names) >= ENGINE_RESULT_FILES
+    assert set(names) >= required
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name

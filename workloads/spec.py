@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field, fields
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from workloads.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from workloads.synthetic_tokens import TracePrompt
 
 # Token ids as synthetic token modes make them: int64, read-only, shared through their caches.
 TokenArray: TypeAlias = npt.NDArray[np.int64]
@@ -114,6 +117,10 @@ class RequestSpec:
             prompt.frombytes(tokens.data.cast("B"))
         return prompt
 
+    def output_token_array(self) -> array[int]:
+        """The output tokens as one new int64 array ('q')."""
+        return array("q", self.output_tokens)
+
     @property
     def num_prompt_tokens(self) -> int:
         """Prompt length without building the concatenated list."""
@@ -123,6 +130,11 @@ class RequestSpec:
     def num_output_tokens(self) -> int:
         """Number of tokens the fake model emits for this request."""
         return len(self.output_tokens)
+
+    def trace_prompt(self) -> TracePrompt | None:
+        """The prompt as a trace's block ids, for a trace request whose tokens are not made
+        yet (TraceRequestSpec); None: the prompt is its segments' tokens."""
+        return None
 
 
 class TurnContent(Protocol):
@@ -142,6 +154,10 @@ class TurnContent(Protocol):
 
     def output_tokens(self, turn: int) -> list[int]:
         """The tokens the fake model emits for the turn (a new list)."""
+        ...
+
+    def output_array(self, turn: int) -> TokenArray:
+        """The turn's output tokens (read-only, maybe a view)."""
         ...
 
     def num_output_tokens(self, turn: int) -> int:
@@ -241,6 +257,15 @@ class SessionTurnSpec(RequestSpec):
         prompt.frombytes(self._content.prompt_array(self._turn).data.cast("B"))
         return prompt
 
+    def output_token_array(self) -> array[int]:
+        """The output tokens as one new int64 array ('q'), from the content unless they were set
+        (no Python int per token)."""
+        if _OUTPUT_TOKENS.is_made(self):
+            return RequestSpec.output_token_array(self)
+        output = array("q")
+        output.frombytes(self._content.output_array(self._turn).data.cast("B"))
+        return output
+
     @property
     def num_prompt_tokens(self) -> int:
         """Prompt length without making the segments."""
@@ -266,3 +291,31 @@ class SessionTurnSpec(RequestSpec):
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class TraceContent(TurnContent, Protocol):
+    """A trace request's content (one turn) whose prompt is a trace's block ids."""
+
+    def trace_prompt(self, turn: int) -> TracePrompt:
+        """The turn's prompt as block ids."""
+        ...
+
+
+class TraceRequestSpec(SessionTurnSpec):
+    """An open-loop trace request made on first read from its content, like a SessionTurnSpec:
+    the engine takes its prompt as the trace's block ids (`trace_prompt`) and, where block
+    identities stand in for hashes, never makes its tokens."""
+
+    __slots__ = ("_trace_prompt",)
+
+    def __init__(
+        self, content: TraceContent, request_id: str, arrival_at: float, **tags: Any
+    ) -> None:
+        """The request of `content` arriving at `arrival_at`; `tags` as for open_loop."""
+        SessionTurnSpec.__init__(self, content, 0, request_id, arrival_at, None, 0.0, **tags)
+        self._trace_prompt = content.trace_prompt(0)
+
+    def trace_prompt(self) -> TracePrompt | None:
+        """The prompt as block ids, until the segments are made or set (then they are the
+        prompt)."""
+        return None if _SEGMENTS.is_made(self) else self._trace_prompt

@@ -4,7 +4,8 @@ Token i of content `c` is `mix64(seed(c) + (i + 1) * golden) % vocab_size`, with
 first 8 bytes of BLAKE2b over `c`. So equal identities give equal tokens at every block size,
 a shorter run is a prefix of a longer one (a trace's partial last block), and different
 identities differ with overwhelming probability. Trace block tokens use the identity
-`"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position.
+`"<namespace>#<hash id>"`, so they depend on nothing but the hash id and the position; a trace
+prompt is held as its block ids (`TracePrompt`) and made into tokens only where they are read.
 
 Streams are int64 numpy arrays (read-only, shared through the cache): a prompt is built and
 hashed from them without a Python int per token. Answers are lists (`output_tokens`), since
@@ -13,8 +14,10 @@ the engine samples them one by one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,17 +29,23 @@ from workloads.spec import Segment, TokenArray
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
 
-_GOLDEN_INT = 0x9E3779B97F4A7C15
-_GOLDEN = np.uint64(_GOLDEN_INT)
-_TWO_TO_64 = 1 << 64
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
 def content_seed(content_id: str) -> int:
     """A 64-bit seed for a content identity (stable across runs and platforms)."""
-    digest = hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    return int.from_bytes(_seed_bytes(content_id), "little")
+
+
+def _seed_bytes(content_id: str) -> bytes:
+    return hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
+
+
+def content_seeds(content_ids: Sequence[str]) -> np.ndarray:
+    """`content_seed` of every identity, as one uint64 array (no Python int per seed)."""
+    return np.frombuffer(b"".join(map(_seed_bytes, content_ids)), dtype="<u8").astype(np.uint64)
 
 
 _SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
@@ -72,7 +81,9 @@ class _Positions:
 _POSITIONS = _Positions()
 
 
-def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> np.ndarray:
+def _streams(
+    seeds: Sequence[int] | np.ndarray, lengths: Sequence[int], vocab_size: int
+) -> np.ndarray:
     """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
     (int64): one numpy pass however many streams there are."""
     total = sum(lengths)
@@ -80,13 +91,12 @@ def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> n
         mixed = _POSITIONS.first(total) + np.uint64(seeds[0])
     else:
         # Token i of stream r, at offset start_r + i of the run, mixes
-        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden.
-        shifted_seeds = []
-        start = 0
-        for seed, length in zip(seeds, lengths, strict=True):
-            shifted_seeds.append((seed - start * _GOLDEN_INT) % _TWO_TO_64)
-            start += length
-        mixed = np.repeat(np.array(shifted_seeds, dtype=np.uint64), lengths)
+        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden,
+        # all modulo 2^64 (numpy's uint64 arrays wrap).
+        counts = np.asarray(lengths, dtype=np.intp)
+        starts = np.cumsum(counts, dtype=np.uint64) - counts.astype(np.uint64)
+        shifted_seeds = np.asarray(seeds, dtype=np.uint64) - starts * _GOLDEN
+        mixed = np.repeat(shifted_seeds, counts)
         mixed += _POSITIONS.first(total)
     _mix64(mixed)
     mixed %= np.uint64(vocab_size)
@@ -104,9 +114,88 @@ def token_stream(content_id: str, num_tokens: int, vocab_size: int) -> list[int]
     return _streams([content_seed(content_id)], [num_tokens], vocab_size).tolist()
 
 
+# The name of a trace block's segment.
+TRACE_BLOCK_SEGMENT = "block"
+
+
 def trace_block_content_id(namespace: str, hash_id: int) -> str:
     """The content identity of one trace block hash (ids are per-trace namespaces)."""
     return f"{namespace}#{hash_id}"
+
+
+@functools.lru_cache(maxsize=64)
+def namespace_key(namespace: str) -> int:
+    """The 64-bit key of a trace namespace, which a trace block's identity pairs with its id."""
+    return content_seed(namespace)
+
+
+@dataclass(slots=True, frozen=True, eq=False)
+class TracePrompt:
+    """A trace request's prompt held as its block ids instead of tokens: block i holds the first
+    tokens of trace block `block_ids[i]`, `trace_block_size` of them but in the last block,
+    `num_tokens` in all. Its tokens are a pure function of the namespace, the block id and the
+    position, so the engine can identify its blocks without making them (docs/spec.md §3.5)."""
+
+    namespace: str
+    block_ids: list[int]
+    trace_block_size: int
+    num_tokens: int
+    tokens: SyntheticTokens
+
+    @property
+    def namespace_key(self) -> int:
+        """The key of the namespace the block ids belong to."""
+        return namespace_key(self.namespace)
+
+    def _block_lengths(self, first: int, last: int) -> list[int]:
+        size, num_tokens = self.trace_block_size, self.num_tokens
+        return [min(size, num_tokens - index * size) for index in range(first, last + 1)]
+
+    def _block_tokens(self, first: int, last: int, skip: int = 0) -> TokenArray:
+        """Tokens of blocks first..last end to end but the first `skip`, made in one numpy pass
+        (not cached: most trace blocks occur once, so caching them costs more than it saves)."""
+        namespace = self.namespace
+        seeds = [
+            content_seed(trace_block_content_id(namespace, hash_id))
+            for hash_id in self.block_ids[first : last + 1]
+        ]
+        # Token i of a stream mixes seed + (i + 1) * golden, so from position `skip` on it is
+        # the stream of seed + skip * golden.
+        seeds[0] = (seeds[0] + skip * int(_GOLDEN)) % (1 << 64)
+        lengths = self._block_lengths(first, last)
+        lengths[0] -= skip
+        return _streams(seeds, lengths, self.tokens.vocab_size)
+
+    def token_array(self, start: int = 0, end: int | None = None) -> TokenArray:
+        """Tokens at positions [start, min(end, num_tokens)); only those of the blocks they lie
+        in from `start` on are made."""
+        end = self.num_tokens if end is None else min(end, self.num_tokens)
+        if start >= end:
+            return np.zeros(0, dtype=np.int64)
+        size = self.trace_block_size
+        first_block, last_block = start // size, (end - 1) // size
+        skip = start - first_block * size
+        return self._block_tokens(first_block, last_block, skip)[: end - start]
+
+    def token_bytes(self, start: int) -> bytes:
+        """Tokens from `start` to the end as little-endian int64 bytes (what a request holds)."""
+        return self.token_array(start).astype("<i8", copy=False).tobytes()
+
+    def segments(self) -> list[Segment]:
+        """One segment per block, each a read-only view of the prompt made in one pass."""
+        if not self.block_ids:
+            return []
+        prompt = self._block_tokens(0, len(self.block_ids) - 1)
+        prompt.flags.writeable = False
+        size, namespace = self.trace_block_size, self.namespace
+        return [
+            Segment(
+                TRACE_BLOCK_SEGMENT,
+                trace_block_content_id(namespace, hash_id),
+                prompt[index * size : (index + 1) * size],
+            )
+            for index, hash_id in enumerate(self.block_ids)
+        ]
 
 
 class SyntheticTokens:
@@ -170,8 +259,7 @@ class SyntheticTokens:
     def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
         array, generated in one numpy pass and not cached (for content used by one session)."""
-        seeds = [content_seed(content_id) for content_id in content_ids]
-        return _streams(seeds, lengths, self.vocab_size)
+        return _streams(content_seeds(content_ids), lengths, self.vocab_size)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""

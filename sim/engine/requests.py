@@ -6,7 +6,16 @@ from array import array
 from typing import Protocol
 
 from sim.errors import InputError
-from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys, cache_salt_problem
+from sim.kvcache import (
+    NO_HASH_KEYS,
+    CacheRequest,
+    Hasher,
+    HashKeys,
+    SymbolicPrompt,
+    TraceBlocks,
+    cache_salt_problem,
+    symbolic_prompt,
+)
 from sim.sched import Request
 
 
@@ -40,6 +49,8 @@ class SpecLike(Protocol):
     @property
     def output_tokens(self) -> list[int]: ...
 
+    def output_token_array(self) -> array[int]: ...
+
     @property
     def tenant(self) -> str | None: ...
 
@@ -56,6 +67,8 @@ class SpecLike(Protocol):
     def priority(self) -> int: ...
 
     def prompt_token_array(self) -> array[int]: ...
+
+    def trace_prompt(self) -> TraceBlocks | None: ...
 
     @property
     def num_prompt_tokens(self) -> int: ...
@@ -81,6 +94,12 @@ def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
     )
 
 
+def prompt_from_spec(spec: SpecLike, hasher: Hasher, keys: HashKeys) -> array[int] | SymbolicPrompt:
+    """The spec's prompt as trace block ids where `hasher` identifies their blocks without
+    tokens, else its tokens."""
+    return symbolic_prompt(spec.trace_prompt(), hasher, keys) or spec.prompt_token_array()
+
+
 def request_from_spec(
     spec: SpecLike,
     hasher: Hasher,
@@ -89,14 +108,15 @@ def request_from_spec(
 ) -> Request:
     """A scheduler Request for `spec`, arriving at `arrival_at`; `prefix_source` (say, the
     session's previous turn) lends the hashes of the blocks it shares with the prompt."""
+    keys = hash_keys_from_spec(spec)
     return Request(
         spec.request_id,
-        spec.prompt_token_array(),
-        spec.output_tokens,
+        prompt_from_spec(spec, hasher, keys),
+        spec.output_token_array(),
         hasher,
         arrival_at=arrival_at,
         priority=spec.priority,
-        hash_keys=hash_keys_from_spec(spec),
+        hash_keys=keys,
         skip_reading_prefix_cache=spec.prompt_logprobs,
         session_id=spec.session_id,
         tenant=spec.tenant,
@@ -106,10 +126,11 @@ def request_from_spec(
 
 def cache_request_from_spec(spec: SpecLike, hasher: Hasher) -> CacheRequest:
     """The cache-level request of `spec`, for cache-only replays (no timing, no outputs yet)."""
+    keys = hash_keys_from_spec(spec)
     return CacheRequest(
         spec.request_id,
-        spec.prompt_token_array(),
+        prompt_from_spec(spec, hasher, keys),
         hasher,
-        hash_keys=hash_keys_from_spec(spec),
+        hash_keys=keys,
         skip_reading_prefix_cache=spec.prompt_logprobs,
     )

@@ -14,6 +14,7 @@ from sim.kvcache.hashing import (
     Hasher,
     HashKeys,
     MultiModalItem,
+    TraceBlocks,
     block_identity_wanted,
     none_hash,
 )
@@ -38,7 +39,7 @@ from sim.kvcache.offload import (
     offload_sizing,
 )
 from sim.kvcache.offload.lookup import external_hit_tokens
-from sim.kvcache.request import CacheRequest, RequestStatus
+from sim.kvcache.request import CacheRequest, RequestStatus, SymbolicPrompt, symbolic_prompt
 from sim.kvcache.salt import cache_salt_problem
 from sim.kvcache.sequential import run_alone
 from sim.kvcache.stats import PrefixCacheStats, PrefixLookupCounting
@@ -74,6 +75,8 @@ __all__ = [
     "PrefixLookupCounting",
     "RequestStatus",
     "StorePlan",
+    "SymbolicPrompt",
+    "TraceBlocks",
     "block_identity_wanted",
     "cache_salt_problem",
     "external_hit_tokens",
@@ -81,4 +84,5 @@ __all__ = [
     "offload_sizing",
     "pool_size_problem",
     "run_alone",
+    "symbolic_prompt",
 ]

@@ -12,12 +12,19 @@ block's parent and content only, so two blocks get equal identities exactly when
 digests, unless two different prefixes collide in 128 bits (vLLM's own decisions assume no
 SHA-256 collision; for 10^9 blocks a 128-bit collision has probability below 10^-20).
 `block_identity_wanted` is the one place that chooses it.
+
+A trace's prompt may come as block ids instead of tokens (`TraceBlocks`): the tokens of trace
+block b at position p are a pure function of the namespace, b and p, so an engine block lying
+inside one trace block gets the identity XXH3-128 of its parent's bytes, the namespace key, b
+and its offset in b (`extend_trace_blocks`), and its tokens are never made. Two such blocks get
+equal identities exactly when their tokens are equal, as with the token identity.
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
+import struct
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -78,6 +85,33 @@ def _all_int64(tokens: Sequence[int]) -> bool:
 def _plain_block_identity(parent: bytes, tokens: Sequence[int]) -> bytes:
     """A block without extra keys: XXH3-128 of the parent's bytes and the tokens as int64."""
     return xxhash.xxh3_128_digest(parent + array("q", tokens).tobytes())
+
+
+# An engine block inside a trace block: the namespace key, the trace block id, the offset in it,
+# and a pad byte, so no such input is as long as a token block's (the parent, 8 bytes a token).
+_TRACE_BLOCK = struct.Struct("<QQQx")
+
+
+class TraceBlocks(Protocol):
+    """A prompt held as a trace's block ids (workloads.synthetic_tokens.TracePrompt): block i
+    holds the first tokens of trace block `block_ids[i]` of the namespace `namespace_key` names,
+    `trace_block_size` of them but in the last, `num_tokens` in all."""
+
+    @property
+    def namespace_key(self) -> int: ...
+
+    @property
+    def block_ids(self) -> Sequence[int]: ...
+
+    @property
+    def trace_block_size(self) -> int: ...
+
+    @property
+    def num_tokens(self) -> int: ...
+
+    def token_bytes(self, start: int) -> bytes:
+        """Tokens from position `start` to the end as little-endian int64 bytes."""
+        ...
 
 
 def none_hash(algo: str, hash_seed: str | None = None, *, identity: bool = False) -> bytes:
@@ -161,6 +195,23 @@ class Hasher(Protocol):
         """True when `other` gives every block the same hash as this hasher does."""
         ...
 
+    def identifies_trace_blocks(self, trace_block_size: int, keys: HashKeys) -> bool:
+        """Whether the blocks of a prompt of trace blocks of `trace_block_size` tokens carrying
+        `keys` are identified from the block ids (extend_trace_blocks)."""
+        ...
+
+    def extend_trace_blocks(
+        self,
+        block_hashes: list[bytes],
+        namespace_key: int,
+        block_ids: Sequence[int],
+        trace_block_size: int,
+        num_tokens: int,
+    ) -> int:
+        """Append identities of the full blocks of the first `num_tokens` tokens of a prompt of
+        trace blocks beyond len(block_hashes); return how many were added."""
+        ...
+
 
 class BlockHasher:
     """Hashes full blocks of token lists into vLLM's chained block hashes (or, with `identity`,
@@ -199,6 +250,41 @@ class BlockHasher:
             and self.none_hash == other.none_hash
             and self.identity == other.identity
         )
+
+    def identifies_trace_blocks(self, trace_block_size: int, keys: HashKeys) -> bool:
+        """Whether the blocks of a prompt of trace blocks of `trace_block_size` tokens carrying
+        `keys` are identified from the block ids: block identities, no extra keys, and every
+        block inside one trace block."""
+        return self.identity and keys.is_empty and trace_block_size % self.block_size == 0
+
+    def extend_trace_blocks(
+        self,
+        block_hashes: list[bytes],
+        namespace_key: int,
+        block_ids: Sequence[int],
+        trace_block_size: int,
+        num_tokens: int,
+    ) -> int:
+        """Append identities of the full blocks of the first `num_tokens` tokens of a prompt of
+        trace blocks beyond len(block_hashes); return how many were added."""
+        block_size = self.block_size
+        if not self.identity or trace_block_size % block_size:
+            raise ValueError(
+                f"trace blocks of {trace_block_size} tokens are not identified by a hasher of "
+                f"{block_size}-token blocks{'' if self.identity else ' without the identity'}"
+            )
+        start_block = len(block_hashes)
+        num_full_blocks = num_tokens // block_size
+        if num_full_blocks * block_size > len(block_ids) * trace_block_size:
+            raise ValueError(f"{len(block_ids)} trace blocks hold fewer than {num_tokens} tokens")
+        parent = block_hashes[-1] if block_hashes else self.none_hash
+        pack, digest, append = _TRACE_BLOCK.pack, xxhash.xxh3_128_digest, block_hashes.append
+        for index in range(start_block, num_full_blocks):
+            trace_block, offset = divmod(index * block_size, trace_block_size)
+            # XXH3-128 of the parent's bytes, the namespace key, the block id and the offset.
+            parent = digest(parent + pack(namespace_key, block_ids[trace_block], offset))
+            append(parent)
+        return max(num_full_blocks - start_block, 0)
 
     def _hash_block(
         self, hashed: tuple[bytes, tuple[int, ...], ExtraKeys], tokens_are_int64: bool = False

@@ -5,8 +5,17 @@ from __future__ import annotations
 import enum
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sim.kvcache.hashing import NO_HASH_KEYS, Hasher, HashKeys, num_shared_full_blocks
+from sim.kvcache.hashing import (
+    NO_HASH_KEYS,
+    Hasher,
+    HashKeys,
+    TraceBlocks,
+    num_shared_full_blocks,
+)
+
+_ZERO_TOKEN = (0,)
 
 
 class RequestStatus(enum.Enum):
@@ -27,11 +36,35 @@ class RequestStatus(enum.Enum):
         return self.value.startswith("FINISHED")
 
 
+@dataclass(slots=True, frozen=True)
+class SymbolicPrompt:
+    """A prompt of trace blocks whose full blocks before `num_symbolic_tokens` are identified
+    from the block ids (Hasher.extend_trace_blocks); only the tokens from there on are made,
+    `tail` (int64 bytes), for the block that outputs complete."""
+
+    blocks: TraceBlocks
+    num_symbolic_tokens: int
+    tail: bytes
+
+
+def symbolic_prompt(
+    blocks: TraceBlocks | None, hasher: Hasher, keys: HashKeys
+) -> SymbolicPrompt | None:
+    """The prompt `blocks` as `hasher` identifies it without its tokens, or None where its blocks
+    need their tokens (vLLM's digests, extra keys, blocks across trace blocks) or it has none."""
+    if blocks is None or not hasher.identifies_trace_blocks(blocks.trace_block_size, keys):
+        return None
+    num_symbolic_tokens = blocks.num_tokens // hasher.block_size * hasher.block_size
+    return SymbolicPrompt(blocks, num_symbolic_tokens, blocks.token_bytes(num_symbolic_tokens))
+
+
 class CacheRequest:
     """Prompt plus outputs so far (`all_token_ids`), their full-block hashes, and progress.
 
     `all_token_ids` is an int64 `array('q')`, not a list: no Python int per token, and the
-    compiled hasher reads it as one buffer.
+    compiled hasher reads it as one buffer. A request made from a SymbolicPrompt holds zeros
+    for its first `num_symbolic_tokens` tokens, which are never made: their blocks' hashes are
+    all computed up front and nothing reads tokens of hashed blocks.
     """
 
     __slots__ = (
@@ -44,13 +77,14 @@ class CacheRequest:
         "num_preemptions",
         "hash_keys",
         "skip_reading_prefix_cache",
+        "num_symbolic_tokens",
         "_hasher",
     )
 
     def __init__(
         self,
         request_id: str,
-        prompt_token_ids: Sequence[int],
+        prompt_token_ids: Sequence[int] | SymbolicPrompt,
         hasher: Hasher,
         *,
         hash_keys: HashKeys = NO_HASH_KEYS,
@@ -61,8 +95,16 @@ class CacheRequest:
         session's previous turn): the hashes of the full blocks they share are copied, not
         recomputed. The hashes are the same either way."""
         self.request_id = request_id
-        # From an array('q') this is one copy of the buffer (no per-token work).
-        self.all_token_ids = array("q", prompt_token_ids)
+        symbolic: SymbolicPrompt | None = None
+        if isinstance(prompt_token_ids, SymbolicPrompt):
+            symbolic = prompt_token_ids
+            self.all_token_ids = array("q", _ZERO_TOKEN) * symbolic.num_symbolic_tokens
+            self.all_token_ids.frombytes(symbolic.tail)
+            self.num_symbolic_tokens = symbolic.num_symbolic_tokens
+        else:
+            # From an array('q') this is one copy of the buffer (no per-token work).
+            self.all_token_ids = array("q", prompt_token_ids)
+            self.num_symbolic_tokens = 0
         self.num_prompt_tokens = len(self.all_token_ids)
         self.block_hashes: list[bytes] = []
         self.num_computed_tokens = 0
@@ -72,8 +114,18 @@ class CacheRequest:
         # vLLM sets this when prompt logprobs are requested: no hit, not counted, still cached.
         self.skip_reading_prefix_cache = skip_reading_prefix_cache
         self._hasher = hasher
-        if (
+        if symbolic is not None:
+            blocks = symbolic.blocks
+            hasher.extend_trace_blocks(
+                self.block_hashes,
+                blocks.namespace_key,
+                blocks.block_ids,
+                blocks.trace_block_size,
+                symbolic.num_symbolic_tokens,
+            )
+        elif (
             prefix_source is not None
+            and not prefix_source.num_symbolic_tokens
             and prefix_source.hash_keys == hash_keys
             and prefix_source._hasher.hashes_like(hasher)
         ):

@@ -25,6 +25,15 @@ class HasherCore:
     def extend(
         self, block_hashes: list[bytes], token_ids: Sequence[int], keys: Any = None
     ) -> int: ...
+    def identifies_trace_blocks(self, trace_block_size: int, keys: Any) -> bool: ...
+    def extend_trace_blocks(
+        self,
+        block_hashes: list[bytes],
+        namespace_key: int,
+        block_ids: Sequence[int],
+        trace_block_size: int,
+        num_tokens: int,
+    ) -> int: ...
 
 class CacheCore:
     num_evictions: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys
+from sim.kvcache import NO_HASH_KEYS, CacheRequest, Hasher, HashKeys, SymbolicPrompt
 
 
 class Request(CacheRequest):
@@ -38,7 +38,7 @@ class Request(CacheRequest):
     def __init__(
         self,
         request_id: str,
-        prompt_token_ids: Sequence[int],
+        prompt_token_ids: Sequence[int] | SymbolicPrompt,
         planned_output_token_ids: Sequence[int],
         hasher: Hasher,
         *,

@@ -1,4 +1,4 @@
-"""Prompt tokens of a trace request from its block hash ids (see workloads.synthetic_tokens)."""
+"""Trace requests from their block hash ids (see workloads.synthetic_tokens.TracePrompt)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
-import numpy as np
-
-from workloads.spec import RequestSpec, Segment, TokenArray
-from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
+from workloads.spec import RequestSpec, Segment, TokenArray, TraceRequestSpec
+from workloads.synthetic_tokens import SyntheticTokens, TracePrompt
 from workloads.traces.fields import ReplayOptions
-
-TRACE_BLOCK_SEGMENT = "block"
 
 
 class _CountedRecord(Protocol):
@@ -26,60 +22,55 @@ class _CountedRecord(Protocol):
 _Record = TypeVar("_Record", bound=_CountedRecord)
 
 
-def block_segments(
-    namespace: str,
-    hash_ids: list[int],
-    num_tokens: int,
-    block_size: int,
-    tokens: SyntheticTokens,
-) -> list[Segment]:
-    """One segment per block of a `num_tokens` prompt; the last is partial when tokens run out.
-
-    A prompt's blocks are synthesised together in one numpy pass, each block's segment a
-    read-only view of it: most trace blocks occur once, so caching them costs more than it
-    saves."""
-    content_ids = [trace_block_content_id(namespace, hash_id) for hash_id in hash_ids]
-    lengths = [min(block_size, num_tokens - index * block_size) for index in range(len(hash_ids))]
-    prompt = tokens.streams(content_ids, lengths)
-    prompt.flags.writeable = False
-    starts = itertools.accumulate(lengths, initial=0)
-    return [
-        Segment(TRACE_BLOCK_SEGMENT, content_id, prompt[start : start + length])
-        for content_id, start, length in zip(content_ids, starts, lengths, strict=False)
-    ]
-
-
 def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
     """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
     own, and caching millions of short answers would hold memory for nothing."""
-    return tokens.streams([content_id], [num_tokens]).tolist()
+    return answer_array(tokens, content_id, num_tokens).tolist()
 
 
-def token_range(
-    namespace: str,
-    hash_ids: list[int],
-    num_tokens: int,
-    block_size: int,
-    tokens: SyntheticTokens,
-    start: int,
-    end: int,
-) -> TokenArray:
-    """Tokens at positions [start, min(end, num_tokens)) of the prompt those blocks describe."""
-    end = min(end, num_tokens)
-    if start >= end:
-        return np.zeros(0, dtype=np.int64)
-    first_block = start // block_size
-    last_block = (end - 1) // block_size
-    covered = np.concatenate(
-        [
-            tokens.block_tokens(
-                namespace, hash_ids[index], min(block_size, num_tokens - index * block_size)
-            )
-            for index in range(first_block, last_block + 1)
-        ]
-    )
-    offset = first_block * block_size
-    return covered[start - offset : end - offset]
+def answer_array(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> TokenArray:
+    """answer_tokens as an int64 array."""
+    return tokens.streams([content_id], [num_tokens])
+
+
+class TraceRequestContent:
+    """A trace request's prompt (block ids) and answer (a count), made into tokens only when
+    read: the content of a TraceRequestSpec."""
+
+    __slots__ = ("prompt", "answer_id", "num_answer_tokens")
+
+    def __init__(self, prompt: TracePrompt, answer_id: str, num_answer_tokens: int) -> None:
+        self.prompt = prompt
+        self.answer_id = answer_id
+        self.num_answer_tokens = num_answer_tokens
+
+    def segments(self, turn: int) -> list[Segment]:
+        """One segment per trace block."""
+        return self.prompt.segments()
+
+    def prompt_array(self, turn: int) -> TokenArray:
+        """The prompt's tokens end to end."""
+        return self.prompt.token_array()
+
+    def num_prompt_tokens(self, turn: int) -> int:
+        """The prompt length."""
+        return self.prompt.num_tokens
+
+    def output_tokens(self, turn: int) -> list[int]:
+        """The answer's unique tokens."""
+        return answer_tokens(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
+
+    def output_array(self, turn: int) -> TokenArray:
+        """The answer's unique tokens as an array."""
+        return answer_array(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
+
+    def num_output_tokens(self, turn: int) -> int:
+        """The answer length."""
+        return self.num_answer_tokens
+
+    def trace_prompt(self, turn: int) -> TracePrompt:
+        """The prompt as block ids."""
+        return self.prompt
 
 
 def trace_request_spec(
@@ -105,21 +96,22 @@ def trace_request_spec(
 def counted_trace_specs(
     records: Iterator[_Record],
     options: ReplayOptions,
-    prompt_of: Callable[[int, _Record], list[Segment]],
+    prompt_of: Callable[[int, _Record], TracePrompt | list[Segment]],
     num_output_tokens_of: Callable[[_Record], int],
 ) -> Iterator[RequestSpec]:
     """The specs of trace records that give their output as a count: unique output tokens,
-    arrivals scaled by the replay's speedup, each record's line as an extra."""
+    arrivals scaled by the replay's speedup, each record's line as an extra. A prompt of block
+    ids makes a TraceRequestSpec, whose tokens are made only when read."""
     namespace = options.namespace
     for index, record in enumerate(itertools.islice(records, options.max_requests)):
         prompt = prompt_of(index, record)
-        yield trace_request_spec(
-            namespace,
-            index,
-            record.arrival_s / options.speedup,
-            prompt,
-            answer_tokens(
-                options.tokens, f"{namespace}/output/{index}", num_output_tokens_of(record)
-            ),
-            {"trace_line": record.line},
-        )
+        arrival_at = record.arrival_s / options.speedup
+        answer_id = f"{namespace}/output/{index}"
+        num_output_tokens = num_output_tokens_of(record)
+        extras: dict[str, str | int | float] = {"trace_line": record.line}
+        if isinstance(prompt, TracePrompt):
+            content = TraceRequestContent(prompt, answer_id, num_output_tokens)
+            yield TraceRequestSpec(content, f"{namespace}-{index}", arrival_at, extras=extras)
+        else:
+            output = answer_tokens(options.tokens, answer_id, num_output_tokens)
+            yield trace_request_spec(namespace, index, arrival_at, prompt, output, extras)

@@ -8,7 +8,9 @@ written when a request ends, so the adapter reads all `request_end` events and o
 vLLM also caches the blocks a request generates, and an agent's next turn repeats the answer.
 With `outputs_from_next_turn`, when the session's next request extends a request's full blocks,
 that request's partial last block and its output tokens are taken from the next request's
-tokens, so the answer's blocks can be reused as they were in the measured run.
+tokens, so the answer's blocks can be reused as they were in the measured run. So its prompts
+are plain token segments, not block ids (TracePrompt): a block an answer fills must get the
+same identity as the next request's prompt block of the same tokens.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ from dataclasses import dataclass
 
 from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec, Segment
-from workloads.synthetic_tokens import SyntheticTokens, trace_block_content_id
-from workloads.traces.blocks import (
+from workloads.synthetic_tokens import (
     TRACE_BLOCK_SEGMENT,
-    answer_tokens,
-    block_segments,
-    token_range,
-    trace_request_spec,
+    SyntheticTokens,
+    TracePrompt,
+    trace_block_content_id,
 )
+from workloads.traces.blocks import answer_tokens, trace_request_spec
 from workloads.traces.fields import (
     RecordReader,
     check_trace_path,
@@ -161,42 +162,25 @@ class _SpecBuilder:
         self.block_size = block_size
         self.tokens = tokens
 
+    def _prompt(self, hashes: list[int], num_tokens: int) -> TracePrompt:
+        return TracePrompt(self.namespace, hashes, self.block_size, num_tokens, self.tokens)
+
     def spec(
         self, index: int, record: DynamoRecord, next_turn: DynamoRecord | None, arrival_at: float
     ) -> RequestSpec:
         """The spec of one record; its tail comes from `next_turn` when given."""
         num_full_tokens = record.input_tokens // self.block_size * self.block_size
         num_full_blocks = num_full_tokens // self.block_size
-        segments = block_segments(
-            self.namespace,
-            record.hashes[:num_full_blocks],
-            num_full_tokens,
-            self.block_size,
-            self.tokens,
-        )
+        segments = self._prompt(record.hashes[:num_full_blocks], num_full_tokens).segments()
         remainder = record.input_tokens - num_full_tokens
         answer_id = f"{self.namespace}/output/{index}"
         if next_turn is None:
             if remainder:
-                segments.extend(
-                    block_segments(
-                        self.namespace,
-                        record.hashes[num_full_blocks:],
-                        remainder,
-                        self.block_size,
-                        self.tokens,
-                    )
-                )
+                segments.extend(self._prompt(record.hashes[num_full_blocks:], remainder).segments())
             output = answer_tokens(self.tokens, answer_id, record.output_tokens)
         else:
-            tail = token_range(
-                self.namespace,
-                next_turn.hashes,
-                next_turn.input_tokens,
-                self.block_size,
-                self.tokens,
-                num_full_tokens,
-                record.input_tokens + record.output_tokens,
+            tail = self._prompt(next_turn.hashes, next_turn.input_tokens).token_array(
+                num_full_tokens, record.input_tokens + record.output_tokens
             )
             if remainder:
                 block_id = trace_block_content_id(self.namespace, next_turn.hashes[num_full_blocks])

@@ -3,7 +3,8 @@
 Each hash id gets its own token block (see workloads.synthetic_tokens), so two requests share
 exactly the leading blocks whose ids they share, at any engine block size; the last block of a
 request may be partial (its tokens are a prefix of that id's full block). Output tokens are
-unique per request: the trace does not hash answers.
+unique per request: the trace does not hash answers. A request's prompt is held as its block
+ids (workloads.synthetic_tokens.TracePrompt) and made into tokens only where they are read.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from workloads.spec import RequestSpec
-from workloads.synthetic_tokens import SyntheticTokens
-from workloads.traces.blocks import block_segments, counted_trace_specs
+from workloads.synthetic_tokens import SyntheticTokens, TracePrompt
+from workloads.traces.blocks import counted_trace_specs
 from workloads.traces.fields import (
     RecordReader,
     check_trace_path,
@@ -80,11 +81,11 @@ def read_mooncake(
     return counted_trace_specs(
         records,
         options,
-        lambda _, record: block_segments(
+        lambda _, record: TracePrompt(
             options.namespace,
             record.hash_ids,
-            record.input_length,
             trace_block_size,
+            record.input_length,
             options.tokens,
         ),
         lambda record: record.output_length,

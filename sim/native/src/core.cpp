@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -314,6 +315,49 @@ class NativeHasher {
                            [&](const Digest& digest) { append_bytes(block_hashes, digest); });
     }
 
+    // Whether the blocks of a prompt of trace blocks of `trace_block_size` tokens carrying
+    // `keys` are identified from the block ids (BlockHasher.identifies_trace_blocks).
+    bool identifies_trace_blocks(int64_t trace_block_size, nb::handle keys_or_none) const {
+        nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
+        return identity_ && trace_block_size % block_size_ == 0 &&
+               (keys.is(no_hash_keys_) || nb::cast<bool>(attr(keys, names.is_empty)));
+    }
+
+    // Append the identities of the full blocks of the first num_tokens tokens of a prompt of
+    // trace blocks beyond block_hashes (BlockHasher.extend_trace_blocks): block i's identity
+    // is XXH3-128 of its parent, the namespace key, the id of the trace block it lies in and
+    // its offset there, as little-endian uint64s, and a zero byte.
+    int64_t extend_trace_blocks(nb::list block_hashes, uint64_t namespace_key, nb::handle block_ids,
+                                int64_t trace_block_size, int64_t num_tokens) {
+        if (!identity_ || trace_block_size < 1 || trace_block_size % block_size_ != 0) {
+            throw nb::value_error("these trace blocks are not identified by this hasher");
+        }
+        nb::object ids = nb::steal(PySequence_Fast(block_ids.ptr(), "block ids must be a sequence"));
+        if (!ids.is_valid()) throw nb::python_error();
+        Py_ssize_t num_ids = PySequence_Fast_GET_SIZE(ids.ptr());
+        PyObject** items = PySequence_Fast_ITEMS(ids.ptr());
+        int64_t start_block = PyList_GET_SIZE(block_hashes.ptr());
+        int64_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks * block_size_ > int64_t(num_ids) * trace_block_size) {
+            throw nb::value_error("the trace blocks hold fewer tokens than asked for");
+        }
+        Digest parent = parent_of(block_hashes);
+        uint64_t block_id = 0;
+        int64_t id_index = -1;
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            int64_t position = index * block_size_;
+            if (position / trace_block_size != id_index) {
+                id_index = position / trace_block_size;
+                block_id = PyLong_AsUnsignedLongLong(items[id_index]);
+                if (block_id == uint64_t(-1) && PyErr_Occurred()) throw nb::python_error();
+            }
+            parent = trace_block_identity(parent, namespace_key, block_id,
+                                          uint64_t(position % trace_block_size));
+            append_bytes(block_hashes, parent);
+        }
+        return std::max<int64_t>(num_full_blocks - start_block, 0);
+    }
+
     // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
     // full blocks of tokens[0:num_tokens) beyond hashes.size(), chained to hashes.back() (or
     // NONE_HASH); returns how many were added. Plain blocks only: a request with extra keys
@@ -360,6 +404,16 @@ class NativeHasher {
             append(parent);
         }
         return num_full_blocks - start_block;
+    }
+
+    Digest trace_block_identity(const Digest& parent, uint64_t namespace_key, uint64_t block_id,
+                                uint64_t offset) {
+        buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
+        for (uint64_t value : {namespace_key, block_id, offset}) {
+            buffer_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+        }
+        buffer_.push_back('\0');
+        return xxh3_digest();
     }
 
     static_assert(std::endian::native == std::endian::little,
@@ -1157,7 +1211,12 @@ NB_MODULE(_core, m) {
         .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object,
                       bool>())
         .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
-             nb::arg("keys").none() = nb::none());
+             nb::arg("keys").none() = nb::none())
+        .def("identifies_trace_blocks", &NativeHasher::identifies_trace_blocks,
+             nb::arg("trace_block_size"), nb::arg("keys").none())
+        .def("extend_trace_blocks", &NativeHasher::extend_trace_blocks, nb::arg("block_hashes"),
+             nb::arg("namespace_key"), nb::arg("block_ids"), nb::arg("trace_block_size"),
+             nb::arg("num_tokens"));
 
     nb::class_<CacheCore>(m, "CacheCore")
         .def(nb::init<int64_t, int64_t, int64_t, bool, int64_t, nb::object, nb::object,

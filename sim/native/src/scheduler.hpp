@@ -282,9 +282,11 @@ struct ReqState {
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
+        read_int64s(get(object, snames.planned_output_token_ids), planned);
+        // Room for every output up front: the prompt is copied once.
+        tokens.reserve(size_t(num_prompt_tokens) + planned.size());
         read_int64s(get(object, snames.all_token_ids), tokens);
         num_tokens_ = synced_tokens = int64_t(tokens.size());
-        read_int64s(get(object, snames.planned_output_token_ids), planned);
         nb::object hash_objects = hash_list(object);
         synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
         hashes.reserve(size_t(synced_hashes));
@@ -377,7 +379,7 @@ struct ReqState {
             throw nb::index_error("no planned output token left to sample");
         }
         ++num_tokens_;
-        if (num_tokens_ / block_size <= num_hashes_) return;
+        if (num_tokens_ < (num_hashes_ + 1) * block_size) return;  // fills no block
         if (hasher != nullptr) {
             write_tokens();
             hasher->extend_digests(hashes, tokens.data(), num_tokens_);

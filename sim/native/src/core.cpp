@@ -2,8 +2,8 @@
 //
 // The same decisions as sim/kvcache (the readable reference), block for block: the free queue
 // order, eviction, no de-duplication, the lookup of the oldest cached copy, the admission
-// checks. Blocks are ids into flat arrays instead of Python objects; requests stay Python
-// objects and are read through their attributes.
+// checks. Blocks are ids into an array of block records (one cache line each) instead of
+// Python objects; requests stay Python objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>

@@ -442,7 +442,7 @@ class RequestSeries:
                 # gaps summed exactly, request by request.
                 gap_cut = np.repeat(first_cut, requests.num_gaps)
                 gaps = requests.inter_token_latencies_s
-                histogram.advance(gaps, gap_cut, requests.gap_sums_s, cuts, out)
+                histogram.advance(gaps, gap_cut, requests.gap_sums_s(), cuts, out)
             else:
                 values = _REQUEST_OBSERVATIONS[family](requests).astype(np.float64)
                 histogram.advance(values, first_cut, values, cuts, out)

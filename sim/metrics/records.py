@@ -140,16 +140,32 @@ class StepColumns:
         """Each replica's steps, in order, replicas ascending."""
         replicas = self.replica
         if not len(replicas):
-            return
+            return iter(())
         first = int(replicas[0])
         if (replicas == first).all():
-            yield first, self
-            return
-        order = np.argsort(replicas, kind="stable")
-        grouped, grouped_replicas = self.select(order), replicas[order]
-        bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
-        for start, stop in zip(bounds, bounds[1:], strict=False):
-            yield int(grouped_replicas[start]), grouped.slice(start, stop)
+            return iter(((first, self),))
+        return iter(_replica_groups(self))
+
+
+def _replica_groups(steps: StepColumns) -> list[tuple[int, StepColumns]]:
+    """steps.by_replica() of a batch with several replicas. Every recorder of a fan-out splits
+    the same batch: the split of the latest batch is kept and handed to each of them."""
+    global _latest_split
+    if _latest_split is not None and _latest_split[0] is steps:
+        return _latest_split[1]
+    order = np.argsort(steps.replica, kind="stable")
+    grouped, grouped_replicas = steps.select(order), steps.replica[order]
+    bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
+    groups = [
+        (int(grouped_replicas[start]), grouped.slice(start, stop))
+        for start, stop in zip(bounds, bounds[1:], strict=False)
+    ]
+    _latest_split = (steps, groups)
+    return groups
+
+
+# The latest batch split by _replica_groups, and its groups (StepColumns are never changed).
+_latest_split: tuple[StepColumns, list[tuple[int, StepColumns]]] | None = None
 
 
 # StepRecord's fields, in order, with the dtype of their column.
@@ -326,7 +342,6 @@ class RequestColumns(RequestTimes[Float64Column]):
     num_host_cached_tokens: Int64Column
     inter_token_latencies_s: Float64Column  # every request's gaps, request after request
     num_gaps: Int64Column  # how many of them each request has
-    gap_sums_s: Float64Column  # each request's gaps summed exactly (math.fsum)
 
     @classmethod
     def from_records(cls, records: Sequence[RequestRecord]) -> RequestColumns:
@@ -356,7 +371,6 @@ class RequestColumns(RequestTimes[Float64Column]):
             tenant=[record.tenant for record in records],
             inter_token_latencies_s=gaps,
             num_gaps=np.fromiter(map(len, gap_lists), dtype=np.int64, count=count),
-            gap_sums_s=np.fromiter(map(math.fsum, gap_lists), dtype=np.float64, count=count),
             **columns,
         )
 
@@ -378,6 +392,14 @@ class RequestColumns(RequestTimes[Float64Column]):
         tpot_s = np.zeros(len(self))
         np.divide(self.decode_s, self.num_output_tokens - 1, out=tpot_s, where=self.has_tpot)
         return tpot_s
+
+    def gap_sums_s(self) -> Float64Column:
+        """Each request's inter-token gaps summed exactly (math.fsum), 0 without gaps."""
+        gaps = self.inter_token_latencies_s.data
+        ends = np.cumsum(self.num_gaps).tolist()
+        starts = [0, *ends[:-1]]
+        sums = (math.fsum(gaps[start:end]) for start, end in zip(starts, ends, strict=True))
+        return np.fromiter(sums, dtype=np.float64, count=len(self))
 
     @property
     def itl_max_s(self) -> Float64Column:

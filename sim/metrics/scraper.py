@@ -84,10 +84,17 @@ class MetricsScraper(NullRecorder):
         self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
         self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
         keys = self.state.sample_keys()
-        self._names = [name for _, (name, _, _) in keys]
-        self._replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
-        self._les = [le for _, (_, le, _) in keys]
-        self._reasons = [reason for _, (_, _, reason) in keys]
+        self._num_keys = len(keys)
+        # Scrapes go to the sink about a row group at a time; their name, replica, le and
+        # finished_reason columns repeat the keys, so they are built once and sliced.
+        self._scrapes_per_chunk = max(1, -(-batch_rows // self._num_keys))
+        replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
+        self._key_columns = [
+            string_array([name for _, (name, _, _) in keys], self._scrapes_per_chunk),
+            numeric_array(np.tile(replicas, self._scrapes_per_chunk), pa.int64()),
+            string_array([le for _, (_, le, _) in keys], self._scrapes_per_chunk),
+            string_array([reason for _, (_, _, reason) in keys], self._scrapes_per_chunk),
+        ]
         self._step_streams = [_Stream(columns) for columns in self.state.step_columns]
         self._request_streams = [_Stream(columns) for columns in self.state.request_columns]
         self._request_buffers: list[list[RequestRecord]] = [[] for _ in range(num_replicas)]
@@ -207,7 +214,7 @@ class MetricsScraper(NullRecorder):
         is at `final_at` when given (the closing scrape), the others on the grid."""
         if num_scrapes == 0:
             return
-        num_keys = len(self._names)
+        num_keys = self._num_keys
         times = np.arange(self._first_pending, self._first_pending + num_scrapes) * (
             self.scrape_interval_s
         )
@@ -215,16 +222,22 @@ class MetricsScraper(NullRecorder):
             times[-1] = final_at
         scrapes = self._pending[:num_scrapes].copy()
         self.state.cumulate_buckets(scrapes)
-        self.sink.extend_columns(
-            [
-                numeric_array(np.repeat(times, num_keys), pa.float64()),
-                string_array(self._names, num_scrapes),
-                numeric_array(np.tile(self._replicas, num_scrapes), pa.int64()),
-                string_array(self._les, num_scrapes),
-                string_array(self._reasons, num_scrapes),
-                numeric_array(scrapes.ravel(), pa.float64()),
-            ]
-        )
+        for start in range(0, num_scrapes, self._scrapes_per_chunk):
+            chunk = scrapes[start : start + self._scrapes_per_chunk]
+            at = np.repeat(times[start : start + len(chunk)], num_keys)
+            names, replicas, les, reasons = (
+                column.slice(0, chunk.size) for column in self._key_columns
+            )
+            self.sink.extend_columns(
+                [
+                    numeric_array(at, pa.float64()),
+                    names,
+                    replicas,
+                    les,
+                    reasons,
+                    numeric_array(chunk.ravel(), pa.float64()),
+                ]
+            )
         self._pending = self._pending[num_scrapes:]
         self._num_pending -= num_scrapes
         self._first_pending += num_scrapes

@@ -114,6 +114,10 @@ class RequestSpec:
             prompt.frombytes(tokens.data.cast("B"))
         return prompt
 
+    def output_token_array(self) -> array[int]:
+        """The output tokens as one new int64 array ('q')."""
+        return array("q", self.output_tokens)
+
     @property
     def num_prompt_tokens(self) -> int:
         """Prompt length without building the concatenated list."""
@@ -142,6 +146,10 @@ class TurnContent(Protocol):
 
     def output_tokens(self, turn: int) -> list[int]:
         """The tokens the fake model emits for the turn (a new list)."""
+        ...
+
+    def output_array(self, turn: int) -> TokenArray:
+        """The turn's output tokens (read-only, maybe a view)."""
         ...
 
     def num_output_tokens(self, turn: int) -> int:
@@ -240,6 +248,15 @@ class SessionTurnSpec(RequestSpec):
         prompt = array("q")
         prompt.frombytes(self._content.prompt_array(self._turn).data.cast("B"))
         return prompt
+
+    def output_token_array(self) -> array[int]:
+        """The output tokens as one new int64 array ('q'), from the content unless they were set
+        (no Python int per token)."""
+        if _OUTPUT_TOKENS.is_made(self):
+            return RequestSpec.output_token_array(self)
+        output = array("q")
+        output.frombytes(self._content.output_array(self._turn).data.cast("B"))
+        return output
 
     @property
     def num_prompt_tokens(self) -> int:

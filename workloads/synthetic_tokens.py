@@ -26,17 +26,23 @@ from workloads.spec import Segment, TokenArray
 DEFAULT_VOCAB_SIZE = 128_000
 DEFAULT_CACHE_TOKENS = 2_000_000
 
-_GOLDEN_INT = 0x9E3779B97F4A7C15
-_GOLDEN = np.uint64(_GOLDEN_INT)
-_TWO_TO_64 = 1 << 64
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
 def content_seed(content_id: str) -> int:
     """A 64-bit seed for a content identity (stable across runs and platforms)."""
-    digest = hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    return int.from_bytes(_seed_bytes(content_id), "little")
+
+
+def _seed_bytes(content_id: str) -> bytes:
+    return hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
+
+
+def content_seeds(content_ids: Sequence[str]) -> np.ndarray:
+    """`content_seed` of every identity, as one uint64 array (no Python int per seed)."""
+    return np.frombuffer(b"".join(map(_seed_bytes, content_ids)), dtype="<u8").astype(np.uint64)
 
 
 _SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
@@ -72,7 +78,9 @@ class _Positions:
 _POSITIONS = _Positions()
 
 
-def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> np.ndarray:
+def _streams(
+    seeds: Sequence[int] | np.ndarray, lengths: Sequence[int], vocab_size: int
+) -> np.ndarray:
     """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
     (int64): one numpy pass however many streams there are."""
     total = sum(lengths)
@@ -80,13 +88,12 @@ def _streams(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int) -> n
         mixed = _POSITIONS.first(total) + np.uint64(seeds[0])
     else:
         # Token i of stream r, at offset start_r + i of the run, mixes
-        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden.
-        shifted_seeds = []
-        start = 0
-        for seed, length in zip(seeds, lengths, strict=True):
-            shifted_seeds.append((seed - start * _GOLDEN_INT) % _TWO_TO_64)
-            start += length
-        mixed = np.repeat(np.array(shifted_seeds, dtype=np.uint64), lengths)
+        # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden,
+        # all modulo 2^64 (numpy's uint64 arrays wrap).
+        counts = np.asarray(lengths, dtype=np.intp)
+        starts = np.cumsum(counts, dtype=np.uint64) - counts.astype(np.uint64)
+        shifted_seeds = np.asarray(seeds, dtype=np.uint64) - starts * _GOLDEN
+        mixed = np.repeat(shifted_seeds, counts)
         mixed += _POSITIONS.first(total)
     _mix64(mixed)
     mixed %= np.uint64(vocab_size)
@@ -170,8 +177,7 @@ class SyntheticTokens:
     def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
         array, generated in one numpy pass and not cached (for content used by one session)."""
-        seeds = [content_seed(content_id) for content_id in content_ids]
-        return _streams(seeds, lengths, self.vocab_size)
+        return _streams(content_seeds(content_ids), lengths, self.vocab_size)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""

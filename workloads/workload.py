@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice, takewhile
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from workloads.arrivals import (
 )
 from workloads.errors import WorkloadError
 from workloads.generators.builders import SourceConfig, make_builder, source_config_problem
+from workloads.generators.kind import build_arrivals
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import DEFAULT_VOCAB_SIZE, SyntheticTokens
@@ -31,6 +33,9 @@ from workloads.text_tokens import TextTokens
 from workloads.validation import require_choice, require_int, require_number
 
 TOKEN_MODES = ("synthetic", "text")
+# Arrivals built together (sessions' tokens are made in one pass): enough to spread numpy's
+# per-call cost, few enough that a workload read only in part builds little it does not use.
+ARRIVALS_PER_BATCH = 64
 
 
 @dataclass(slots=True, frozen=True)
@@ -110,9 +115,15 @@ def generate(
     """Stream the requests of `source` at `arrivals`; `rng` seeds three child streams."""
     arrival_rng, content_rng, tags_rng = rng.spawn(3)
     builder = make_builder(source, content_rng, tags_rng, tokens)
-    for index, arrival_at in enumerate(arrivals.arrival_times(arrival_rng)):
-        if num_arrivals is not None and index >= num_arrivals:
-            return
-        if until_s is not None and arrival_at >= until_s:
-            return
-        yield from builder.build(index, arrival_at)
+
+    def in_bounds(arrival: tuple[int, float]) -> bool:
+        index, arrival_at = arrival
+        return (num_arrivals is None or index < num_arrivals) and (
+            until_s is None or arrival_at < until_s
+        )
+
+    bounded = takewhile(in_bounds, enumerate(arrivals.arrival_times(arrival_rng)))
+    # Arrivals are built a batch at a time: their tokens are made in one numpy pass.
+    while batch := list(islice(bounded, ARRIVALS_PER_BATCH)):
+        for specs in build_arrivals(builder, batch):
+            yield from specs

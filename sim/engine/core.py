@@ -44,8 +44,16 @@ class _BlockEventForwarder:
         )
 
 
-def request_record(request: Request, replica: int = 0) -> RequestRecord:
-    """The finished request's row for requests.parquet, served by `replica`."""
+def request_record(
+    request: Request,
+    replica: int = 0,
+    frontend_out_s: float | None = None,
+    api_arrival_at: float | None = None,
+) -> RequestRecord:
+    """The finished request's row for requests.parquet, served by `replica`. With a front end
+    (`frontend_out_s` given), as the client sees it: arrived at the API server at
+    `api_arrival_at` (default: when the engine got it), tokens received `frontend_out_s` after
+    the engine emitted them."""
     scheduled_at, first_token_at, finished_at = (
         request.first_scheduled_at,
         request.first_token_at,
@@ -53,23 +61,36 @@ def request_record(request: Request, replica: int = 0) -> RequestRecord:
     )
     if scheduled_at is None or first_token_at is None or finished_at is None:
         raise ValueError(f"request {request.request_id!r} has no output yet; nothing to record")
-    return RequestRecord(
-        request_id=request.request_id,
-        session_id=request.session_id,
-        tenant=request.tenant,
-        arrival_at=request.arrival_at,
-        first_scheduled_at=scheduled_at,
-        first_token_at=first_token_at,
-        finished_at=finished_at,
-        num_prompt_tokens=request.num_prompt_tokens,
-        num_cached_tokens=request.num_cached_tokens,
-        num_computed_prefill_tokens=request.num_computed_prefill_tokens,
-        num_output_tokens=request.num_output_tokens,
-        num_preemptions=request.num_preemptions,
-        inter_token_latencies_s=request.inter_token_latencies_s,
-        num_host_cached_tokens=request.num_host_cached_tokens,
-        replica=replica,
+    engine_arrival_at = request.arrival_at
+    out_s, prefill_done_at = (
+        (0.0, None) if frontend_out_s is None else (frontend_out_s, first_token_at)
     )
+    arrival_at = engine_arrival_at if api_arrival_at is None else api_arrival_at
+    return RequestRecord(
+        request.request_id,
+        request.session_id,
+        request.tenant,
+        arrival_at,
+        scheduled_at,
+        first_token_at + out_s,
+        finished_at + out_s,
+        request.num_prompt_tokens,
+        request.num_cached_tokens,
+        request.num_computed_prefill_tokens,
+        request.num_output_tokens,
+        request.num_preemptions,
+        request.inter_token_latencies_s,
+        engine_arrival_at - arrival_at,
+        out_s,
+        prefill_done_at,
+        replica,
+        request.num_host_cached_tokens,
+    )
+
+
+RecordMaker = Callable[[Request, int], RequestRecord]
+"""Makes a finished request's record for the replica that served it (request_record, or the
+front end's client view)."""
 
 
 def check_max_model_len_fits(config: SchedulerConfig) -> None:
@@ -171,8 +192,10 @@ class EngineCore:
         step_buffer: StepBuffer | None = None,
         compiled_loop: bool = True,
         compiled_replicas: CompiledReplicas | None = None,
+        make_record: RecordMaker = request_record,
     ) -> None:
         check_max_model_len_fits(config)
+        self.make_record = make_record
         self.env = env
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
@@ -413,7 +436,7 @@ class EngineCore:
 
     def hand_over_finished(self, request: Request) -> None:
         """A finished request to the recorder and the `on_request_finished` callback."""
-        self.recorder.on_request_finished(request_record(request, self.replica))
+        self.recorder.on_request_finished(self.make_record(request, self.replica))
         if self.on_request_finished is not None:
             self.on_request_finished(request)
 

@@ -40,6 +40,8 @@ class SpecLike(Protocol):
     @property
     def output_tokens(self) -> list[int]: ...
 
+    def output_token_array(self) -> array[int]: ...
+
     @property
     def tenant(self) -> str | None: ...
 
@@ -92,7 +94,7 @@ def request_from_spec(
     return Request(
         spec.request_id,
         spec.prompt_token_array(),
-        spec.output_tokens,
+        spec.output_token_array(),
         hasher,
         arrival_at=arrival_at,
         priority=spec.priority,

@@ -50,9 +50,11 @@ class SessionBookkeeping:
 
     def turn_finished(self, request: Request) -> None:
         """A request finished: keep it as its session's last turn, release the next one."""
-        if self.reuse_turn_hashes and request.session_id is not None:
-            self.last_turns[request.session_id] = request
-        self._end_turn(request.session_id)
+        session_id = request.session_id
+        if session_id is not None:
+            if self.reuse_turn_hashes:
+                self.last_turns[session_id] = request
+            self.driver.on_session_turn_done(session_id)
 
     def session_ended(self, session_id: str) -> None:
         """The driver forgot an ended session: so do the router and this bookkeeping."""

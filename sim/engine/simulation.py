@@ -11,7 +11,8 @@ from sim.costmodel import NO_FRONTEND, CostModel, FrontEnd
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
-from sim.engine.frontend_stage import ClientViewRecorder, FrontEndStage
+from sim.engine.core import request_record
+from sim.engine.frontend_stage import FrontEndStage
 from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike
 from sim.engine.sessions import SessionBookkeeping
@@ -63,20 +64,15 @@ def simulate(
     # Block events are the only way a block hash leaves a simulation.
     config = replace(config, block_identity=block_identity_wanted(hashes_shown=record_block_events))
     env = simpy.Environment()
-    stage = FrontEndStage(env, frontend)
-    engine_recorder: Recorder = recorder
-    if not frontend.is_zero:
-        engine_recorder = ClientViewRecorder(recorder, stage)
-        if replica_recorders is not None:
-            replica_recorders = [ClientViewRecorder(r, stage) for r in replica_recorders]
     sessions = SessionBookkeeping(router)
+    stage = FrontEndStage(env, frontend, sessions.dispatch)
     cluster = Cluster(
         env,
         config,
         cost_model,
         router,
         num_replicas=num_replicas,
-        recorder=engine_recorder,
+        recorder=recorder,
         replica_recorders=replica_recorders,
         record_block_events=record_block_events,
         on_request_finished=sessions.turn_finished,
@@ -84,15 +80,12 @@ def simulate(
         fast_decode_path=fast_decode_path,
         offload=offload,
         compiled_loop=compiled_loop,
+        make_record=request_record if frontend.is_zero else stage.record,
     )
     driver = WorkloadDriver(
         env,
         specs,
-        lambda spec: stage.hand_off(
-            spec.request_id,
-            spec.num_prompt_tokens,
-            lambda: sessions.dispatch(spec, float(env.now)),
-        ),
+        stage.hand_off,
         duration_s=duration_s,
         on_session_end=sessions.session_ended,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+from array import array
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -39,6 +40,8 @@ from workloads.api import (
     builtin_layout,
     generate,
 )
+from workloads.generators.builders import make_builder
+from workloads.generators.kind import BatchBuilder
 from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import CHAT_LAYOUT
 from workloads.spec import SessionTurnSpec
@@ -85,6 +88,8 @@ def _assert_same(fast: RequestSpec, reference: RequestSpec) -> None:
     assert fast == reference
     assert fast.prompt_token_array() == reference.prompt_token_array()
     assert fast.num_prompt_tokens == len(fast.prompt_token_array())
+    outputs = array("q", reference.output_tokens)
+    assert fast.output_token_array() == reference.output_token_array() == outputs
 
 
 @pytest.mark.slow
@@ -185,6 +190,29 @@ def test_every_kind_and_layout_equals_the_reference(case: str) -> None:
     assert len(pairs) >= 40
     for fast, reference in pairs:
         _assert_same(fast, reference)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_arrivals_built_together_equal_arrivals_built_one_by_one(case: str) -> None:
+    """70 arrivals half a second apart through one `build_many` (one token pass for all) and
+    through `build` one by one, from builders of the same seeds: the same specs."""
+    source = CASES[case][0]
+    arrivals = [(index, 0.5 * index) for index in range(70)]
+
+    def builder() -> BatchBuilder:
+        content_rng, tags_rng = np.random.default_rng(5), np.random.default_rng(6)
+        made = make_builder(source, content_rng, tags_rng, SyntheticTokens())  # type: ignore[arg-type]
+        assert isinstance(made, BatchBuilder)
+        return made
+
+    together = builder().build_many(arrivals)
+    one_by_one_builder = builder()
+    one_by_one = [one_by_one_builder.build(index, at) for index, at in arrivals]
+    assert [len(specs) for specs in together] == [len(specs) for specs in one_by_one]
+    assert sum(map(len, together)) >= 70
+    for built_together, built_alone in zip(together, one_by_one, strict=True):
+        for fast, reference in zip(built_together, built_alone, strict=True):
+            _assert_same(fast, reference)
 
 
 def _chat_plan(num_turns: int) -> SessionPlan:

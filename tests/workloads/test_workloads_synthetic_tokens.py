@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 from workloads.lru import WeightedLru
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec, Segment
-from workloads.synthetic_tokens import SyntheticTokens, content_seed, token_stream
+from workloads.synthetic_tokens import (
+    SyntheticTokens,
+    content_seed,
+    content_seeds,
+    token_stream,
+)
 
 
 def test_streams_are_pinned_so_replays_stay_comparable_across_versions() -> None:
@@ -96,3 +101,23 @@ def test_batched_generation_equals_one_at_a_time(lengths: list[int], warm: int) 
     batched.tokens("block#0", warm)  # a cached entry shorter or longer than some requests
     expected = [token_stream(cid, n, 128_000) for cid, n in zip(content_ids, lengths, strict=True)]
     assert [row.tolist() for row in batched.tokens_many(content_ids, lengths)] == expected
+
+
+@given(
+    content_ids=st.lists(st.text(max_size=12), min_size=0, max_size=10),
+    lengths=st.data(),
+)
+def test_streams_of_many_identities_are_each_identity_s_stream_end_to_end(
+    content_ids: list[str], lengths: st.DataObject
+) -> None:
+    """One numpy pass over several streams (seeds shifted modulo 2^64) gives the streams one by
+    one, and the seeds as an array are content_seed's."""
+    counts = [lengths.draw(st.integers(min_value=0, max_value=50)) for _ in content_ids]
+    streams = SyntheticTokens().streams(content_ids, counts)
+    expected = [
+        token
+        for cid, n in zip(content_ids, counts, strict=True)
+        for token in token_stream(cid, n, 128_000)
+    ]
+    assert streams.tolist() == expected
+    assert content_seeds(content_ids).tolist() == [content_seed(cid) for cid in content_ids]

@@ -62,21 +62,18 @@ class ChatBuilder(SessionBuilder):
         answer_lengths = config.answer_tokens.sample_counts(rng, num_turns, 1)
         think_times_s = [0.0, *config.think_time_s.samples(rng, num_turns - 1)]
         # Contents: question k at 2k, its answer at 2k + 1.
-        content_ids: list[str] = []
-        lengths: list[int] = []
-        for turn in range(num_turns):
-            content_ids += (
-                f"{config.name}/user/{session_id}/{turn}",
-                f"{config.name}/answer/{session_id}/{turn}",
-            )
-            lengths += (question_lengths[turn], answer_lengths[turn])
-        questions: list[tuple[int, ...]] = [(2 * turn,) for turn in range(num_turns)]
+        user, answer = f"{config.name}/user/{session_id}/", f"{config.name}/answer/{session_id}/"
+        content_ids = [f"{kind}{turn}" for turn in range(num_turns) for kind in (user, answer)]
+        lengths = [
+            length for pair in zip(question_lengths, answer_lengths, strict=True) for length in pair
+        ]
+        questions: list[tuple[int, ...]] = [(content,) for content in range(0, 2 * num_turns, 2)]
         plan = SessionPlan(
             content_ids,
             ["user", "assistant"] * num_turns,
             lengths,
             questions=questions,
-            answers=[2 * turn + 1 for turn in range(num_turns)],
+            answers=list(range(1, 2 * num_turns, 2)),
             carried_before=questions,
             carried_after=[()] * num_turns,
         )

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -80,6 +80,26 @@ class UnitBuilder(Protocol):
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The requests started by arrival number `arrival_index` at `arrival_at`."""
         ...
+
+
+@runtime_checkable
+class BatchBuilder(UnitBuilder, Protocol):
+    """A builder that also builds several arrivals at once (the shipped kinds and mixes)."""
+
+    def build_many(self, arrivals: Sequence[tuple[int, float]]) -> list[list[RequestSpec]]:
+        """Each arrival's requests, as `build` for each (index, time) in turn makes them (the
+        same random draws in the same order), with their tokens made together."""
+        ...
+
+
+def build_arrivals(
+    builder: UnitBuilder, arrivals: Sequence[tuple[int, float]]
+) -> list[list[RequestSpec]]:
+    """Each arrival's requests: together where `builder` builds batches, else one by one (a
+    kind's builder need only have `build`)."""
+    if isinstance(builder, BatchBuilder):
+        return builder.build_many(arrivals)
+    return [builder.build(arrival_index, arrival_at) for arrival_index, arrival_at in arrivals]
 
 
 class GeneratorConfig(Protocol):

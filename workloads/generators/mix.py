@@ -13,7 +13,7 @@ import numpy as np
 
 from workloads.errors import WorkloadError
 from workloads.generators import kinds
-from workloads.generators.kind import GeneratorConfig, UnitBuilder
+from workloads.generators.kind import GeneratorConfig, UnitBuilder, build_arrivals
 from workloads.spec import RequestSpec
 from workloads.validation import require_number
 
@@ -58,5 +58,19 @@ class MixBuilder:
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The requests of the chosen component for this arrival."""
-        chosen = int(self._rng.choice(len(self._builders), p=self._probabilities))
-        return self._builders[chosen].build(arrival_index, arrival_at)
+        return self.build_many([(arrival_index, arrival_at)])[0]
+
+    def build_many(self, arrivals: Sequence[tuple[int, float]]) -> list[list[RequestSpec]]:
+        """Each arrival's requests from its chosen component; a component builds its arrivals
+        together (its random streams are its own, so their order among components is free)."""
+        by_component: list[list[int]] = [[] for _ in self._builders]
+        for position in range(len(arrivals)):
+            chosen = int(self._rng.choice(len(self._builders), p=self._probabilities))
+            by_component[chosen].append(position)
+        built: list[list[RequestSpec]] = [[] for _ in arrivals]
+        for builder, positions in zip(self._builders, by_component, strict=True):
+            if positions:
+                made = build_arrivals(builder, [arrivals[position] for position in positions])
+                for position, specs in zip(positions, made, strict=True):
+                    built[position] = specs
+        return built

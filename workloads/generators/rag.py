@@ -14,6 +14,7 @@ calibration.AZURE_CONV_OUTPUT.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -29,7 +30,7 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import GeneratorKind, distribution_fields, setting
-from workloads.generators.rendering import SessionPlan, render_session
+from workloads.generators.rendering import SessionPlan, render_sessions
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
 from workloads.spec import RequestSpec, SessionTurnSpec
@@ -128,6 +129,36 @@ class RagBuilder:
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The one request of this arrival."""
+        return self.build_many([(arrival_index, arrival_at)])[0]
+
+    def build_many(self, arrivals: Sequence[tuple[int, float]]) -> list[list[RequestSpec]]:
+        """The one request of each arrival, their tokens made together."""
+        drawn = [self._draw(arrival_index) for arrival_index, _ in arrivals]
+        contents = render_sessions(
+            self._tokens, [(plan, [slots]) for _, plan, slots, _, _ in drawn], self._config.layout
+        )
+        return [
+            [
+                SessionTurnSpec(
+                    content,
+                    0,
+                    request_id,
+                    arrival_at,
+                    None,
+                    0.0,
+                    prompt_logprobs=prompt_logprobs,
+                    **tenant_fields(tenant),
+                )
+            ]
+            for (_, arrival_at), (request_id, _, _, tenant, prompt_logprobs), content in zip(
+                arrivals, drawn, contents, strict=True
+            )
+        ]
+
+    def _draw(
+        self, arrival_index: int
+    ) -> tuple[str, SessionPlan, dict[str, list[Piece]], TenantSpec | None, bool]:
+        """The request's id, plan, common and document pieces, tenant and prompt_logprobs."""
         config = self._config
         request_id = f"{config.name}-{arrival_index}"
         variant = int(self._rng.integers(config.common.num_prompt_variants))
@@ -135,6 +166,7 @@ class RagBuilder:
         num_question_tokens = config.question_tokens.sample_count(self._rng, minimum=1)
         num_answer_tokens = config.answer_tokens.sample_count(self._rng, minimum=1)
         tenant = self._tags.tenant()
+        prompt_logprobs = self._tags.prompt_logprobs()
         slots = config.common.pieces(config.name, variant, request_id, request_id)
         slots["documents"] = [
             Piece(
@@ -149,18 +181,7 @@ class RagBuilder:
             (f"{config.name}/question/{request_id}", num_question_tokens),
             (f"{config.name}/answer/{request_id}", num_answer_tokens),
         )
-        content = render_session(self._tokens, plan, [slots], config.layout)
-        spec = SessionTurnSpec(
-            content,
-            0,
-            request_id,
-            arrival_at,
-            None,
-            0.0,
-            prompt_logprobs=self._tags.prompt_logprobs(),
-            **tenant_fields(tenant),
-        )
-        return [spec]
+        return request_id, plan, slots, tenant, prompt_logprobs
 
 
 GENERATOR_KIND = GeneratorKind(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from itertools import accumulate
 
 import numpy as np
 
@@ -73,9 +74,55 @@ def render_session(
 ) -> TurnContent:
     """The session's turns; `turn_slots` gives every turn's pieces of the slots besides history
     and question (the same mapping object where they do not change)."""
+    return render_sessions(tokens, [(plan, turn_slots)], layout)[0]
+
+
+def render_sessions(
+    tokens: TokenMode,
+    sessions: Sequence[tuple[SessionPlan, Sequence[SlotPieces]]],
+    layout: PromptLayout,
+) -> list[TurnContent]:
+    """`render_session` for several sessions (plan, turn slots); synthetic tokens of all their
+    own contents are made in one numpy pass, and their buffers are views of one array."""
     if isinstance(tokens, SyntheticTokens):
-        return _SyntheticSession(tokens, plan, turn_slots, layout)
-    return _RenderedSession(tokens, plan, turn_slots, layout)
+        return _synthetic_sessions(tokens, sessions, layout)
+    return [_RenderedSession(tokens, plan, turn_slots, layout) for plan, turn_slots in sessions]
+
+
+def _synthetic_sessions(
+    tokens: SyntheticTokens,
+    sessions: Sequence[tuple[SessionPlan, Sequence[SlotPieces]]],
+    layout: PromptLayout,
+) -> list[TurnContent]:
+    """Each session's buffer (its common pieces, then its own contents) laid end to end in one
+    array: the own contents of all sessions synthesised in one pass, common pieces from the
+    token cache (laid out and joined once per distinct set of slot mappings)."""
+    commons: dict[tuple[int, ...], _CommonLayout] = {}
+    made: list[_SyntheticSession] = []
+    for plan, turn_slots in sessions:
+        key = tuple(map(id, turn_slots))  # the mappings live as long as `sessions`
+        common = commons.get(key)
+        if common is None:
+            common = commons[key] = _CommonLayout(turn_slots, layout, tokens)
+        made.append(_SyntheticSession(plan, turn_slots, layout, common))
+    own = tokens.streams(
+        [content_id for session in made for content_id in session.plan.content_ids],
+        [num_tokens for session in made for num_tokens in session.plan.lengths],
+    )
+    parts: list[TokenArray] = []
+    own_start = 0
+    for session in made:
+        own_stop = own_start + session.num_own_tokens
+        parts += (session.common.tokens, own[own_start:own_stop])
+        own_start = own_stop
+    buffer = np.concatenate(parts) if parts else own
+    buffer.flags.writeable = False
+    start = 0
+    for session in made:
+        stop = start + session.num_buffer_tokens
+        session.buffer = buffer[start:stop]
+        start = stop
+    return list(made)
 
 
 @dataclass(slots=True)
@@ -94,14 +141,14 @@ class _RenderedSession:
         turn_slots: Sequence[SlotPieces],
         layout: PromptLayout,
     ) -> None:
-        self._plan = plan
+        self.plan = plan
         self._rendered: list[_RenderedTurn] = []
         self._rendering = self._render(tokens, turn_slots, layout)
 
     def _render(
         self, tokens: TokenMode, turn_slots: Sequence[SlotPieces], layout: PromptLayout
     ) -> Iterator[_RenderedTurn]:
-        plan = self._plan
+        plan = self.plan
         history: list[Piece] = []
         for turn, slots in enumerate(turn_slots):
             question = [plan.piece("question", content) for content in plan.questions[turn]]
@@ -131,8 +178,11 @@ class _RenderedSession:
     def output_tokens(self, turn: int) -> list[int]:
         return list(self._turn(turn).output_tokens)
 
+    def output_array(self, turn: int) -> TokenArray:
+        return np.array(self._turn(turn).output_tokens, dtype=np.int64)
+
     def num_output_tokens(self, turn: int) -> int:
-        return self._plan.lengths[self._plan.answers[turn]]
+        return self.plan.lengths[self.plan.answers[turn]]
 
 
 # A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
@@ -157,40 +207,91 @@ def _join(spans: Iterable[_Span]) -> _Span:
     return reduce(_then, spans, _EMPTY)
 
 
-class _SyntheticSession:
-    """A session's contents in one buffer: the common slots' pieces, then the session's own
-    contents in plan order (the order a conversation first shows them)."""
+class _CommonLayout:
+    """The common slots' pieces of a session's slot mappings, where each starts in its buffer
+    (in layout order, each identity once), their tokens end to end, and each mapping's slot
+    spans; shared by the sessions of a batch with the same mappings."""
+
+    __slots__ = ("piece_start", "num_tokens", "tokens", "_layout", "_slots")
 
     def __init__(
-        self,
-        tokens: SyntheticTokens,
-        plan: SessionPlan,
-        turn_slots: Sequence[SlotPieces],
-        layout: PromptLayout,
+        self, turn_slots: Sequence[SlotPieces], layout: PromptLayout, tokens: SyntheticTokens
     ) -> None:
-        self._plan = plan
-        self._turn_slots = turn_slots
         self._layout = layout
-        self._piece_start: dict[str, int] = {}
-        common: list[Piece] = []
+        self.piece_start: dict[str, int] = {}
+        pieces: list[Piece] = []
         start = 0
         for slots in {id(slots): slots for slots in turn_slots}.values():
             for slot in layout.order:
                 for piece in slots.get(slot, ()):
-                    if piece.content_id not in self._piece_start:
-                        self._piece_start[piece.content_id] = start
-                        common.append(piece)
+                    if piece.content_id not in self.piece_start:
+                        self.piece_start[piece.content_id] = start
+                        pieces.append(piece)
                         start += piece.num_tokens
-        self._own_start = [start]
-        for num_tokens in plan.lengths:
-            start += num_tokens
-            self._own_start.append(start)
+        self.num_tokens = start
         parts = tokens.tokens_many(
-            [piece.content_id for piece in common], [piece.num_tokens for piece in common]
+            [piece.content_id for piece in pieces], [piece.num_tokens for piece in pieces]
         )
-        parts.append(tokens.streams(plan.content_ids, plan.lengths))
-        self._buffer = np.concatenate(parts)
-        self._buffer.flags.writeable = False
+        self.tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self._slots: dict[int, tuple[dict[str, _Span], list[str]]] = {}
+
+    def slot_spans(self, slots: SlotPieces) -> tuple[dict[str, _Span], list[str]]:
+        """Where each slot of `slots` lies, and the layout's slots a turn with them fills (a new
+        dict: the caller adds history and question)."""
+        made = self._slots.get(id(slots))
+        if made is None:
+            piece_start = self.piece_start
+            spans = {
+                slot: _join(
+                    (
+                        piece_start[piece.content_id],
+                        piece_start[piece.content_id] + piece.num_tokens,
+                        piece.num_tokens,
+                    )
+                    for piece in pieces
+                )
+                for slot, pieces in slots.items()
+            }
+            present = {*slots, "history", "question"}
+            order = [slot for slot in self._layout.order if slot in present]
+            made = self._slots[id(slots)] = (spans, order)
+        return dict(made[0]), made[1]
+
+
+class _SyntheticSession:
+    """A session's contents in one buffer: the common slots' pieces, then the session's own
+    contents in plan order (the order a conversation first shows them). The buffer is set by
+    `_synthetic_sessions` once the tokens are made."""
+
+    __slots__ = (
+        "plan",
+        "common",
+        "buffer",
+        "num_own_tokens",
+        "num_buffer_tokens",
+        "_turn_slots",
+        "_layout",
+        "_piece_start",
+        "_own_start",
+        "_prompt_spans",
+    )
+
+    def __init__(
+        self,
+        plan: SessionPlan,
+        turn_slots: Sequence[SlotPieces],
+        layout: PromptLayout,
+        common: _CommonLayout,
+    ) -> None:
+        self.plan = plan
+        self.common = common
+        self._turn_slots = turn_slots
+        self._layout = layout
+        self._piece_start = common.piece_start
+        self._own_start = list(accumulate(plan.lengths, initial=common.num_tokens))
+        self.num_buffer_tokens = self._own_start[-1]
+        self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
+        self.buffer: TokenArray
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -209,28 +310,9 @@ class _SyntheticSession:
             for content in contents
         )
 
-    def _slot_spans(self, slots: SlotPieces) -> dict[str, _Span]:
-        piece_start = self._piece_start
-        return {
-            slot: _join(
-                (
-                    piece_start[piece.content_id],
-                    piece_start[piece.content_id] + piece.num_tokens,
-                    piece.num_tokens,
-                )
-                for piece in pieces
-            )
-            for slot, pieces in slots.items()
-        }
-
-    def _order(self, slots: SlotPieces) -> list[str]:
-        """The layout's slots this turn fills."""
-        present = {*slots, "history", "question"}
-        return [slot for slot in self._layout.order if slot in present]
-
     def _spans(self) -> list[_Span]:
         """Every turn's prompt span: slot spans joined in layout order."""
-        plan = self._plan
+        plan = self.plan
         history = _EMPTY
         slots: SlotPieces | None = None
         spans: dict[str, _Span] = {}
@@ -238,21 +320,27 @@ class _SyntheticSession:
         prompt_spans = []
         for turn, turn_slots in enumerate(self._turn_slots):
             if turn_slots is not slots:
-                slots, spans, order = (
-                    turn_slots,
-                    self._slot_spans(turn_slots),
-                    self._order(turn_slots),
-                )
+                slots = turn_slots
+                spans, order = self.common.slot_spans(turn_slots)
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
-            prompt = _EMPTY
+            # _join over the slots, unrolled: a few run per turn, for every turn of every session.
+            start, stop, num_tokens = _EMPTY
             for slot in order:
-                prompt = _then(prompt, spans[slot])
-            prompt_spans.append(prompt)
+                slot_start, slot_stop, slot_tokens = spans[slot]
+                if slot_stop < 0:
+                    continue
+                if stop < 0:
+                    start = slot_start
+                elif start >= 0 and slot_start != stop:
+                    start = -1
+                stop = slot_stop
+                num_tokens += slot_tokens
+            prompt_spans.append((start, stop, num_tokens))
             history = _then(history, self._own_span(plan.gain(turn)))
         return prompt_spans
 
     def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:
-        plan, buffer, own_start = self._plan, self._buffer, self._own_start
+        plan, buffer, own_start = self.plan, self.buffer, self._own_start
         return [
             Segment(
                 slot, plan.content_ids[content], buffer[own_start[content] : own_start[content + 1]]
@@ -261,7 +349,7 @@ class _SyntheticSession:
         ]
 
     def segments(self, turn: int) -> list[Segment]:
-        plan, buffer, piece_start = self._plan, self._buffer, self._piece_start
+        plan, buffer, piece_start = self.plan, self.buffer, self._piece_start
         slot_segments: dict[str, list[Segment]] = {
             slot: [
                 Segment(
@@ -285,21 +373,22 @@ class _SyntheticSession:
     def prompt_array(self, turn: int) -> TokenArray:
         start, stop, _ = self._prompt_spans[turn]
         if start >= 0:
-            return self._buffer[start:stop]
+            return self.buffer[start:stop]
         segments = self.segments(turn)
         if not segments:
-            return self._buffer[:0]
+            return self.buffer[:0]
         return np.concatenate([segment.tokens for segment in segments])
 
     def num_prompt_tokens(self, turn: int) -> int:
         return self._prompt_spans[turn][2]
 
     def output_tokens(self, turn: int) -> list[int]:
-        answer = self._plan.answers[turn]
-        tokens: list[int] = self._buffer[
-            self._own_start[answer] : self._own_start[answer + 1]
-        ].tolist()
+        tokens: list[int] = self.output_array(turn).tolist()
         return tokens
 
+    def output_array(self, turn: int) -> TokenArray:
+        answer = self.plan.answers[turn]
+        return self.buffer[self._own_start[answer] : self._own_start[answer + 1]]
+
     def num_output_tokens(self, turn: int) -> int:
-        return self._plan.lengths[self._plan.answers[turn]]
+        return self.plan.lengths[self.plan.answers[turn]]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,10 +16,10 @@ from workloads.generators.common import (
     require_name,
 )
 from workloads.generators.kind import distribution_fields
-from workloads.generators.rendering import SessionPlan, render_session
+from workloads.generators.rendering import SessionPlan, SlotPieces, render_sessions
 from workloads.prompt import TokenMode
-from workloads.spec import RequestSpec, SessionTurnSpec
-from workloads.tags import TagSampler, tenant_fields, validate_tagging
+from workloads.spec import RequestSpec, SessionTurnSpec, TurnContent
+from workloads.tags import TagSampler, TenantFields, tenant_fields, validate_tagging
 
 if TYPE_CHECKING:
     from workloads.generators.agent import AgentConfig
@@ -38,9 +40,24 @@ class SessionBuilder(ABC):
         self._rng = content_rng
         self._tags = TagSampler(config.tenants, config.prompt_logprobs_fraction, tags_rng)
         self._tokens = tokens
+        self._variant_slots: dict[int, SlotPieces] = {}
 
     def build(self, arrival_index: int, arrival_at: float) -> list[RequestSpec]:
         """The session's requests in order; the first arrives at `arrival_at`."""
+        return self.build_many([(arrival_index, arrival_at)])[0]
+
+    def build_many(self, arrivals: Sequence[tuple[int, float]]) -> list[list[RequestSpec]]:
+        """`build` for each (arrival index, time) in turn, the sessions rendered together."""
+        drawn = [self._draw(arrival_index) for arrival_index, _ in arrivals]
+        plans = [(session.plan, session.turn_slots) for session in drawn]
+        contents = render_sessions(self._tokens, plans, self._config.layout)
+        return [
+            self._turn_specs(session, content, arrival_at)
+            for (_, arrival_at), session, content in zip(arrivals, drawn, contents, strict=True)
+        ]
+
+    def _draw(self, arrival_index: int) -> _DrawnSession:
+        """What the session's random streams decide: its variant, plan and tags."""
         config = self._config
         session_id = f"{config.name}-{arrival_index}"
         num_variants = config.common.num_prompt_variants
@@ -54,29 +71,51 @@ class SessionBuilder(ABC):
         prompt_logprobs = [self._tags.prompt_logprobs() for _ in range(num_turns)]
         request_ids = [turn_request_id(session_id, turn) for turn in range(num_turns)]
         common = config.common
+        turn_slots: list[SlotPieces]
         if common.timestamp_tokens:  # the only common slot that changes from turn to turn
             turn_slots = [
                 common.pieces(config.name, variant, session_id, request_id)
                 for request_id in request_ids
             ]
         else:
-            turn_slots = [common.pieces(config.name, variant, session_id, "")] * num_turns
-        content = render_session(self._tokens, plan, turn_slots, config.layout)
+            turn_slots = [self._session_slots(variant, session_id)] * num_turns
+        return _DrawnSession(
+            session_id, plan, think_times_s, tags, prompt_logprobs, request_ids, turn_slots
+        )
+
+    def _session_slots(self, variant: int, session_id: str) -> SlotPieces:
+        """The common slots' pieces of a session; the same mapping for every session of a
+        variant when no piece is per user."""
+        common = self._config.common
+        if common.user_id_tokens:
+            return common.pieces(self._config.name, variant, session_id, "")
+        slots = self._variant_slots.get(variant)
+        if slots is None:
+            slots = self._variant_slots[variant] = common.pieces(self._config.name, variant, "", "")
+        return slots
+
+    def _turn_specs(
+        self, session: _DrawnSession, content: TurnContent, arrival_at: float
+    ) -> list[RequestSpec]:
+        """The session's turns up to the context limit."""
+        max_context_tokens = self._config.max_context_tokens
         specs: list[RequestSpec] = []
-        for turn in range(num_turns):
-            num_tokens = content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
-            if config.max_context_tokens is not None and num_tokens > config.max_context_tokens:
+        for turn, request_id in enumerate(session.request_ids):
+            if max_context_tokens is not None and (
+                content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
+                > max_context_tokens
+            ):
                 break
             specs.append(
                 SessionTurnSpec(
                     content,
                     turn,
-                    request_ids[turn],
+                    request_id,
                     arrival_at if turn == 0 else None,
-                    session_id,
-                    think_times_s[turn],
-                    prompt_logprobs=prompt_logprobs[turn],
-                    **tags,
+                    session.session_id,
+                    session.think_times_s[turn],
+                    prompt_logprobs=session.prompt_logprobs[turn],
+                    **session.tags,
                 )
             )
         return specs
@@ -85,6 +124,19 @@ class SessionBuilder(ABC):
     def _plan(self, session_id: str) -> tuple[SessionPlan, list[float]]:
         """The session's contents and turns, and each turn's think time (0 for the first),
         drawn from the content stream."""
+
+
+@dataclass(slots=True)
+class _DrawnSession:
+    """A session as its random draws made it, before its tokens are made."""
+
+    session_id: str
+    plan: SessionPlan
+    think_times_s: list[float]
+    tags: TenantFields
+    prompt_logprobs: list[bool]
+    request_ids: list[str]
+    turn_slots: list[SlotPieces]
 
 
 def turn_request_id(session_id: str, turn_index: int) -> str:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from sim.errors import InputError
-from sim.metrics.records import RequestRecord
+from sim.metrics.records import RequestColumns
 
 # vLLM's benchmark names: ttft, tpot and e2el, in milliseconds.
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -27,13 +30,16 @@ class GoodputSlos:
     tpot_s: float | None = None
     e2e_s: float | None = None
 
-    def is_good(self, request: RequestRecord) -> bool:
-        """The request meets every given limit."""
-        return (
-            (self.ttft_s is None or request.ttft_s <= self.ttft_s)
-            and (self.tpot_s is None or (request.tpot_s or 0.0) <= self.tpot_s)
-            and (self.e2e_s is None or request.e2e_s <= self.e2e_s)
-        )
+    def good(self, requests: RequestColumns) -> npt.NDArray[np.bool_]:
+        """Which of the requests meet every given limit (a single output token: TPOT 0)."""
+        good = np.ones(len(requests), dtype=bool)
+        if self.ttft_s is not None:
+            good &= requests.ttft_s <= self.ttft_s
+        if self.tpot_s is not None:
+            good &= requests.tpot_s <= self.tpot_s
+        if self.e2e_s is not None:
+            good &= requests.e2e_s <= self.e2e_s
+        return good
 
     def describe(self) -> str:
         """`ttft:1000 tpot:50` as vLLM's benchmark takes it (milliseconds)."""

@@ -11,14 +11,14 @@ usage gauge cannot show a cache full of reusable prefixes.
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
+import numpy.typing as npt
 
-from sim.metrics.records import RequestRecord, StepColumns
+from sim.metrics.records import RequestColumns, StepColumns
 
 COUNTER = "counter"
 GAUGE = "gauge"
@@ -238,31 +238,61 @@ def bucket_label(edge: float) -> str:
 SampleKey = tuple[str, str | None, str | None]
 
 
+def new_counts_by_cut(
+    positions: npt.NDArray[np.intp], first_cut: npt.NDArray[np.intp], num_cuts: int, width: int
+) -> npt.NDArray[np.int64]:
+    """Row j: how many values land in each of `width` buckets (`positions`) and are counted
+    from cut j on, cumulated over the cuts: the buckets' growth up to each cut."""
+    counts = np.bincount(first_cut * width + positions, minlength=(num_cuts + 1) * width)
+    return np.cumsum(counts.reshape(num_cuts + 1, width)[:num_cuts], axis=0)
+
+
+def first_cuts(num_items: int, cuts: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """For each of `num_items` items in order, the first cut that includes it (item i is in
+    every cut j with i < cuts[j]; len(cuts): none)."""
+    return np.searchsorted(cuts, np.arange(num_items), side="right")
+
+
 class Histogram:
-    """A Prometheus histogram: a value lands in every bucket whose edge is >= it."""
+    """A Prometheus histogram: a value lands in every bucket whose edge is >= it. Values come
+    in batches, each split at cuts into the states a scrape reads."""
 
     def __init__(self, edges: tuple[float, ...]) -> None:
         self.edges = edges
         self._edges_array = np.asarray(edges, dtype=float)
         self._labels = [bucket_label(edge) for edge in edges]
-        self.bucket_counts = [0] * (len(edges) + 1)  # last slot: above every edge
+        self.bucket_counts = np.zeros(len(edges) + 1, dtype=np.int64)  # last: above every edge
         self.total = 0.0
         self.count = 0
 
-    def observe(self, value: float) -> None:
-        """Add one observation."""
-        self.bucket_counts[bisect_left(self.edges, value)] += 1
-        self.total += value
-        self.count += 1
+    @property
+    def width(self) -> int:
+        """Entries of `raw_values`: the buckets, sum and count."""
+        return len(self.bucket_counts) + 2
 
-    def observe_many(self, values: Sequence[float]) -> None:
-        """Add many observations at once (vectorised; the sum is taken exactly, with fsum)."""
-        if not values:
-            return
+    def advance(
+        self,
+        values: np.ndarray,
+        first_cut: npt.NDArray[np.intp],
+        totals: np.ndarray,
+        cuts: npt.NDArray[np.intp],
+        out: np.ndarray,
+    ) -> None:
+        """Observe `values`; `out` (one row per cut) gets the `raw_values` of each cut's state.
+
+        Value i counts from cut first_cut[i] on. The sum grows by `totals` (one per item of the
+        stream the cuts count: a value, or a request's values summed exactly), in order.
+        """
         positions = np.searchsorted(self._edges_array, values, side="left")
-        for position, count in enumerate(np.bincount(positions, minlength=len(self.bucket_counts))):
-            self.bucket_counts[position] += int(count)
-        self.total += math.fsum(values)
+        num_buckets = len(self.bucket_counts)
+        grown = new_counts_by_cut(positions, first_cut, len(cuts), num_buckets)
+        out[:, :num_buckets] = self.bucket_counts + grown
+        # The sum as one value at a time adds it: left to right (np.cumsum adds in order).
+        running = np.cumsum(np.concatenate(((self.total,), totals)))
+        out[:, num_buckets] = running[cuts]
+        out[:, num_buckets + 1] = self.count + grown.sum(axis=1)
+        self.bucket_counts += np.bincount(positions, minlength=num_buckets)
+        self.total = float(running[-1])
         self.count += len(values)
 
     def sample_keys(self, name: str) -> list[SampleKey]:
@@ -275,11 +305,11 @@ class Histogram:
         keys.append((f"{name}_count", None, None))
         return keys
 
-    def raw_values(self) -> list[float]:
+    def raw_values(self) -> np.ndarray:
         """The state behind `sample_keys`: the count of each bucket alone (the last: above
         every edge), sum and count. Cumulated over the buckets, the counts are the `_bucket`
         samples, the +Inf one included (`cumulate_buckets`)."""
-        return [*self.bucket_counts, self.total, self.count]
+        return np.concatenate((self.bucket_counts, (self.total, self.count)), dtype=np.float64)
 
 
 # Families whose series the engine's steps feed; finished requests feed the others.
@@ -287,7 +317,6 @@ STEP_FAMILIES = frozenset(
     (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, NUM_PREEMPTIONS, *GAUGES, ITERATION_TOKENS_TOTAL)
 )
 _STEP_COUNTER_FIELDS = ("num_queries", "num_hits", "num_preemptions")  # order of COUNTERS
-_ITERATION_EDGES = np.asarray(ITERATION_TOKENS_BUCKET_EDGES, dtype=np.float64)
 
 
 class StepSeries:
@@ -302,76 +331,73 @@ class StepSeries:
     def __init__(self) -> None:
         self.counters = np.zeros(len(_STEP_COUNTER_FIELDS), dtype=np.int64)
         self.gauges = np.zeros(len(GAUGES), dtype=np.float64)
-        self.bucket_counts = np.zeros(len(_ITERATION_EDGES) + 1, dtype=np.int64)
-        self.total = 0
-        self.count = 0
+        self.iteration_tokens = Histogram(ITERATION_TOKENS_BUCKET_EDGES)
 
     def values(self) -> np.ndarray:
         """The series in sample-key order: counters, gauges, then the histogram's raw values
         (buckets alone, the last above every edge; sum; count)."""
         return np.concatenate(
-            (self.counters, self.gauges, self.bucket_counts, (self.total, self.count)),
-            dtype=np.float64,
+            (self.counters, self.gauges, self.iteration_tokens.raw_values()), dtype=np.float64
         )
 
-    def advance(self, steps: StepColumns, cuts: np.ndarray) -> np.ndarray:
+    def advance(self, steps: StepColumns, cuts: npt.NDArray[np.intp]) -> np.ndarray:
         """Apply `steps` (one engine's, in order); return one row of `values` per cut: the
         state after the first `cuts[j]` of them (cuts ascending)."""
-        num_steps, num_cuts = len(steps), len(cuts)
+        num_counters, num_gauges = len(self.counters), len(self.gauges)
+        rows = np.empty((len(cuts), num_counters + num_gauges + self.iteration_tokens.width))
         counts = np.stack([getattr(steps, name) for name in _STEP_COUNTER_FIELDS], axis=1)
         gauges = np.stack(
-            (
-                steps.num_running.astype(np.float64),
-                steps.num_waiting.astype(np.float64),
-                steps.usage,
-                steps.cached_free_usage,
-            ),
+            (steps.num_running, steps.num_waiting, steps.usage, steps.cached_free_usage),
             axis=1,
+            dtype=np.float64,
         )
+        before, taken = cuts - 1, cuts > 0
+        rows[:, :num_counters] = self.counters
+        rows[taken, :num_counters] += np.cumsum(counts, axis=0)[before[taken]]
+        rows[:, num_counters : num_counters + num_gauges] = self.gauges
+        rows[taken, num_counters : num_counters + num_gauges] = gauges[before[taken]]
         tokens = steps.num_prefill_tokens + steps.num_decode_tokens
-        positions = np.searchsorted(_ITERATION_EDGES, tokens, side="left")
-        rows = np.empty((num_cuts, len(self.values())), dtype=np.float64)
-        if num_cuts:
-            num_counters, num_gauges = len(self.counters), len(self.gauges)
-            num_buckets = len(self.bucket_counts)
-            counter_sums = np.cumsum(counts, axis=0)
-            token_sums = np.cumsum(tokens)
-            before = cuts - 1
-            taken = cuts > 0
-            rows[:, :num_counters] = self.counters
-            rows[taken, :num_counters] += counter_sums[before[taken]]
-            rows[:, num_counters : num_counters + num_gauges] = self.gauges
-            rows[taken, num_counters : num_counters + num_gauges] = gauges[before[taken]]
-            # Step i is in every cut j with i < cuts[j]: count it from the first such cut on.
-            first_cut = np.searchsorted(cuts, np.arange(num_steps), side="right")
-            new_counts = np.bincount(
-                first_cut * num_buckets + positions, minlength=(num_cuts + 1) * num_buckets
-            ).reshape(num_cuts + 1, num_buckets)[:num_cuts]
-            start = num_counters + num_gauges
-            rows[:, start : start + num_buckets] = self.bucket_counts + np.cumsum(
-                new_counts, axis=0
-            )
-            rows[:, -2] = self.total
-            rows[taken, -2] += token_sums[before[taken]]
-            rows[:, -1] = self.count + cuts
-        if num_steps:
+        self.iteration_tokens.advance(
+            tokens,
+            first_cuts(len(steps), cuts),
+            tokens.astype(np.float64),  # exact: integers far below 2**53
+            cuts,
+            rows[:, num_counters + num_gauges :],
+        )
+        if len(steps):
             self.counters += counts.sum(axis=0)
             self.gauges = gauges[-1].copy()
-            self.bucket_counts += np.bincount(positions, minlength=len(self.bucket_counts))
-            self.total += int(tokens.sum())
-            self.count += num_steps
         return rows
+
+
+# What each request adds to a request-fed histogram (vLLM observes a TPOT of 0 for a request
+# with a single output token: RequestColumns.tpot_s is 0 there).
+_REQUEST_OBSERVATIONS: dict[Family, Callable[[RequestColumns], np.ndarray]] = {
+    TIME_TO_FIRST_TOKEN_SECONDS: attrgetter("ttft_s"),
+    E2E_REQUEST_LATENCY_SECONDS: attrgetter("e2e_s"),
+    REQUEST_QUEUE_TIME_SECONDS: attrgetter("queue_s"),
+    REQUEST_INFERENCE_TIME_SECONDS: attrgetter("inference_s"),
+    REQUEST_PREFILL_TIME_SECONDS: attrgetter("engine_prefill_s"),
+    REQUEST_DECODE_TIME_SECONDS: attrgetter("decode_s"),
+    REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS: attrgetter("tpot_s"),
+    REQUEST_NUM_PREEMPTIONS: attrgetter("num_preemptions"),
+    REQUEST_PROMPT_TOKENS: attrgetter("num_prompt_tokens"),
+    REQUEST_GENERATION_TOKENS: attrgetter("num_output_tokens"),
+    REQUEST_PREFILL_KV_COMPUTED_TOKENS: lambda requests: (
+        requests.num_prompt_tokens - requests.num_cached_tokens
+    ),
+}
 
 
 class RequestSeries:
     """One engine's request-fed series: token counters, request_success, and the request
-    histograms. vLLM observes TTFT and inter-token gaps as tokens appear, but the recorder
-    learns them only at the finish."""
+    histograms, updated a batch of finished requests at a time. vLLM observes TTFT and
+    inter-token gaps as tokens appear, but the recorder learns them only at the finish."""
 
     def __init__(self, max_model_len: int) -> None:
         # Prompt, cached-prompt and generation tokens, in the order of COUNTERS.
-        self.counters = [0.0, 0.0, 0.0]
-        self.success_by_reason = [0.0] * len(FINISHED_REASONS)
+        self.counters = np.zeros(3, dtype=np.int64)
+        self.success_by_reason = np.zeros(len(FINISHED_REASONS), dtype=np.int64)
         token_edges = request_tokens_bucket_edges(max_model_len)
         self.histograms = {
             **{
@@ -382,35 +408,48 @@ class RequestSeries:
             **{family: Histogram(token_edges) for family in TOKEN_COUNT_HISTOGRAMS},
         }
 
-    def apply(self, request: RequestRecord) -> None:
-        """Count the request's tokens and observe its latencies and sizes."""
-        counters, histograms = self.counters, self.histograms
-        counters[0] += request.num_prompt_tokens
-        counters[1] += request.num_cached_tokens
-        counters[2] += request.num_output_tokens
-        self.success_by_reason[_SIMULATED_REASON] += 1
-        histograms[TIME_TO_FIRST_TOKEN_SECONDS].observe(request.ttft_s)
-        histograms[E2E_REQUEST_LATENCY_SECONDS].observe(request.e2e_s)
-        histograms[REQUEST_QUEUE_TIME_SECONDS].observe(request.queue_s)
-        histograms[REQUEST_INFERENCE_TIME_SECONDS].observe(request.inference_s)
-        histograms[REQUEST_PREFILL_TIME_SECONDS].observe(request.engine_prefill_s)
-        histograms[REQUEST_DECODE_TIME_SECONDS].observe(request.decode_s)
-        # vLLM observes 0 for a request with a single output token.
-        histograms[REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS].observe(request.tpot_s or 0.0)
-        histograms[REQUEST_NUM_PREEMPTIONS].observe(request.num_preemptions)
-        histograms[REQUEST_PROMPT_TOKENS].observe(request.num_prompt_tokens)
-        histograms[REQUEST_GENERATION_TOKENS].observe(request.num_output_tokens)
-        histograms[REQUEST_PREFILL_KV_COMPUTED_TOKENS].observe(
-            request.num_prompt_tokens - request.num_cached_tokens
-        )
-        histograms[INTER_TOKEN_LATENCY_SECONDS].observe_many(request.inter_token_latencies_s)
-
-    def values(self) -> list[float]:
+    def values(self) -> np.ndarray:
         """The series in sample-key order (histogram buckets alone, as in StepSeries)."""
-        values = self.counters + self.success_by_reason
-        for histogram in self.histograms.values():
-            values += histogram.raw_values()
-        return values
+        return np.concatenate(
+            (
+                self.counters,
+                self.success_by_reason,
+                *(histogram.raw_values() for histogram in self.histograms.values()),
+            ),
+            dtype=np.float64,
+        )
+
+    def advance(self, requests: RequestColumns, cuts: npt.NDArray[np.intp]) -> np.ndarray:
+        """Count `requests` (one engine's, in finishing order) and observe their latencies and
+        sizes; return one row of `values` per cut: the state after the first `cuts[j]` of them."""
+        counts = np.stack(
+            (requests.num_prompt_tokens, requests.num_cached_tokens, requests.num_output_tokens),
+            axis=1,
+        )
+        num_counters, num_reasons = len(self.counters), len(self.success_by_reason)
+        rows = np.empty((len(cuts), len(self.values())))
+        before, taken = cuts - 1, cuts > 0
+        rows[:, :num_counters] = self.counters
+        rows[taken, :num_counters] += np.cumsum(counts, axis=0)[before[taken]]
+        rows[:, num_counters : num_counters + num_reasons] = self.success_by_reason
+        rows[:, num_counters + _SIMULATED_REASON] += cuts
+        first_cut = first_cuts(len(requests), cuts)
+        start = num_counters + num_reasons
+        for family, histogram in self.histograms.items():
+            out = rows[:, start : start + histogram.width]
+            if family is INTER_TOKEN_LATENCY_SECONDS:
+                # Every gap counts from its request's cut on; the sum grows by each request's
+                # gaps summed exactly, request by request.
+                gap_cut = np.repeat(first_cut, requests.num_gaps)
+                gaps = requests.inter_token_latencies_s
+                histogram.advance(gaps, gap_cut, requests.gap_sums_s(), cuts, out)
+            else:
+                values = _REQUEST_OBSERVATIONS[family](requests).astype(np.float64)
+                histogram.advance(values, first_cut, values, cuts, out)
+            start += histogram.width
+        self.counters += counts.sum(axis=0)
+        self.success_by_reason[_SIMULATED_REASON] += len(requests)
+        return rows
 
 
 def _engine_sample_keys(max_model_len: int) -> list[tuple[SampleKey, bool]]:

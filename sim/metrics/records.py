@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from itertools import chain
 from operator import attrgetter
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -136,16 +140,32 @@ class StepColumns:
         """Each replica's steps, in order, replicas ascending."""
         replicas = self.replica
         if not len(replicas):
-            return
+            return iter(())
         first = int(replicas[0])
         if (replicas == first).all():
-            yield first, self
-            return
-        order = np.argsort(replicas, kind="stable")
-        grouped, grouped_replicas = self.select(order), replicas[order]
-        bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
-        for start, stop in zip(bounds, bounds[1:], strict=False):
-            yield int(grouped_replicas[start]), grouped.slice(start, stop)
+            return iter(((first, self),))
+        return iter(_replica_groups(self))
+
+
+def _replica_groups(steps: StepColumns) -> list[tuple[int, StepColumns]]:
+    """steps.by_replica() of a batch with several replicas. Every recorder of a fan-out splits
+    the same batch: the split of the latest batch is kept and handed to each of them."""
+    global _latest_split
+    if _latest_split is not None and _latest_split[0] is steps:
+        return _latest_split[1]
+    order = np.argsort(steps.replica, kind="stable")
+    grouped, grouped_replicas = steps.select(order), steps.replica[order]
+    bounds = [0, *(np.flatnonzero(np.diff(grouped_replicas)) + 1).tolist(), len(order)]
+    groups = [
+        (int(grouped_replicas[start]), grouped.slice(start, stop))
+        for start, stop in zip(bounds, bounds[1:], strict=False)
+    ]
+    _latest_split = (steps, groups)
+    return groups
+
+
+# The latest batch split by _replica_groups, and its groups (StepColumns are never changed).
+_latest_split: tuple[StepColumns, list[tuple[int, StepColumns]]] | None = None
 
 
 # StepRecord's fields, in order, with the dtype of their column.
@@ -155,8 +175,79 @@ _STEP_COLUMN_DTYPES: dict[str, np.dtype[np.int64] | np.dtype[np.float64]] = {
 }
 
 
+_Time = TypeVar("_Time", float, Float64Column)
+
+
+class RequestTimes(Generic[_Time]):
+    """The latencies derived from a finished request's timeline. One request's are floats, a
+    batch's (RequestColumns) arrays: the same expressions compute both, so a column equals
+    the request's value element by element."""
+
+    __slots__ = ()
+
+    arrival_at: _Time
+    first_scheduled_at: _Time
+    first_token_at: _Time
+    finished_at: _Time
+    frontend_in_s: _Time
+    frontend_out_s: _Time
+
+    @property
+    def _prefill_done_at(self) -> _Time:
+        raise NotImplementedError
+
+    @property
+    def ttft_s(self) -> _Time:
+        """Time to first token at the client, from arrival at the API server."""
+        return self.first_token_at - self.arrival_at
+
+    @property
+    def frontend_s(self) -> _Time:
+        """TTFT spent in the API server: request in (tokenization, hand-off), first token out."""
+        return self.frontend_in_s + self.frontend_out_s
+
+    @property
+    def prefill_s(self) -> _Time:
+        """First schedule to the end of the step that computed the last prompt token."""
+        return self._prefill_done_at - self.first_scheduled_at
+
+    @property
+    def first_decode_s(self) -> _Time:
+        """Prefill done to the engine emitting the first token (0 when the same step does both).
+
+        queue_s + frontend_s + prefill_s + first_decode_s == ttft_s.
+        """
+        return self.first_token_at - self.frontend_out_s - self._prefill_done_at
+
+    @property
+    def e2e_s(self) -> _Time:
+        """End-to-end latency, from arrival to the last token."""
+        return self.finished_at - self.arrival_at
+
+    @property
+    def queue_s(self) -> _Time:
+        """Time the engine kept the request waiting before its first schedule."""
+        return self.first_scheduled_at - self.arrival_at - self.frontend_in_s
+
+    @property
+    def engine_prefill_s(self) -> _Time:
+        """vLLM's request prefill time: first schedule to the engine emitting the first token
+        (prefill_s + first_decode_s)."""
+        return self.first_token_at - self.frontend_out_s - self.first_scheduled_at
+
+    @property
+    def decode_s(self) -> _Time:
+        """First token to last token (vLLM's request decode time)."""
+        return self.finished_at - self.first_token_at
+
+    @property
+    def inference_s(self) -> _Time:
+        """vLLM's request inference time: first schedule to the engine emitting the last token."""
+        return self.finished_at - self.frontend_out_s - self.first_scheduled_at
+
+
 @dataclass(slots=True)
-class RequestRecord:
+class RequestRecord(RequestTimes[float]):
     """A finished request: its timeline, token counts and per-token gaps."""
 
     request_id: str
@@ -184,59 +275,10 @@ class RequestRecord:
     num_host_cached_tokens: int = 0
 
     @property
-    def ttft_s(self) -> float:
-        """Time to first token at the client, from arrival at the API server."""
-        return self.first_token_at - self.arrival_at
-
-    @property
-    def frontend_s(self) -> float:
-        """TTFT spent in the API server: request in (tokenization, hand-off), first token out."""
-        return self.frontend_in_s + self.frontend_out_s
-
-    @property
-    def prefill_s(self) -> float:
-        """First schedule to the end of the step that computed the last prompt token."""
-        return self._prefill_done_at - self.first_scheduled_at
-
-    @property
-    def first_decode_s(self) -> float:
-        """Prefill done to the engine emitting the first token (0 when the same step does both).
-
-        queue_s + frontend_s + prefill_s + first_decode_s == ttft_s.
-        """
-        return self.first_token_at - self.frontend_out_s - self._prefill_done_at
-
-    @property
     def _prefill_done_at(self) -> float:
         if self.prefill_done_at is not None:
             return self.prefill_done_at
         return self.first_token_at - self.frontend_out_s
-
-    @property
-    def e2e_s(self) -> float:
-        """End-to-end latency, from arrival to the last token."""
-        return self.finished_at - self.arrival_at
-
-    @property
-    def queue_s(self) -> float:
-        """Time the engine kept the request waiting before its first schedule."""
-        return self.first_scheduled_at - self.arrival_at - self.frontend_in_s
-
-    @property
-    def engine_prefill_s(self) -> float:
-        """vLLM's request prefill time: first schedule to the engine emitting the first token
-        (prefill_s + first_decode_s)."""
-        return self.first_token_at - self.frontend_out_s - self.first_scheduled_at
-
-    @property
-    def decode_s(self) -> float:
-        """First token to last token (vLLM's request decode time)."""
-        return self.finished_at - self.first_token_at
-
-    @property
-    def inference_s(self) -> float:
-        """vLLM's request inference time: first schedule to the engine emitting the last token."""
-        return self.finished_at - self.frontend_out_s - self.first_scheduled_at
 
     @property
     def tpot_s(self) -> float | None:
@@ -251,3 +293,122 @@ class RequestRecord:
         """The longest gap between two consecutive output tokens; None for one token."""
         gaps = self.inter_token_latencies_s
         return max(gaps) if gaps else None
+
+
+_REQUEST_FLOAT_FIELDS = (
+    "arrival_at",
+    "first_scheduled_at",
+    "first_token_at",
+    "finished_at",
+    "frontend_in_s",
+    "frontend_out_s",
+    "prefill_done_at",
+)
+_REQUEST_INT_FIELDS = (
+    "num_prompt_tokens",
+    "num_cached_tokens",
+    "num_computed_prefill_tokens",
+    "num_output_tokens",
+    "num_preemptions",
+    "replica",
+    "num_host_cached_tokens",
+)
+_request_floats = attrgetter(*_REQUEST_FLOAT_FIELDS)
+_request_ints = attrgetter(*_REQUEST_INT_FIELDS)
+
+
+@dataclass(slots=True)
+class RequestColumns(RequestTimes[Float64Column]):
+    """A batch of finished requests as columns: RequestRecord's fields in the order given, one
+    array (ids: a list) each, the inter-token gaps of all of them end to end. Recorders buffer
+    the records a request at a time and take them in bulk, with no Python work per token."""
+
+    request_id: list[str]
+    session_id: list[str | None]
+    tenant: list[str | None]
+    arrival_at: Float64Column
+    first_scheduled_at: Float64Column
+    first_token_at: Float64Column
+    finished_at: Float64Column
+    frontend_in_s: Float64Column
+    frontend_out_s: Float64Column
+    prefill_done_at: Float64Column  # resolved: the first token's engine time where None
+    num_prompt_tokens: Int64Column
+    num_cached_tokens: Int64Column
+    num_computed_prefill_tokens: Int64Column
+    num_output_tokens: Int64Column
+    num_preemptions: Int64Column
+    replica: Int64Column
+    num_host_cached_tokens: Int64Column
+    inter_token_latencies_s: Float64Column  # every request's gaps, request after request
+    num_gaps: Int64Column  # how many of them each request has
+
+    @classmethod
+    def from_records(cls, records: Sequence[RequestRecord]) -> RequestColumns:
+        """The columns of `records`, in their order (numbers converted in one C call each)."""
+        count = len(records)
+        # Transposed to one contiguous row per field.
+        floats = np.array(list(map(_request_floats, records)), dtype=np.float64)
+        ints = np.array(list(map(_request_ints, records)), dtype=np.int64)
+        floats = floats.reshape(count, len(_REQUEST_FLOAT_FIELDS))
+        ints = ints.reshape(count, len(_REQUEST_INT_FIELDS))
+        columns: dict[str, Any] = {
+            **dict(zip(_REQUEST_FLOAT_FIELDS, np.ascontiguousarray(floats.T), strict=True)),
+            **dict(zip(_REQUEST_INT_FIELDS, np.ascontiguousarray(ints.T), strict=True)),
+        }
+        prefill_done_at = columns["prefill_done_at"]  # None became NaN: the first token's step
+        engine_first_token_at = columns["first_token_at"] - columns["frontend_out_s"]
+        columns["prefill_done_at"] = np.where(
+            np.isnan(prefill_done_at), engine_first_token_at, prefill_done_at
+        )
+        gap_lists = [record.inter_token_latencies_s for record in records]
+        # Gaps come as array("d") (a buffer: joined as bytes) or, from tests, as lists.
+        if all(isinstance(part, array) and part.typecode == "d" for part in gap_lists):
+            gaps = np.frombuffer(b"".join(gap_lists), dtype=np.float64)  # type: ignore[arg-type]
+        else:
+            gaps = np.fromiter(chain.from_iterable(gap_lists), dtype=np.float64)
+        return cls(
+            request_id=[record.request_id for record in records],
+            session_id=[record.session_id for record in records],
+            tenant=[record.tenant for record in records],
+            inter_token_latencies_s=gaps,
+            num_gaps=np.fromiter(map(len, gap_lists), dtype=np.int64, count=count),
+            **columns,
+        )
+
+    def __len__(self) -> int:
+        return len(self.request_id)
+
+    @property
+    def _prefill_done_at(self) -> Float64Column:
+        return self.prefill_done_at
+
+    @property
+    def has_tpot(self) -> npt.NDArray[np.bool_]:
+        """Requests with two or more output tokens (a TPOT)."""
+        return self.num_output_tokens >= 2
+
+    @property
+    def tpot_s(self) -> Float64Column:
+        """RequestRecord.tpot_s of each request, 0 where it has none (as vLLM observes it)."""
+        tpot_s = np.zeros(len(self))
+        np.divide(self.decode_s, self.num_output_tokens - 1, out=tpot_s, where=self.has_tpot)
+        return tpot_s
+
+    def gap_sums_s(self) -> Float64Column:
+        """Each request's inter-token gaps summed exactly (math.fsum), 0 without gaps."""
+        gaps = self.inter_token_latencies_s.data
+        ends = np.cumsum(self.num_gaps).tolist()
+        starts = [0, *ends[:-1]]
+        sums = (math.fsum(gaps[start:end]) for start, end in zip(starts, ends, strict=True))
+        return np.fromiter(sums, dtype=np.float64, count=len(self))
+
+    @property
+    def itl_max_s(self) -> Float64Column:
+        """RequestRecord.itl_max_s of each request, 0 where it has no gap (num_gaps == 0)."""
+        itl_max_s = np.zeros(len(self))
+        has_gaps = self.num_gaps > 0
+        if has_gaps.any():
+            starts = (np.cumsum(self.num_gaps) - self.num_gaps)[has_gaps]
+            itl_max_s[has_gaps] = np.maximum.reduceat(self.inter_token_latencies_s, starts)
+        return itl_max_s

@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from sim.errors import InputError
@@ -29,7 +30,7 @@ from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepColumns
+from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -52,6 +53,12 @@ class _Stream:
         self.columns = columns  # where its series sit in a scrape row
         self.next_scrape = 1  # the first scrape index it has not passed
         self.last_at = -math.inf  # its latest stamp
+
+
+# Finished requests wait in a replica's buffer until this many have come, or until they pass
+# this many scrapes the stream has not filled, and then count as one batch.
+REQUEST_BATCH = 1024
+REQUEST_BATCH_SCRAPES = 256
 
 
 class MetricsScraper(NullRecorder):
@@ -77,12 +84,22 @@ class MetricsScraper(NullRecorder):
         self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
         self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
         keys = self.state.sample_keys()
-        self._names = [name for _, (name, _, _) in keys]
-        self._replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
-        self._les = [le for _, (_, le, _) in keys]
-        self._reasons = [reason for _, (_, _, reason) in keys]
+        self._num_keys = len(keys)
+        # Scrapes go to the sink about a row group at a time; their name, replica, le and
+        # finished_reason columns repeat the keys, so they are built once and sliced.
+        self._scrapes_per_chunk = max(1, -(-batch_rows // self._num_keys))
+        replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
+        self._key_columns = [
+            string_array([name for _, (name, _, _) in keys], self._scrapes_per_chunk),
+            numeric_array(np.tile(replicas, self._scrapes_per_chunk), pa.int64()),
+            string_array([le for _, (_, le, _) in keys], self._scrapes_per_chunk),
+            string_array([reason for _, (_, _, reason) in keys], self._scrapes_per_chunk),
+        ]
         self._step_streams = [_Stream(columns) for columns in self.state.step_columns]
         self._request_streams = [_Stream(columns) for columns in self.state.request_columns]
+        self._request_buffers: list[list[RequestRecord]] = [[] for _ in range(num_replicas)]
+        # A replica's buffer counts once a request finishes after this (scrapes to fill).
+        self._request_flush_at = [REQUEST_BATCH_SCRAPES * scrape_interval_s] * num_replicas
         self._streams = self._step_streams + self._request_streams
         # Scrapes some stream has passed but not every one: rows for scrape indexes
         # _first_pending onwards (allocated ahead; _num_pending of them in use).
@@ -97,28 +114,43 @@ class MetricsScraper(NullRecorder):
             return
         self._last_hook_at = max(self._last_hook_at, float(steps.started_at.max()))
         for replica, replica_steps in steps.by_replica():
-            self._advance_steps(replica, replica_steps)
+            stream = self._step_streams[replica]
+            cuts = self._advance(stream, replica_steps.started_at)
+            self._fill_passed(stream, self.state.steps[replica].advance(replica_steps, cuts))
         self._hand_over_complete()
 
     def on_request_finished(self, request: RequestRecord) -> None:
-        """Fill the scrapes due before the request finished with its replica's request
-        series, then apply it."""
+        """Buffer the request; its replica's buffered requests count in bulk (RequestColumns)
+        once enough have come, or once they pass enough scrapes."""
         at = request.finished_at
-        self._last_hook_at = max(self._last_hook_at, at)
-        stream = self._request_streams[request.replica]
-        series = self.state.requests[request.replica]
-        if at > stream.last_at:
-            stream.last_at = at
-            last = self._last_index_before(at)
-            if last >= stream.next_scrape:
-                self._fill(stream, last, np.asarray(series.values(), dtype=np.float64))
-                self._hand_over_complete()
-        series.apply(request)
+        if at > self._last_hook_at:
+            self._last_hook_at = at
+        buffer = self._request_buffers[request.replica]
+        buffer.append(request)
+        if len(buffer) >= REQUEST_BATCH or at > self._request_flush_at[request.replica]:
+            self._count_requests(request.replica)
+            self._hand_over_complete()
+
+    def _count_requests(self, replica: int) -> None:
+        """Fill the scrapes the replica's buffered requests pass and count them."""
+        buffer = self._request_buffers[replica]
+        if not buffer:
+            return
+        self._request_buffers[replica] = []
+        requests = RequestColumns.from_records(buffer)
+        stream = self._request_streams[replica]
+        cuts = self._advance(stream, requests.finished_at)
+        self._fill_passed(stream, self.state.requests[replica].advance(requests, cuts))
+        self._request_flush_at[replica] = (
+            stream.next_scrape + REQUEST_BATCH_SCRAPES
+        ) * self.scrape_interval_s
 
     def close(self, end_at: float) -> None:
         """Write the scrapes due up to end_at, a final one at end_at, and finish the file."""
         if end_at < self._last_hook_at:
             raise ValueError(f"close at {end_at} is before the last hook at {self._last_hook_at}")
+        for replica in range(len(self._request_buffers)):
+            self._count_requests(replica)
         last_grid = self._last_index_before(end_at)
         if (last_grid + 1) * self.scrape_interval_s <= end_at:
             last_grid += 1
@@ -129,21 +161,24 @@ class MetricsScraper(NullRecorder):
                 self._fill(stream, last, self.state.steps[replica].values())
         for replica, stream in enumerate(self._request_streams):
             if last >= stream.next_scrape:
-                self._fill(stream, last, np.asarray(self.state.requests[replica].values()))
+                self._fill(stream, last, self.state.requests[replica].values())
         self._hand_over(self._num_pending, end_at if final_extra else None)
         self.sink.close()
 
-    def _advance_steps(self, replica: int, steps: StepColumns) -> None:
-        stream = self._step_streams[replica]
-        # A scrape takes the stream up to its first step stamped after the scrape time.
-        reached = np.maximum(np.maximum.accumulate(steps.started_at), stream.last_at)
+    def _advance(self, stream: _Stream, stamps: np.ndarray) -> npt.NDArray[np.intp]:
+        """Move the stream past hooks stamped `stamps` (in its order); return the cuts: for each
+        scrape it passes, from next_scrape on, how many of the hooks that scrape includes (a
+        scrape takes the stream up to its first hook stamped after the scrape time)."""
+        reached = np.maximum(np.maximum.accumulate(stamps), stream.last_at)
         stream.last_at = float(reached[-1])
         last = self._last_index_before(stream.last_at)
         passed = np.arange(stream.next_scrape, max(last + 1, stream.next_scrape))
-        cuts = np.searchsorted(reached, passed * self.scrape_interval_s, side="right")
-        rows = self.state.steps[replica].advance(steps, cuts)
-        if len(passed):
-            self._fill(stream, last, rows)
+        return np.searchsorted(reached, passed * self.scrape_interval_s, side="right")
+
+    def _fill_passed(self, stream: _Stream, rows: np.ndarray) -> None:
+        """Set the stream's series in the scrapes it passed (one row each, in order)."""
+        if len(rows):
+            self._fill(stream, stream.next_scrape + len(rows) - 1, rows)
 
     def _last_index_before(self, at: float) -> int:
         """The largest scrape index k >= 0 with k * interval < at (0: none)."""
@@ -179,7 +214,7 @@ class MetricsScraper(NullRecorder):
         is at `final_at` when given (the closing scrape), the others on the grid."""
         if num_scrapes == 0:
             return
-        num_keys = len(self._names)
+        num_keys = self._num_keys
         times = np.arange(self._first_pending, self._first_pending + num_scrapes) * (
             self.scrape_interval_s
         )
@@ -187,16 +222,22 @@ class MetricsScraper(NullRecorder):
             times[-1] = final_at
         scrapes = self._pending[:num_scrapes].copy()
         self.state.cumulate_buckets(scrapes)
-        self.sink.extend_columns(
-            [
-                numeric_array(np.repeat(times, num_keys), pa.float64()),
-                string_array(self._names, num_scrapes),
-                numeric_array(np.tile(self._replicas, num_scrapes), pa.int64()),
-                string_array(self._les, num_scrapes),
-                string_array(self._reasons, num_scrapes),
-                numeric_array(scrapes.ravel(), pa.float64()),
-            ]
-        )
+        for start in range(0, num_scrapes, self._scrapes_per_chunk):
+            chunk = scrapes[start : start + self._scrapes_per_chunk]
+            at = np.repeat(times[start : start + len(chunk)], num_keys)
+            names, replicas, les, reasons = (
+                column.slice(0, chunk.size) for column in self._key_columns
+            )
+            self.sink.extend_columns(
+                [
+                    numeric_array(at, pa.float64()),
+                    names,
+                    replicas,
+                    les,
+                    reasons,
+                    numeric_array(chunk.ravel(), pa.float64()),
+                ]
+            )
         self._pending = self._pending[num_scrapes:]
         self._num_pending -= num_scrapes
         self._first_pending += num_scrapes

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sim.metrics.recorder import Recorder
 from sim.metrics.records import StepColumns, StepRecord
 
-DEFAULT_STEP_BATCH = 2048
+# Recorders pay a fixed cost per batch (per replica in it): large batches spread it thin.
+DEFAULT_STEP_BATCH = 16384
 
 
 class StepBuffer:

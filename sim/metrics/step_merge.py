@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from sim.metrics.records import StepColumns
 
@@ -39,8 +40,12 @@ class StepMerge:
         if not safe.any():
             self._pending = [pending]
             return None
-        self._pending = [] if safe.all() else [pending.select(~safe)]
-        return _ordered(pending.select(safe))
+        if safe.all():
+            self._pending = []
+            return pending.select(_order(pending))
+        self._pending = [pending.select(~safe)]
+        released = np.flatnonzero(safe)
+        return pending.select(released[_order(pending, released)])
 
     def drain(self) -> StepColumns | None:
         """Every step still held, in order (None: none)."""
@@ -48,10 +53,11 @@ class StepMerge:
             return None
         pending = StepColumns.concat(self._pending)
         self._pending = []
-        return _ordered(pending)
+        return pending.select(_order(pending))
 
 
-def _ordered(steps: StepColumns) -> StepColumns:
-    """`steps` sorted by (started_at, replica, step_index)."""
-    order = np.lexsort((steps.step_index, steps.replica, steps.started_at))
-    return steps.select(order)
+def _order(steps: StepColumns, which: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.intp]:
+    """The order of `steps` (or of the steps at `which`) by (started_at, replica, step_index)."""
+    if which is None:
+        return np.lexsort((steps.step_index, steps.replica, steps.started_at))
+    return np.lexsort((steps.step_index[which], steps.replica[which], steps.started_at[which]))

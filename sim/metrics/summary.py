@@ -30,12 +30,15 @@ from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepColumns
+from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
 from sim.metrics.stability import assess_stability
 
 SummaryValue = float | int | bool | str | None
 
 FLOAT_DECIMALS = 9
+
+# Finished requests are counted this many at a time (and whenever the summary is read).
+REQUEST_BATCH = 4096
 
 
 def percentiles(values: array, qs: tuple[float, ...]) -> list[float]:
@@ -156,6 +159,7 @@ class SummaryRecorder(NullRecorder):
         self.arrivals_s = array("d")
         self.tpots_s = array("d")
         self.last_arrival_at = 0.0
+        self._requests: list[RequestRecord] = []  # finished, not yet counted
         # Request-seconds spent waiting, per second of simulated time (all replicas).
         # Step-time sums per replica, each added step by step in that replica's order and
         # combined in replica order, so the order in which replicas' batches interleave
@@ -212,29 +216,40 @@ class SummaryRecorder(NullRecorder):
         return total
 
     def on_request_finished(self, request: RequestRecord) -> None:
-        """Add a measured request's latencies and token counts."""
-        self.last_arrival_at = max(self.last_arrival_at, request.arrival_at)
-        if request.arrival_at < self.warmup_s:
-            self.num_requests_in_warmup += 1
+        """Buffer the request; buffered requests count in bulk (RequestColumns)."""
+        self._requests.append(request)
+        if len(self._requests) >= REQUEST_BATCH:
+            self._count_requests()
+
+    def _count_requests(self) -> None:
+        """Add the buffered requests' latencies and token counts (the measured ones)."""
+        if not self._requests:
             return
-        self.num_prompt_tokens += request.num_prompt_tokens
-        self.num_cached_tokens += request.num_cached_tokens
-        self.num_host_cached_tokens += request.num_host_cached_tokens
-        self.num_computed_prefill_tokens += request.num_computed_prefill_tokens
-        self.num_output_tokens += request.num_output_tokens
-        self.ttfts_s.append(request.ttft_s)
-        self.e2es_s.append(request.e2e_s)
-        self.queues_s.append(request.queue_s)
-        self.arrivals_s.append(request.arrival_at)
-        if self.goodput is not None and self.goodput.is_good(request):
-            self.num_good_requests += 1
-        tpot_s = request.tpot_s
-        if tpot_s is not None:
-            self.tpots_s.append(tpot_s)
-        self.inter_token_latencies_s.extend(request.inter_token_latencies_s)
+        requests = RequestColumns.from_records(self._requests)
+        self._requests = []
+        self.last_arrival_at = max(self.last_arrival_at, float(requests.arrival_at.max()))
+        measured = requests.arrival_at >= self.warmup_s
+        self.num_requests_in_warmup += len(requests) - int(measured.sum())
+        self.num_prompt_tokens += int(requests.num_prompt_tokens[measured].sum())
+        self.num_cached_tokens += int(requests.num_cached_tokens[measured].sum())
+        self.num_host_cached_tokens += int(requests.num_host_cached_tokens[measured].sum())
+        self.num_computed_prefill_tokens += int(
+            requests.num_computed_prefill_tokens[measured].sum()
+        )
+        self.num_output_tokens += int(requests.num_output_tokens[measured].sum())
+        self.ttfts_s.frombytes(requests.ttft_s[measured].tobytes())
+        self.e2es_s.frombytes(requests.e2e_s[measured].tobytes())
+        self.queues_s.frombytes(requests.queue_s[measured].tobytes())
+        self.arrivals_s.frombytes(requests.arrival_at[measured].tobytes())
+        if self.goodput is not None:
+            self.num_good_requests += int(self.goodput.good(requests)[measured].sum())
+        self.tpots_s.frombytes(requests.tpot_s[measured & requests.has_tpot].tobytes())
+        gaps = requests.inter_token_latencies_s[np.repeat(measured, requests.num_gaps)]
+        self.inter_token_latencies_s.frombytes(gaps.tobytes())
 
     def summary(self, end_at: float) -> dict[str, SummaryValue]:
         """The summary document for a run that ended at end_at (values not yet rounded)."""
+        self._count_requests()
         window_s = end_at - self.warmup_s
         arrivals_end_s = self.duration_s if self.duration_s is not None else self.last_arrival_at
         stability = assess_stability(

@@ -7,15 +7,14 @@ or took the step; step indexes count per replica.
 
 from __future__ import annotations
 
-from operator import attrgetter
 from pathlib import Path
 
 import pyarrow as pa
 
-from sim.metrics.columns import numeric_array
+from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestRecord, StepColumns
+from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
 from sim.metrics.step_merge import StepMerge
 
 REQUESTS_SCHEMA = pa.schema(
@@ -69,23 +68,45 @@ STEPS_SCHEMA = pa.schema(
 )
 
 
-# Read a request record's attributes (fields and derived properties) in column order.
-_request_row = attrgetter(*REQUESTS_SCHEMA.names)
-
-
 class RequestsWriter(NullRecorder):
-    """Writes requests.parquet, in the order requests finish."""
+    """Writes requests.parquet, in the order requests finish, a row group of requests at a
+    time (RequestColumns)."""
 
     def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.sink = ParquetSink(path, REQUESTS_SCHEMA, batch_rows=batch_rows)
+        self._requests: list[RequestRecord] = []
 
     def on_request_finished(self, request: RequestRecord) -> None:
-        """Append one row for the request."""
-        self.sink.append(_request_row(request))
+        """Buffer one row for the request."""
+        self._requests.append(request)
+        if len(self._requests) >= self.sink.batch_rows:
+            self._write()
 
     def close(self, end_at: float) -> None:
-        """Finish requests.parquet."""
+        """Write the buffered rows and finish requests.parquet."""
+        self._write()
         self.sink.close()
+
+    def _write(self) -> None:
+        if self._requests:
+            requests = RequestColumns.from_records(self._requests)
+            self._requests = []
+            self.sink.extend_columns(
+                [_request_column(requests, field) for field in REQUESTS_SCHEMA]
+            )
+
+
+def _request_column(requests: RequestColumns, field: pa.Field) -> pa.Array:
+    """The arrow array of one requests.parquet column (tpot_s and itl_max_s null for
+    requests without one)."""
+    if field.type == pa.string():
+        return string_array(getattr(requests, field.name))
+    nulls = None
+    if field.name == "tpot_s":
+        nulls = ~requests.has_tpot
+    elif field.name == "itl_max_s":
+        nulls = requests.num_gaps == 0
+    return numeric_array(getattr(requests, field.name), field.type, nulls)
 
 
 class StepsWriter(NullRecorder):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -17,6 +19,7 @@ from sim.metrics.prometheus import (
     REQUEST_LATENCY_BUCKET_EDGES,
     REQUEST_QUEUE_TIME_SECONDS,
     Histogram,
+    first_cuts,
     request_tokens_bucket_edges,
 )
 from sim.metrics.scraper import METRICS_SCHEMA, MetricsScraper
@@ -252,21 +255,34 @@ def test_scrapes_cover_the_grid_and_count_steps_up_to_their_time(
         assert series[("vllm:prefix_cache_queries_total", None)] == expected_queries
 
 
-def test_histogram_observe_many_counts_like_one_by_one() -> None:
-    # Gaps on, between and beyond the ITL bucket edges land in the same buckets either way; the
-    # batch sum is exact (fsum), so 0.1 + 0.2 + 0.3 is 0.6, not 0.6000000000000001.
+def test_histogram_batch_gives_each_cut_the_state_of_the_values_before_it() -> None:
+    # Values on, between and beyond the ITL bucket edges; cut at 0, 4 and 9 values. Buckets
+    # count alone (the last: above 80.0); the sum adds left to right, as one at a time.
     values = [0.01, 0.0100001, 0.1, 0.2, 0.3, 0.025, 80.0, 81.0, 0.0]
-    one_by_one = Histogram((0.01, 0.025, 0.05, 0.1, 0.5, 80.0))
+    histogram = Histogram((0.01, 0.025, 0.05, 0.1, 0.5, 80.0))
+    cuts = np.array([0, 4, 9])
+    rows = np.zeros((3, histogram.width))
+    array = np.array(values)
+    histogram.advance(array, first_cuts(len(values), cuts), array, cuts, rows)
+    assert rows[0].tolist() == [0, 0, 0, 0, 0, 0, 0, 0.0, 0]
+    assert rows[1].tolist() == [1, 1, 0, 1, 1, 0, 0, 0.01 + 0.0100001 + 0.1 + 0.2, 4]
+    total = 0.0
     for value in values:
-        one_by_one.observe(value)
-    batched = Histogram((0.01, 0.025, 0.05, 0.1, 0.5, 80.0))
-    batched.observe_many(values)
-    batched.observe_many([])
-    assert batched.bucket_counts == one_by_one.bucket_counts == [2, 2, 0, 1, 2, 1, 1]
-    assert batched.count == one_by_one.count == 9
-    exact = Histogram((1.0,))
-    exact.observe_many([0.1, 0.2, 0.3])
-    assert exact.total == 0.6
+        total += value
+    assert rows[2].tolist() == [2, 2, 0, 1, 2, 1, 1, total, 9]
+    assert histogram.raw_values().tolist() == rows[2].tolist()
+
+
+def test_histogram_sum_grows_by_the_totals_given_per_item() -> None:
+    # Inter-token gaps: three gaps of one request count in the buckets one by one, and the sum
+    # grows by the request's exact sum (fsum), 0.6 rather than 0.1 + 0.2 + 0.3 = 0.6000000000000001.
+    histogram = Histogram((1.0,))
+    cuts = np.array([1])
+    rows = np.zeros((1, histogram.width))
+    gaps = np.array([0.1, 0.2, 0.3])
+    histogram.advance(gaps, np.zeros(3, dtype=np.intp), np.array([math.fsum(gaps)]), cuts, rows)
+    assert rows[0].tolist() == [3, 0, 0.6, 3]
+    assert histogram.total == 0.6
 
 
 def test_a_batch_handed_after_later_requests_still_counts_at_its_own_times(

@@ -213,3 +213,23 @@ def test_file_appears_under_its_name_only_at_close(tmp_path, make_step):
 def test_batch_rows_below_one_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="batch_rows must be >= 1, got 0"):
         ParquetSink(tmp_path / "x.parquet", pa.schema([("n", pa.int64())]), batch_rows=0)
+
+
+def test_column_chunks_spanning_row_groups_give_the_same_file_as_rows(tmp_path):
+    # batch_rows=5: chunks of 7, 3 and 11 rows make groups 5, 5, 5, 5, 1, byte for byte the
+    # file that appending the 21 rows one by one writes.
+    schema = pa.schema([("n", pa.int64()), ("s", pa.string())])
+    rows = [(n, f"v{n % 4}") for n in range(21)]
+    by_rows = ParquetSink(tmp_path / "rows.parquet", schema, batch_rows=5)
+    for row in rows:
+        by_rows.append(row)
+    by_rows.close()
+    by_chunks = ParquetSink(tmp_path / "chunks.parquet", schema, batch_rows=5)
+    for start, stop in ((0, 7), (7, 10), (10, 21)):
+        chunk = rows[start:stop]
+        by_chunks.extend_columns([pa.array([n for n, _ in chunk]), pa.array([s for _, s in chunk])])
+    assert (by_chunks.num_rows_written, by_chunks.num_buffered_rows) == (20, 1)
+    by_chunks.close()
+    metadata = pq.read_metadata(tmp_path / "chunks.parquet")
+    assert [metadata.row_group(i).num_rows for i in range(5)] == [5, 5, 5, 5, 1]
+    assert (tmp_path / "chunks.parquet").read_bytes() == (tmp_path / "rows.parquet").read_bytes()

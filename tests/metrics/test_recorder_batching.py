@@ -14,11 +14,14 @@ from __future__ import annotations
 import random
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from step_helpers import steps_of
 
+import sim.metrics.scraper as scraper_module
+import sim.metrics.summary as summary_module
 from sim.metrics import (
     BlockEvent,
     EventsWriter,
@@ -212,4 +215,33 @@ def test_batching_and_interleaving_leave_every_file_unchanged(
     assert len(reference) == 10 + num_replicas
     for name, content in reference.items():
         assert batched[name] == content, name
+    assert batched_raw == reference_raw
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    num_replicas=st.integers(1, 3),
+    num_steps=st.integers(0, 120),
+    batch=st.sampled_from(((1, 1), (2, 1), (3, 2), (1, 1000))),
+)
+def test_requests_counted_in_any_batches_leave_every_file_unchanged(
+    seed: int, num_replicas: int, num_steps: int, batch: tuple[int, int]
+) -> None:
+    # Recorders count finished requests in bulk: counted a request at a time (or in twos or
+    # threes, or whenever they pass a scrape), every file and summary is the reference's.
+    requests_per_batch, scrapes_per_batch = batch
+    rng = random.Random(seed)
+    hooks = _steps_and_requests(rng, num_replicas, num_steps)
+    stamps = [step.started_at for step in hooks[0]] + [r.finished_at for r in hooks[1]]
+    end_at = max(stamps, default=0.0) + 0.3
+    with tempfile.TemporaryDirectory() as tmp:
+        reference, reference_raw = _run(Path(tmp) / "one", num_replicas, hooks, end_at, None)
+        with (
+            patch.object(scraper_module, "REQUEST_BATCH", requests_per_batch),
+            patch.object(scraper_module, "REQUEST_BATCH_SCRAPES", scrapes_per_batch),
+            patch.object(summary_module, "REQUEST_BATCH", requests_per_batch),
+        ):
+            batched, batched_raw = _run(Path(tmp) / "batched", num_replicas, hooks, end_at, rng)
+    assert batched == reference
     assert batched_raw == reference_raw

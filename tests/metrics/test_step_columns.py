@@ -2,6 +2,7 @@
 turned back into the same records."""
 
 from dataclasses import fields
+from dataclasses import replace as _replace
 
 import numpy as np
 import pytest
@@ -64,3 +65,19 @@ def test_mismatched_column_is_rejected() -> None:
                 for f in fields(StepColumns)
             }
         )
+
+
+def test_split_by_replica_is_right_for_each_batch_in_turn() -> None:
+    # Two batches of steps on replicas 1, 0, 1 and 0, 2: each split is its own, also when the
+    # first batch is split again after the second.
+    first = StepColumns.from_records([_record(1), _replace(_record(2), replica=0), _record(3)])
+    second = StepColumns.from_records(
+        [_replace(_record(4), replica=0), _replace(_record(5), replica=2)]
+    )
+
+    def split(steps: StepColumns) -> list[tuple[int, list[int]]]:
+        return [(replica, part.step_index.tolist()) for replica, part in steps.by_replica()]
+
+    assert split(first) == [(0, [2]), (1, [1, 3])]
+    assert split(second) == [(0, [4]), (2, [5])]
+    assert split(first) == [(0, [2]), (1, [1, 3])]

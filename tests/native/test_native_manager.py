@@ -363,3 +363,36 @@ def test_hundreds_of_hashes_churn_through_duplicates_evictions_and_a_reset() -> 
         750,
         60,
     )
+
+
+def test_the_free_queue_ring_wraps_fills_with_holes_and_rebuilds() -> None:
+    """The compiled free queue is a ring of block ids with holes where a prefix hit took a
+    block from the middle. Block size 2, 32 usable blocks (a 128-slot ring), 300 rounds: a
+    request with a 21-token prompt (a 16-token run rotating over three, then 5 of its own
+    tokens) hits the run's free cached blocks (holes mid-queue), computes the rest (its partial
+    last block goes back to the queue front on release, below the ring's first position) and
+    finishes, or every 7th round is preempted after half its tokens. A round releases up to 11
+    blocks, so the ring wraps and is rebuilt many times; after every op both cores must show
+    the same free queue in order, block tables, counters and events: 582 blocks stored, 4,752
+    tokens hit (the run, nearly every round), 551 evictions."""
+    pool = {
+        "num_gpu_blocks": 33,
+        "block_size": 2,
+        "max_model_len": 4096,
+        "enable_caching": True,
+        "watermark": 0.0,
+    }
+    sides = [Side("python", pool), Side("native", pool)]
+    for number in range(300):
+        ending = "preempt" if number % 7 == 6 else "finish"
+        fraction = 0.5 if ending == "preempt" else 1.0
+        ops: list[tuple[Any, ...]] = [
+            ("arrive", 0, number % 3, 16, [4 + number % 50] * 5, False),
+            ("schedule", -1, fraction),  # the newest live request
+            (ending, -1),
+        ]
+        for op in ops:
+            assert sides[1].apply(op) == sides[0].apply(op), op
+            assert sides[1].state() == sides[0].state(), op
+    state = sides[1].state()
+    assert (state["num_stored"], state["stats"]["hits"], state["num_evictions"]) == (582, 4752, 551)

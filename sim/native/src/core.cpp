@@ -2,8 +2,8 @@
 //
 // The same decisions as sim/kvcache (the readable reference), block for block: the free queue
 // order, eviction, no de-duplication, the lookup of the oldest cached copy, the admission
-// checks. Blocks are ids into flat arrays instead of Python objects; requests stay Python
-// objects and are read through their attributes.
+// checks. Blocks are ids into an array of block records (one cache line each) instead of
+// Python objects; requests stay Python objects and are read through their attributes.
 #include <dlfcn.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -461,91 +461,36 @@ class NativeHasher {
 // ---------------------------------------------------------------------------------------------
 // The block pool and KV cache manager
 
-// Blocks carrying one hash, oldest cached first (first, then more[0], more[1], ...).
-struct CacheEntry {
-    int32_t first;
-    std::vector<int32_t> more;
+// One KV block's bookkeeping, in one cache line: taking a block from the free queue, evicting
+// its hash and caching a new one touch this line and the prefix map's slot only (the pool is
+// several MB per replica, so each line touched is a likely cache miss).
+constexpr int64_t kNotQueued = std::numeric_limits<int64_t>::min();
 
-    bool contains(int32_t block) const {
-        return first == block || std::find(more.begin(), more.end(), block) != more.end();
-    }
-
-    // Drop `block`; true when the entry is left empty.
-    bool erase(int32_t block) {
-        if (first == block) {
-            if (more.empty()) return true;
-            first = more.front();
-            more.erase(more.begin());
-            return false;
-        }
-        more.erase(std::find(more.begin(), more.end(), block));
-        return false;
-    }
+struct alignas(64) Block {
+    int64_t queue_pos = kNotQueued;  // its place in the free queue
+    int32_t ref_cnt = 0;
+    // The next younger block cached under the same hash (vLLM keeps no de-duplication), -1 none.
+    int32_t same_hash_next = -1;
+    int64_t num_tokens = 0;  // tokens up to the end of this block in the request that cached it
+    uint32_t fingerprint = 0;  // of `hash`, while hashed
+    uint8_t hashed = 0;
+    uint8_t in_memo = 0;  // one of the lookup memo's hits
+    Digest hash;
 };
+static_assert(sizeof(Block) == 64);
 
-// The prefix map: each cached hash and the blocks carrying it. Open addressing with linear
-// probing over a power-of-two array of 8-byte slots (a 32-bit fingerprint of the digest and the
-// index of its entry in a dense vector): a miss touches only the slot array, a hit one entry, and
-// nothing is allocated per hash. Removal shifts the rest of the probe run back, so no tombstones
-// build up. It is never iterated, so no order can leak into a decision.
+// The prefix map: each cached hash and the blocks carrying it, oldest cached first. Open
+// addressing with linear probing over a power-of-two array of 8-byte slots (a 32-bit
+// fingerprint of the digest and the oldest block carrying it; the younger ones follow it
+// through `Block::same_hash_next`); the digest itself is the block's. A miss touches only the
+// slot array; evicting a block whose slot names it touches no other block. Removal shifts the
+// rest of the probe run back, so no tombstones build up. It is never iterated, so no order can
+// leak into a decision.
 class DigestTable {
   public:
-    int64_t size() const { return int64_t(entries_.size()); }
+    explicit DigestTable(std::vector<Block>& blocks) : blocks_(blocks) {}
 
-    CacheEntry* find(const Digest& digest) {
-        if (slots_.empty()) return nullptr;
-        Slot& slot = slots_[probe(fingerprint_of(digest), digest)];
-        return slot.entry == kEmpty ? nullptr : &entries_[slot.entry].blocks;
-    }
-
-    // The entry of `digest`, added holding only `block` when absent (then true).
-    std::pair<CacheEntry*, bool> find_or_add(const Digest& digest, int32_t block) {
-        // Grown before the probe, so the slot it stops at stays valid; load stays <= 1/2.
-        if (2 * (entries_.size() + 1) > slots_.size()) grow();
-        uint32_t fingerprint = fingerprint_of(digest);
-        Slot& slot = slots_[probe(fingerprint, digest)];
-        if (slot.entry != kEmpty) return {&entries_[slot.entry].blocks, false};
-        slot = Slot{fingerprint, uint32_t(entries_.size())};
-        entries_.push_back(Stored{digest, fingerprint, CacheEntry{block, {}}});
-        return {&entries_.back().blocks, true};
-    }
-
-    // Drop `block` from the entry of `digest`, which must hold it; an emptied entry goes.
-    void remove_block(const Digest& digest, int32_t block) {
-        size_t at = probe(fingerprint_of(digest), digest);
-        uint32_t index = slots_[at].entry;
-        if (index == kEmpty) throw std::logic_error("evicted block's hash is not cached");
-        if (!entries_[index].blocks.erase(block)) return;
-        vacate(at);
-        // The last entry fills the gap in the dense vector; its slot is repointed.
-        uint32_t last = uint32_t(entries_.size() - 1);
-        if (index != last) {
-            entries_[index] = std::move(entries_[last]);
-            size_t moved = home(entries_[index].fingerprint);
-            while (slots_[moved].entry != last) moved = (moved + 1) & mask_;
-            slots_[moved].entry = index;
-        }
-        entries_.pop_back();
-    }
-
-    void clear() {
-        entries_.clear();
-        std::fill(slots_.begin(), slots_.end(), Slot{0, kEmpty});
-    }
-
-  private:
-    static constexpr uint32_t kEmpty = std::numeric_limits<uint32_t>::max();
-
-    struct Slot {
-        uint32_t fingerprint;
-        uint32_t entry;  // index into entries_, kEmpty for a free slot
-    };
-
-    struct Stored {
-        Digest digest;
-        uint32_t fingerprint;
-        CacheEntry blocks;
-    };
+    int64_t size() const { return size_; }
 
     // Mixes every byte in: block hashes are uniform, but test streams use short or alike ones.
     static uint32_t fingerprint_of(const Digest& digest) {
@@ -559,15 +504,101 @@ class DigestTable {
         return uint32_t(mixed >> 32);
     }
 
+    // The oldest block carrying `digest` (whose fingerprint is `fingerprint`), -1 when none does.
+    int32_t find(const Digest& digest, uint32_t fingerprint) const {
+        if (slots_.empty()) return -1;
+        return slots_[probe(fingerprint, digest, -1)].block;
+    }
+
+    // Register `block`, which carries `fingerprint` and its digest, after the blocks already
+    // carrying that digest; false when it is one of them already.
+    bool add(int32_t block) {
+        // Grown before the probe, so the slot it stops at stays valid; load stays <= 1/2.
+        if (2 * (size_ + 1) > int64_t(slots_.size())) grow();
+        Block& added = blocks_[size_t(block)];
+        Slot& slot = slots_[probe(added.fingerprint, added.hash, block)];
+        if (slot.block == kEmpty) {
+            slot = Slot{added.fingerprint, block};
+            added.same_hash_next = -1;
+            ++size_;
+            return true;
+        }
+        int32_t last = slot.block;
+        while (true) {
+            if (last == block) return false;
+            int32_t next = blocks_[size_t(last)].same_hash_next;
+            if (next < 0) break;
+            last = next;
+        }
+        blocks_[size_t(last)].same_hash_next = block;
+        added.same_hash_next = -1;
+        return true;
+    }
+
+    // Drop `block`, which must be registered; its hash goes when no other block carries it.
+    void remove(int32_t block) {
+        const Block& removed = blocks_[size_t(block)];
+        size_t at = probe(removed.fingerprint, removed.hash, block);
+        int32_t first = slots_[at].block;
+        if (first == kEmpty) throw std::logic_error("evicted block's hash is not cached");
+        if (first == block) {
+            if (removed.same_hash_next >= 0) {
+                slots_[at].block = removed.same_hash_next;
+            } else {
+                vacate(at);
+                --size_;
+            }
+            return;
+        }
+        int32_t previous = first;
+        while (blocks_[size_t(previous)].same_hash_next != block) {
+            previous = blocks_[size_t(previous)].same_hash_next;
+            if (previous < 0) throw std::logic_error("evicted block's hash is not cached");
+        }
+        blocks_[size_t(previous)].same_hash_next = removed.same_hash_next;
+    }
+
+    // Start loading the slot a probe for `fingerprint` begins at: callers that are about to
+    // probe for many hashes ask for all their slots first, so the cache misses overlap.
+    void prefetch(uint32_t fingerprint) const {
+        if (!slots_.empty()) __builtin_prefetch(&slots_[home(fingerprint)]);
+    }
+
+    // Start loading the block a find for `fingerprint` will compare first (its slot should
+    // be loaded by now: prefetch() it well before).
+    void prefetch_carrier(uint32_t fingerprint) const {
+        if (slots_.empty()) return;
+        const Slot& slot = slots_[home(fingerprint)];
+        if (slot.block != kEmpty && slot.fingerprint == fingerprint) {
+            __builtin_prefetch(&blocks_[size_t(slot.block)]);
+        }
+    }
+
+    void clear() {
+        std::fill(slots_.begin(), slots_.end(), Slot{0, kEmpty});
+        size_ = 0;
+    }
+
+  private:
+    static constexpr int32_t kEmpty = -1;
+
+    struct Slot {
+        uint32_t fingerprint;
+        int32_t block;  // the oldest block carrying the hash, kEmpty for a free slot
+    };
+
     size_t home(uint32_t fingerprint) const { return size_t(fingerprint >> shift_); }
 
-    // The slot holding `digest`, or the free slot where its probe run ends.
-    size_t probe(uint32_t fingerprint, const Digest& digest) const {
+    // The slot holding `digest`, or the free slot where its probe run ends. A slot naming
+    // `carrier` (a block known to carry the digest, or -1) matches without reading a digest.
+    size_t probe(uint32_t fingerprint, const Digest& digest, int32_t carrier) const {
         size_t at = home(fingerprint);
         while (true) {
             const Slot& slot = slots_[at];
-            if (slot.entry == kEmpty) return at;
-            if (slot.fingerprint == fingerprint && entries_[slot.entry].digest == digest) return at;
+            if (slot.block == kEmpty || slot.block == carrier) return at;
+            if (slot.fingerprint == fingerprint && blocks_[size_t(slot.block)].hash == digest) {
+                return at;
+            }
             at = (at + 1) & mask_;
         }
     }
@@ -575,7 +606,7 @@ class DigestTable {
     // Free slot `at`, moving back each later slot of its run whose home is not past the gap.
     void vacate(size_t at) {
         size_t gap = at;
-        for (size_t next = (gap + 1) & mask_; slots_[next].entry != kEmpty;
+        for (size_t next = (gap + 1) & mask_; slots_[next].block != kEmpty;
              next = (next + 1) & mask_) {
             size_t distance_from_home = (next - home(slots_[next].fingerprint)) & mask_;
             if (distance_from_home >= ((next - gap) & mask_)) {
@@ -583,23 +614,26 @@ class DigestTable {
                 gap = next;
             }
         }
-        slots_[gap].entry = kEmpty;
+        slots_[gap].block = kEmpty;
     }
 
     void grow() {
         size_t capacity = std::max<size_t>(64, slots_.size() * 2);
+        std::vector<Slot> old = std::move(slots_);
         slots_.assign(capacity, Slot{0, kEmpty});
         mask_ = capacity - 1;
         shift_ = 32 - std::countr_zero(capacity);
-        for (size_t index = 0; index < entries_.size(); ++index) {
-            size_t at = home(entries_[index].fingerprint);
-            while (slots_[at].entry != kEmpty) at = (at + 1) & mask_;
-            slots_[at] = Slot{entries_[index].fingerprint, uint32_t(index)};
+        for (const Slot& slot : old) {
+            if (slot.block == kEmpty) continue;
+            size_t at = home(slot.fingerprint);
+            while (slots_[at].block != kEmpty) at = (at + 1) & mask_;
+            slots_[at] = slot;
         }
     }
 
+    std::vector<Block>& blocks_;
     std::vector<Slot> slots_;
-    std::vector<Stored> entries_;
+    int64_t size_ = 0;
     size_t mask_ = 0;
     int shift_ = 32;
 };
@@ -660,26 +694,11 @@ class CacheCore {
           watermark_blocks_(watermark_blocks),
           observer_(observer),
           waiting_status_(waiting_status),
-          preempted_status_(preempted_status) {
-        size_t size = size_t(num_gpu_blocks) + 2;  // two sentinels: head and tail of the queue
-        ref_cnt_.assign(size, 0);
-        prev_.assign(size, -1);
-        next_.assign(size, -1);
-        hashed_.assign(size, 0);
-        hash_.resize(size);
-        num_tokens_.assign(size, 0);
-        in_memo_.assign(size, 0);
-        head_ = num_gpu_blocks_;
-        tail_ = num_gpu_blocks_ + 1;
-        int32_t last = head_;
-        for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
-            next_[last] = block;
-            prev_[block] = last;
-            last = block;
-        }
-        next_[last] = tail_;
-        prev_[tail_] = last;
-        num_free_ = num_gpu_blocks_;
+          preempted_status_(preempted_status),
+          blocks_(size_t(num_gpu_blocks)),
+          cached_(blocks_) {
+        make_room(num_gpu_blocks);
+        for (int32_t block = 0; block < num_gpu_blocks_; ++block) push_back(block);
         // vLLM takes the first free block as the null block; it never returns to the queue.
         null_block_ = popleft();
     }
@@ -695,8 +714,10 @@ class CacheCore {
 
     nb::list free_queue_entries() const {
         nb::list entries;
-        for (int32_t block = next_[head_]; block != tail_; block = next_[block]) {
-            nb::object hash = hashed_[block] ? digest_bytes(hash_[block]) : nb::none();
+        for (int64_t pos = front_; pos < back_; ++pos) {
+            int32_t block = queue_[slot_of(pos)];
+            if (block == kHole) continue;
+            nb::object hash = blocks_[block].hashed ? digest_bytes(blocks_[block].hash) : nb::none();
             entries.append(nb::make_tuple(block, hash));
         }
         return entries;
@@ -704,12 +725,12 @@ class CacheCore {
 
     nb::object block_hash(int32_t block) const {
         check_block(block);
-        return hashed_[block] ? digest_bytes(hash_[block]) : nb::none();
+        return blocks_[block].hashed ? digest_bytes(blocks_[block].hash) : nb::none();
     }
 
     int64_t ref_cnt(int32_t block) const {
         check_block(block);
-        return ref_cnt_[block];
+        return blocks_[block].ref_cnt;
     }
 
     // --- manager ----------------------------------------------------------------------------
@@ -752,11 +773,27 @@ class CacheCore {
             memo_.hashes = nb::borrow(hashes_owner);
             memo_.source = hashes.source();
         }
-        for (int64_t index = int64_t(memo_.hits.size()); index < count; ++index) {
-            const CacheEntry* found = cached_.find(hashes.at(index));
-            if (found == nullptr) break;
-            memo_.hits.push_back(found->first);
-            in_memo_[size_t(found->first)] = 1;
+        // Each hash's slot is fetched 2 * kLookAhead hashes ahead of its probe and the block
+        // the slot names kLookAhead ahead, so the cache misses of consecutive probes overlap.
+        uint32_t fingerprints[4 * kLookAhead];
+        auto fetch_slot = [&](int64_t index) {
+            if (index >= count) return;
+            uint32_t fingerprint = DigestTable::fingerprint_of(hashes.at(index));
+            fingerprints[index % (4 * kLookAhead)] = fingerprint;
+            cached_.prefetch(fingerprint);
+        };
+        int64_t first = int64_t(memo_.hits.size());
+        for (int64_t index = first; index < first + 2 * kLookAhead; ++index) fetch_slot(index);
+        for (int64_t index = first; index < count; ++index) {
+            fetch_slot(index + 2 * kLookAhead);
+            if (index + kLookAhead < count) {
+                cached_.prefetch_carrier(fingerprints[(index + kLookAhead) % (4 * kLookAhead)]);
+            }
+            int32_t found =
+                cached_.find(hashes.at(index), fingerprints[index % (4 * kLookAhead)]);
+            if (found < 0) break;
+            memo_.hits.push_back(found);
+            blocks_[size_t(found)].in_memo = 1;
         }
         return memo_.hits;
     }
@@ -840,7 +877,7 @@ class CacheCore {
             state.blocks.insert(state.blocks.end(), hits.begin(), hits.end());
             state.num_cached_blocks = int64_t(state.blocks.size());
             if (!observer_.is_none()) {
-                for (int32_t block : hits) emit(names.hit, hash_[block], block, now);
+                for (int32_t block : hits) emit(names.hit, blocks_[block].hash, block, now);
             }
         }
         int64_t num_new_blocks = ceil_div(num_slots) - int64_t(state.blocks.size());
@@ -964,9 +1001,9 @@ class CacheCore {
         if (num_free_ != num_gpu_blocks_ - 1) return false;
         window_counts_.reset = true;
         for (int32_t block = 0; block < num_gpu_blocks_; ++block) {
-            if (!hashed_[block]) continue;
-            if (!observer_.is_none()) emit(names.cleared, hash_[block], block, now);
-            hashed_[block] = 0;
+            if (!blocks_[block].hashed) continue;
+            if (!observer_.is_none()) emit(names.cleared, blocks_[block].hash, block, now);
+            blocks_[block].hashed = 0;
         }
         cached_.clear();
         forget_lookup();
@@ -985,6 +1022,11 @@ class CacheCore {
     nb::object observer() const { return observer_; }
 
   private:
+    // How many hashes ahead a prefix lookup fetches prefix-map slots.
+    static constexpr int64_t kLookAhead = 8;
+    // How many blocks ahead taking blocks fetches their lines (twice as far) and slots.
+    static constexpr size_t kFetchAhead = 16;
+
     int64_t ceil_div(int64_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
 
     void check_block(int32_t block) const {
@@ -1021,117 +1063,169 @@ class CacheCore {
         int64_t num_held = found == requests_.end() ? 0 : int64_t(found->second.blocks.size());
         // Free hit blocks leave the free queue when touched, so they count against capacity.
         int64_t num_evictable_hits = 0;
-        for (int32_t block : hits) num_evictable_hits += ref_cnt_[block] == 0;
+        for (int32_t block : hits) num_evictable_hits += blocks_[block].ref_cnt == 0;
         return std::max<int64_t>(ceil_div(num_tokens) - int64_t(hits.size()) - num_held, 0) +
                num_evictable_hits;
     }
 
     void cache_request_blocks(HashSpan hashes, RequestBlocks& state, int64_t num_tokens,
                               double now) {
+        // Most calls (a decode token each step) fill no block: no division then.
+        if (num_tokens < (state.num_cached_blocks + 1) * block_size_) return;
         int64_t num_full = std::min(num_tokens, hashes.size * block_size_) / block_size_;
         if (num_full <= state.num_cached_blocks) return;
+        // The blocks take their hashes first and their slots are fetched together, then they
+        // join the prefix map in order.
         for (int64_t index = state.num_cached_blocks; index < num_full; ++index) {
             int32_t block = state.blocks[size_t(index)];
             if (block == null_block_) continue;
-            Digest digest = hashes.at(index);
-            hashed_[block] = 1;
-            hash_[block] = digest;
-            num_tokens_[block] = (index + 1) * block_size_;
-            auto [entry, added] = cached_.find_or_add(digest, block);
-            if (!added) {
-                if (entry->contains(block)) continue;
-                entry->more.push_back(block);
-            }
+            Block& cached = blocks_[size_t(block)];
+            cached.hash = hashes.at(index);
+            cached.fingerprint = DigestTable::fingerprint_of(cached.hash);
+            cached.hashed = 1;
+            cached.num_tokens = (index + 1) * block_size_;
+            cached_.prefetch(cached.fingerprint);
+        }
+        for (int64_t index = state.num_cached_blocks; index < num_full; ++index) {
+            int32_t block = state.blocks[size_t(index)];
+            if (block == null_block_) continue;
+            const Block& cached = blocks_[size_t(block)];
+            if (!cached_.add(block)) continue;
             ++num_stored;
-            if (!observer_.is_none()) emit(names.stored, digest, block, now);
+            if (!observer_.is_none()) emit(names.stored, cached.hash, block, now);
         }
         state.num_cached_blocks = num_full;
     }
 
     void emit(PyObject* kind, const Digest& digest, int32_t block, double now) {
         observer_.attr(names.on_block_event)(nb::handle(kind), digest_bytes(digest), block,
-                                             num_tokens_[block], now);
+                                             blocks_[block].num_tokens, now);
     }
 
     // --- free queue ----------------------------------------------------------------------------
+    // Block ids in queue order in a ring: blocks join at the back (or, unhashed ones, at the
+    // front) and leave from the front, or from the middle on a prefix hit, which leaves a hole.
+    // Taking blocks reads consecutive ids rather than chasing links through the pool, so the
+    // lines of the blocks about to be taken can be fetched together.
+
+    static constexpr int32_t kHole = -1;
+
+    size_t slot_of(int64_t pos) const { return size_t(uint64_t(pos) & queue_mask_); }
+
+    // Room for `count` more entries; a full ring is rebuilt without its holes (and larger).
+    void make_room(int64_t count) {
+        if (back_ - front_ + count <= int64_t(queue_.size())) return;
+        size_t capacity = std::max<size_t>(64, std::bit_ceil(size_t(2 * (num_free_ + count))));
+        std::vector<int32_t> queue(capacity, kHole);
+        int64_t pos = 0;
+        for (int64_t old = front_; old < back_; ++old) {
+            int32_t block = queue_[slot_of(old)];
+            if (block == kHole) continue;
+            queue[size_t(pos)] = block;
+            blocks_[size_t(block)].queue_pos = pos++;
+        }
+        queue_ = std::move(queue);
+        queue_mask_ = capacity - 1;
+        front_ = 0;
+        back_ = pos;
+    }
+
+    void push_back(int32_t block) {
+        make_room(1);
+        queue_[slot_of(back_)] = block;
+        blocks_[size_t(block)].queue_pos = back_++;
+        ++num_free_;
+    }
+
+    void push_front(int32_t block) {
+        make_room(1);
+        queue_[slot_of(--front_)] = block;
+        blocks_[size_t(block)].queue_pos = front_;
+        ++num_free_;
+    }
 
     void unlink(int32_t block) {
-        int32_t previous = prev_[block], following = next_[block];
-        if (previous < 0 || following < 0) throw nb::value_error("block is not in the free queue");
-        next_[previous] = following;
-        prev_[following] = previous;
-        prev_[block] = next_[block] = -1;
+        Block& unlinked = blocks_[block];
+        if (unlinked.queue_pos == kNotQueued) throw nb::value_error("block is not in the free queue");
+        queue_[slot_of(unlinked.queue_pos)] = kHole;
+        unlinked.queue_pos = kNotQueued;
         --num_free_;
     }
 
     int32_t popleft() {
-        int32_t block = next_[head_];
-        if (block == tail_) throw nb::index_error("no free blocks");
-        unlink(block);
+        if (num_free_ == 0) throw nb::index_error("no free blocks");
+        while (queue_[slot_of(front_)] == kHole) ++front_;
+        int32_t block = queue_[slot_of(front_++)];
+        blocks_[size_t(block)].queue_pos = kNotQueued;
+        --num_free_;
         return block;
     }
 
     void get_new_blocks(int64_t count, double now, std::vector<int32_t>& out) {
         if (count > num_free_) throw nb::index_error("not enough free blocks");
-        for (int64_t i = 0; i < count; ++i) {
-            int32_t block = popleft();
-            if (hashed_[block]) evict(block, now);
-            ref_cnt_[block] = 1;
-            out.push_back(block);
+        size_t first = out.size();
+        while (int64_t(out.size() - first) < count) {
+            int32_t block = queue_[slot_of(front_++)];
+            if (block != kHole) out.push_back(block);
+        }
+        num_free_ -= count;
+        // Each block's line, and for a cached block the prefix-map slot its eviction probes,
+        // are fetched a few blocks ahead, so their cache misses overlap.
+        size_t end = out.size();
+        for (size_t i = first; i < std::min(end, first + 2 * kFetchAhead); ++i) {
+            __builtin_prefetch(&blocks_[size_t(out[i])]);
+        }
+        for (size_t i = first; i < end; ++i) {
+            if (i + 2 * kFetchAhead < end) __builtin_prefetch(&blocks_[size_t(out[i + 2 * kFetchAhead])]);
+            if (i + kFetchAhead < end) {
+                const Block& ahead = blocks_[size_t(out[i + kFetchAhead])];
+                if (ahead.hashed) cached_.prefetch(ahead.fingerprint);
+            }
+            int32_t block = out[i];
+            Block& taken = blocks_[size_t(block)];
+            taken.queue_pos = kNotQueued;
+            if (taken.hashed) evict(block, now);
+            taken.ref_cnt = 1;
         }
     }
 
     void evict(int32_t block, double now) {
-        cached_.remove_block(hash_[block], block);
-        hashed_[block] = 0;
-        if (in_memo_[size_t(block)]) forget_lookup();
+        Block& evicted = blocks_[block];
+        cached_.remove(block);
+        evicted.hashed = 0;
+        if (evicted.in_memo) forget_lookup();
         ++num_evictions;
         --num_cached_free_;  // only free blocks are evicted
-        if (!observer_.is_none()) emit(names.evicted, hash_[block], block, now);
+        if (!observer_.is_none()) emit(names.evicted, evicted.hash, block, now);
     }
 
     void touch(const std::vector<int32_t>& blocks) {
         for (int32_t block : blocks) {
-            if (ref_cnt_[block] == 0 && block != null_block_) {
+            if (blocks_[block].ref_cnt == 0 && block != null_block_) {
                 unlink(block);
                 --num_cached_free_;  // a hit block carries a hash
             }
-            ++ref_cnt_[block];
+            ++blocks_[block].ref_cnt;
         }
     }
 
     // Release in reverse holding order: unhashed blocks to the queue front (keeping their
     // order), cached ones to the back.
     void free_blocks_reversed(const std::vector<int32_t>& blocks) {
-        std::vector<int32_t> unhashed;
-        int32_t last = prev_[tail_];
+        unhashed_.clear();
+        make_room(int64_t(blocks.size()));
         for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
             int32_t block = *it;
             if (block == null_block_) continue;
-            if (--ref_cnt_[block] != 0) continue;
-            if (enable_caching_ && hashed_[block]) {
-                next_[last] = block;
-                prev_[block] = last;
-                last = block;
-                ++num_free_;
+            if (--blocks_[block].ref_cnt != 0) continue;
+            if (enable_caching_ && blocks_[block].hashed) {
+                push_back(block);
                 ++num_cached_free_;
             } else {
-                unhashed.push_back(block);
+                unhashed_.push_back(block);
             }
         }
-        next_[last] = tail_;
-        prev_[tail_] = last;
-        if (unhashed.empty()) return;
-        int32_t first = next_[head_];
-        int32_t previous = head_;
-        for (int32_t block : unhashed) {
-            next_[previous] = block;
-            prev_[block] = previous;
-            previous = block;
-        }
-        next_[previous] = first;
-        prev_[first] = previous;
-        num_free_ += int64_t(unhashed.size());
+        for (auto it = unhashed_.rbegin(); it != unhashed_.rend(); ++it) push_front(*it);
     }
 
     int32_t num_gpu_blocks_;
@@ -1142,11 +1236,12 @@ class CacheCore {
     nb::object observer_;
     nb::object waiting_status_;
     nb::object preempted_status_;
-    std::vector<int32_t> ref_cnt_, prev_, next_;
-    std::vector<uint8_t> hashed_;
-    std::vector<Digest> hash_;
-    std::vector<int64_t> num_tokens_;
-    int32_t head_, tail_, null_block_;
+    std::vector<Block> blocks_;
+    std::vector<int32_t> queue_;  // the free queue's ring: positions [front_, back_)
+    size_t queue_mask_ = 0;
+    int64_t front_ = 0, back_ = 0;
+    std::vector<int32_t> unhashed_;  // scratch of free_blocks_reversed
+    int32_t null_block_;
     int64_t num_free_ = 0;
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)
     LookupCounts window_counts_;  // since the last take_lookup_counts()
@@ -1161,10 +1256,9 @@ class CacheCore {
         std::vector<int32_t> hits;
     };
     LookupMemo memo_;
-    std::vector<uint8_t> in_memo_;
 
     void forget_lookup() {
-        for (int32_t block : memo_.hits) in_memo_[size_t(block)] = 0;
+        for (int32_t block : memo_.hits) blocks_[size_t(block)].in_memo = 0;
         memo_ = LookupMemo();
     }
 };

@@ -282,9 +282,11 @@ struct ReqState {
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
+        read_int64s(get(object, snames.planned_output_token_ids), planned);
+        // Room for every output up front: the prompt is copied once.
+        tokens.reserve(size_t(num_prompt_tokens) + planned.size());
         read_int64s(get(object, snames.all_token_ids), tokens);
         num_tokens_ = synced_tokens = int64_t(tokens.size());
-        read_int64s(get(object, snames.planned_output_token_ids), planned);
         nb::object hash_objects = hash_list(object);
         synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
         hashes.reserve(size_t(synced_hashes));
@@ -377,7 +379,7 @@ struct ReqState {
             throw nb::index_error("no planned output token left to sample");
         }
         ++num_tokens_;
-        if (num_tokens_ / block_size <= num_hashes_) return;
+        if (num_tokens_ < (num_hashes_ + 1) * block_size) return;  // fills no block
         if (hasher != nullptr) {
             write_tokens();
             hasher->extend_digests(hashes, tokens.data(), num_tokens_);
@@ -400,6 +402,23 @@ struct ReqState {
 };
 
 using State = std::shared_ptr<ReqState>;
+
+// Loops over a step's requests fetch the lines a request's step reads a few requests ahead:
+// its state's first lines, then (the state loaded by then) its held blocks and where its next
+// inter-token latency goes, so the cache misses of consecutive requests overlap.
+void prefetch_ahead(const std::vector<State>& states, size_t index) {
+    constexpr size_t kAhead = 4;
+    if (index + 2 * kAhead < states.size()) {
+        const char* state = reinterpret_cast<const char*>(states[index + 2 * kAhead].get());
+        __builtin_prefetch(state);
+        __builtin_prefetch(state + 64);
+    }
+    if (index + kAhead < states.size()) {
+        const ReqState& state = *states[index + kAhead];
+        if (state.blocks != nullptr) __builtin_prefetch(state.blocks);
+        __builtin_prefetch(state.new_itls.data() + state.new_itls.size());
+    }
+}
 
 // Python views of requests: each brought up to date first.
 nb::list synced_list(const std::vector<State>& states) {
@@ -446,6 +465,20 @@ struct StepOutput {
             if (PyList_Append(out.ptr(), item.ptr()) != 0) throw nb::python_error();
         }
         return out;
+    }
+
+    // Empty again, keeping the vectors' room (the step loop reuses its outputs).
+    void clear() {
+        scheduled.clear();
+        num_scheduled.clear();
+        partial.clear();
+        prefill_new_tokens.clear();
+        prefill_context_tokens.clear();
+        decode_context_lens.clear();
+        preempted.clear();
+        admitted.clear();
+        total_num_scheduled_tokens = 0;
+        carries_prefill = false;
     }
 
     void add(const State& state, int64_t num_new_tokens) {
@@ -538,19 +571,24 @@ class SchedulerCore {
 
     StepOutput* schedule(double now) {
         auto output = std::make_unique<StepOutput>();
-        output->admission_type = admission_type_;
-        output->scheduled.reserve(running_.size() + 1);
-        output->num_scheduled.reserve(running_.size() + 1);
+        schedule_into(*output, now);
+        return output.release();
+    }
+
+    // Schedule a step into `output`, which must be empty (a new or a cleared one).
+    void schedule_into(StepOutput& output, double now) {
+        output.admission_type = admission_type_;
+        output.scheduled.reserve(running_.size() + 1);
+        output.num_scheduled.reserve(running_.size() + 1);
         int64_t threshold = long_prefill_threshold();
         bool hold_prefill = hold_prefill_now();
         int64_t budget = limits_.max_num_batched_tokens;
-        budget = schedule_running(*output, budget, threshold, hold_prefill, now);
-        if (output->preempted.empty()) {
-            schedule_waiting(*output, budget, threshold, hold_prefill, now);
+        budget = schedule_running(output, budget, threshold, hold_prefill, now);
+        if (output.preempted.empty()) {
+            schedule_waiting(output, budget, threshold, hold_prefill, now);
             if (!hold_prefill) prefill_capacity_bound_ = waiting_.size() > deferred_.size();
         }
-        update_after_schedule(*output);
-        return output.release();
+        update_after_schedule(output);
     }
 
     // With async scheduling `output` is the oldest step in flight: requests aborted or
@@ -562,6 +600,7 @@ class SchedulerCore {
         bool async_scheduling = limits_.async_scheduling;
         int64_t block_size = manager_->block_size();
         for (size_t i = 0; i < output.scheduled.size(); ++i) {
+            prefetch_ahead(output.scheduled, i);
             const State& state = output.scheduled[i];
             ReqState& request = *state;
             bool stale = false;
@@ -674,6 +713,7 @@ class SchedulerCore {
         size_t index = 0;
         int64_t max_model_len = limits_.max_model_len;
         while (index < running_.size() && budget > 0) {
+            prefetch_ahead(running_, index);
             const State& state = running_[index];
             ReqState& request = *state;
             int64_t num_computed = request.num_computed_tokens;

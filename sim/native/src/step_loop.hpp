@@ -59,6 +59,7 @@ class StepColumnsBuffer {
     static void move_out(nb::dict& columns, const char* name, std::vector<T>& values) {
         auto* owned = new std::vector<T>(std::move(values));
         values = std::vector<T>();
+        values.reserve(owned->size());  // the next batch is as long, most likely
         nb::capsule owner(owned, [](void* pointer) noexcept {
             delete static_cast<std::vector<T>*>(pointer);
         });
@@ -168,7 +169,8 @@ class StepLoop {
     Phase launch(double now) {
         int64_t preemptions_before = scheduler_->num_preemptions;
         int64_t evictions_before = manager_->num_evictions;
-        std::unique_ptr<StepOutput> output(scheduler_->schedule(now));
+        std::unique_ptr<StepOutput> output = spare_output();
+        scheduler_->schedule_into(*output, now);
         LoopStepShape shape = loop_step_shape(*output);
         double started_at = now;
         double duration_s = 0.0;
@@ -189,11 +191,27 @@ class StepLoop {
             // Async: schedule the next step before this one's output.
             return in_flight_.size() < max_in_flight_ ? Phase::kTop : Phase::kPop;
         }
+        recycle(std::move(batch.output));
         if (!in_flight_.empty()) return Phase::kPop;  // a flush step: nothing to run or record
         if (!shape.preempted) {
             throw std::runtime_error("engine step scheduled nothing while requests are unfinished");
         }
         return Phase::kTop;  // a request preempted itself; vLLM's next iteration goes on
+    }
+
+    // Step outputs are reused, so a step allocates nothing once the vectors have grown.
+    std::unique_ptr<StepOutput> spare_output() {
+        if (spare_.empty()) return std::make_unique<StepOutput>();
+        std::unique_ptr<StepOutput> output = std::move(spare_.back());
+        spare_.pop_back();
+        return output;
+    }
+
+    // An applied (or empty) step's output: its requests are let go of now, as when it was
+    // destroyed.
+    void recycle(std::unique_ptr<StepOutput> output) {
+        output->clear();
+        spare_.push_back(std::move(output));
     }
 
     double step_time_s(const LoopStepShape& shape) {
@@ -229,6 +247,7 @@ class StepLoop {
         InFlight batch = std::move(in_flight_.back());
         in_flight_.pop_back();
         LoopAppliedStep applied = loop_apply_step(*scheduler_, *batch.output, now);
+        recycle(std::move(batch.output));
         ++num_steps;
         StepColumnsBuffer& b = *buffer_;
         b.step_index.push_back(num_steps);
@@ -271,6 +290,7 @@ class StepLoop {
     double gpu_free_at_ = 0.0;
     // Steps launched but not yet applied, newest first.
     std::deque<InFlight> in_flight_;
+    std::vector<std::unique_ptr<StepOutput>> spare_;
     std::unordered_set<PyObject*> urgent_;
 };
 

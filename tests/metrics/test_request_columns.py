@@ -1,0 +1,95 @@
+"""RequestColumns: a batch of finished requests as columns, every derived latency equal to the
+one RequestRecord computes for each request."""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+from conftest import build_request
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.metrics.records import RequestColumns, RequestRecord
+
+TIMES = st.floats(0.0, 1e4, allow_nan=False, allow_infinity=False)
+GAPS = st.lists(st.floats(0.0, 50.0, allow_nan=False, allow_infinity=False), max_size=12)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> RequestRecord:
+    arrival_at = draw(TIMES)
+    gaps = draw(GAPS)
+    return build_request(
+        request_id=draw(st.sampled_from(("a", "b", "ü"))),
+        session_id=draw(st.none() | st.sampled_from(("a", "b", "ü"))),
+        arrival_at=arrival_at,
+        first_scheduled_at=arrival_at + draw(TIMES),
+        first_token_at=arrival_at + draw(TIMES),
+        finished_at=arrival_at + draw(TIMES),
+        frontend_in_s=draw(st.floats(0.0, 0.1)),
+        frontend_out_s=draw(st.floats(0.0, 0.1)),
+        prefill_done_at=draw(st.none() | TIMES),
+        num_prompt_tokens=draw(st.integers(1, 10**6)),
+        num_output_tokens=draw(st.integers(1, 10**4)),
+        num_preemptions=draw(st.integers(0, 9)),
+        replica=draw(st.integers(0, 7)),
+        inter_token_latencies_s=array("d", gaps) if draw(st.booleans()) else gaps,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(requests(), max_size=8))
+def test_every_column_equals_the_records_values(records: list[RequestRecord]) -> None:
+    columns = RequestColumns.from_records(records)
+    assert len(columns) == len(records)
+    assert columns.request_id == [record.request_id for record in records]
+    assert columns.session_id == [record.session_id for record in records]
+    for name in (
+        "arrival_at",
+        "finished_at",
+        "num_prompt_tokens",
+        "replica",
+        "ttft_s",
+        "frontend_s",
+        "prefill_s",
+        "first_decode_s",
+        "e2e_s",
+        "queue_s",
+        "engine_prefill_s",
+        "decode_s",
+        "inference_s",
+    ):
+        assert getattr(columns, name).tolist() == [getattr(r, name) for r in records], name
+    assert columns.has_tpot.tolist() == [record.tpot_s is not None for record in records]
+    assert columns.tpot_s.tolist() == [record.tpot_s or 0.0 for record in records]
+    assert columns.itl_max_s.tolist() == [record.itl_max_s or 0.0 for record in records]
+    assert columns.num_gaps.tolist() == [len(r.inter_token_latencies_s) for r in records]
+    gaps = [gap for record in records for gap in record.inter_token_latencies_s]
+    assert columns.inter_token_latencies_s.tolist() == gaps
+    sums = [math.fsum(record.inter_token_latencies_s) for record in records]
+    assert columns.gap_sums_s().tolist() == sums
+
+
+def test_two_requests_in_numbers() -> None:
+    # r1: prefill done in its first-token step (prefill_done_at None), one token, no gap;
+    # r2: 4 tokens, gaps 0.1, 0.2, 0.3 (exact sum 0.6), TPOT (3.0 - 1.5) / 3 = 0.5.
+    first = build_request(
+        request_id="r1", first_token_at=0.5, finished_at=0.5, num_output_tokens=1,
+        inter_token_latencies_s=[],
+    )  # fmt: skip
+    second = build_request(
+        request_id="r2", arrival_at=1.0, first_scheduled_at=1.25, first_token_at=1.5,
+        finished_at=3.0, prefill_done_at=1.375, inter_token_latencies_s=array("d", [0.1, 0.2, 0.3]),
+    )  # fmt: skip
+    columns = RequestColumns.from_records([first, second])
+    assert columns.prefill_done_at.tolist() == [0.5, 1.375]
+    assert columns.ttft_s.tolist() == [0.5, 0.5]
+    assert columns.prefill_s.tolist() == [0.25, 0.125]
+    assert columns.first_decode_s.tolist() == [0.0, 0.125]
+    assert columns.has_tpot.tolist() == [False, True]
+    assert columns.tpot_s.tolist() == [0.0, 0.5]
+    assert columns.itl_max_s.tolist() == [0.0, 0.3]
+    assert columns.gap_sums_s().tolist() == [0.0, 0.6]
+    assert np.array_equal(columns.num_gaps, [0, 3])

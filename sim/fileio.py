@@ -189,11 +189,15 @@ def partial_dir(final: Path) -> Iterator[Path]:
     """
     partial = final.parent / f".{final.name}{PARTIAL_SUFFIX}"
     with writing(partial):
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        descriptor = os.open(partial, os.O_RDONLY | os.O_DIRECTORY)
+        # Made and locked under a name no leftover sweep takes, then renamed: a run starting
+        # beside it (a sweep's other worker) never finds it unlocked and removes it.
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
     try:
         _lock(descriptor)
+        with writing(partial):
+            shutil.rmtree(partial, ignore_errors=True)
+            staging.rename(partial)
         yield partial
     except InputError as error:
         shutil.rmtree(partial, ignore_errors=True)
@@ -205,6 +209,7 @@ def partial_dir(final: Path) -> Iterator[Path]:
         raise
     finally:
         os.close(descriptor)
+        shutil.rmtree(staging, ignore_errors=True)  # only if the rename never happened
 
 
 def publish(partial: Path, final: Path) -> None:

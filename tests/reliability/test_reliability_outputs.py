@@ -271,3 +271,26 @@ def test_abandoned_temp_files_go_with_the_next_write(places, capsys):
         "schema.json",
     ]
     assert json.loads(out.read_text())["title"] == "prefixsim input file"
+
+
+def test_a_partial_directory_being_made_survives_a_leftover_sweep(tmp_path, monkeypatch):
+    """Another run sweeps leftovers beside a run whose partial directory exists but is not
+    locked yet (a sweep's two workers starting together): the sweep finds nothing to remove
+    and the run writes and publishes its directory."""
+    lock = sim.fileio._lock
+    swept: list[list[Path]] = []
+
+    def lock_after_a_sweep(descriptor: int) -> None:
+        if not swept:
+            swept.append([])
+            swept[0] = sim.fileio.remove_leftovers(tmp_path)
+        lock(descriptor)
+
+    monkeypatch.setattr(sim.fileio, "_lock", lock_after_a_sweep)
+    final = tmp_path / "run"
+    with sim.fileio.partial_dir(final) as partial:
+        (partial / "summary.json").write_text("{}")
+        sim.fileio.publish(partial, final)
+    assert swept == [[]]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+    assert (final / "summary.json").read_text() == "{}"

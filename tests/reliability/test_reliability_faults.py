@@ -89,7 +89,7 @@ def _files(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def long_scenario(tmp_path) -> Path:
     path = tmp_path / "long.yaml"
-    path.write_text(LONG.format(duration=30000.0))
+    path.write_text(LONG.format(duration=3000.0))
     return path
 
 

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Loaded with this module, not by numpy at a run's first draw: that draw comes once the run's
+# output is open, and a signal landing inside numpy.random's extension-module import is lost
+# (a Ctrl-C or SIGTERM that never stopped the run; its stack, logged, ended in that import).
+import numpy.random  # noqa: F401
+
 from workloads.errors import WorkloadError
 from workloads.validation import require_number
 

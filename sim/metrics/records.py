@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -178,7 +179,7 @@ _STEP_COLUMN_DTYPES: dict[str, np.dtype[np.int64] | np.dtype[np.float64]] = {
 _Time = TypeVar("_Time", float, Float64Column)
 
 
-class RequestTimes(Generic[_Time]):
+class RequestTimes(ABC, Generic[_Time]):
     """The latencies derived from a finished request's timeline. One request's are floats, a
     batch's (RequestColumns) arrays: the same expressions compute both, so a column equals
     the request's value element by element."""
@@ -193,8 +194,9 @@ class RequestTimes(Generic[_Time]):
     frontend_out_s: _Time
 
     @property
+    @abstractmethod
     def _prefill_done_at(self) -> _Time:
-        raise NotImplementedError
+        """When the step that computed the last prompt token ended."""
 
     @property
     def ttft_s(self) -> _Time:

@@ -186,9 +186,14 @@ class Hasher(Protocol):
     identity: bool
 
     def extend(
-        self, block_hashes: list[bytes], token_ids: Sequence[int], keys: HashKeys = ...
+        self,
+        block_hashes: list[bytes],
+        token_ids: Sequence[int],
+        keys: HashKeys = ...,
+        start: int = ...,
     ) -> int:
-        """Append hashes of every newly full block of `token_ids`; return how many were added."""
+        """Append hashes of every newly full block of the tokens `token_ids` holds from position
+        `start` on; return how many were added."""
         ...
 
     def hashes_like(self, other: Hasher) -> bool:
@@ -300,11 +305,15 @@ class BlockHasher:
         block_hashes: list[bytes],
         token_ids: Sequence[int],
         keys: HashKeys = NO_HASH_KEYS,
+        start: int = 0,
     ) -> int:
-        """Append hashes of every newly full block of `token_ids`; return how many were added."""
+        """Append hashes of every newly full block of the tokens `token_ids` holds from position
+        `start` on (the blocks before `start` are hashed already); return how many were added."""
         block_size = self.block_size
         start_block = len(block_hashes)
-        num_full_blocks = len(token_ids) // block_size
+        if start > start_block * block_size:
+            raise ValueError(f"tokens from {start} on cannot extend {start_block} block hashes")
+        num_full_blocks = (start + len(token_ids)) // block_size
         parent = block_hashes[-1] if block_hashes else self.none_hash
         hash_block = self._hash_block
         plain = keys.is_empty
@@ -312,10 +321,10 @@ class BlockHasher:
         # An int64 array holds nothing but int64 tokens: no per-token check for the identity.
         tokens_are_int64 = isinstance(token_ids, array) and token_ids.typecode == "q"
         for index in range(start_block, num_full_blocks):
-            start = index * block_size
-            end = start + block_size
-            extra = None if plain else keys.for_block(index, start, end)
-            hashed = (parent, tuple(token_ids[start:end]), extra)
+            begin = index * block_size
+            end = begin + block_size
+            extra = None if plain else keys.for_block(index, begin, end)
+            hashed = (parent, tuple(token_ids[begin - start : end - start]), extra)
             if memo is None:
                 parent = hash_block(hashed, tokens_are_int64)
             else:

@@ -174,7 +174,7 @@ class KVCacheManager(PrefixLookupCounting):
             blocks.extend(pool.get_new_blocks(1, now))
         # Async scheduling runs a token ahead of the known ones: cache what is known, checked
         # every time then (the block filled may be the one before the slot's).
-        num_cacheable = min(num_slots, len(request.all_token_ids))
+        num_cacheable = min(num_slots, request.num_tokens)
         if self.enable_caching and (num_cacheable < num_slots or num_cacheable % block_size == 0):
             self.cache_blocks(request, num_cacheable, now)
         return True

@@ -15,8 +15,6 @@ from sim.kvcache.hashing import (
     num_shared_full_blocks,
 )
 
-_ZERO_TOKEN = (0,)
-
 
 class RequestStatus(enum.Enum):
     """vLLM's request states that matter to the cache and scheduler."""
@@ -59,25 +57,28 @@ def symbolic_prompt(
 
 
 class CacheRequest:
-    """Prompt plus outputs so far (`all_token_ids`), their full-block hashes, and progress.
+    """Prompt plus outputs so far, their full-block hashes, and progress.
 
     `all_token_ids` is an int64 `array('q')`, not a list: no Python int per token, and the
-    compiled hasher reads it as one buffer. A request made from a SymbolicPrompt holds zeros
-    for its first `num_symbolic_tokens` tokens, which are never made: their blocks' hashes are
-    all computed up front and nothing reads tokens of hashed blocks.
+    compiled hasher reads it as one buffer. It holds the tokens from position
+    `num_symbolic_tokens` on: a request made from a SymbolicPrompt never holds the tokens of
+    the blocks its trace block ids identify (nothing reads tokens of hashed blocks). Those
+    blocks' hashes are computed when `block_hashes` is first read; the compiled scheduler
+    computes them itself and never reads it.
     """
 
     __slots__ = (
         "request_id",
         "all_token_ids",
         "num_prompt_tokens",
-        "block_hashes",
+        "_block_hashes",
         "num_computed_tokens",
         "status",
         "num_preemptions",
         "hash_keys",
         "skip_reading_prefix_cache",
         "num_symbolic_tokens",
+        "trace_blocks",
         "_hasher",
     )
 
@@ -95,18 +96,6 @@ class CacheRequest:
         session's previous turn): the hashes of the full blocks they share are copied, not
         recomputed. The hashes are the same either way."""
         self.request_id = request_id
-        symbolic: SymbolicPrompt | None = None
-        if isinstance(prompt_token_ids, SymbolicPrompt):
-            symbolic = prompt_token_ids
-            self.all_token_ids = array("q", _ZERO_TOKEN) * symbolic.num_symbolic_tokens
-            self.all_token_ids.frombytes(symbolic.tail)
-            self.num_symbolic_tokens = symbolic.num_symbolic_tokens
-        else:
-            # From an array('q') this is one copy of the buffer (no per-token work).
-            self.all_token_ids = array("q", prompt_token_ids)
-            self.num_symbolic_tokens = 0
-        self.num_prompt_tokens = len(self.all_token_ids)
-        self.block_hashes: list[bytes] = []
         self.num_computed_tokens = 0
         self.status = RequestStatus.WAITING
         self.num_preemptions = 0
@@ -114,16 +103,21 @@ class CacheRequest:
         # vLLM sets this when prompt logprobs are requested: no hit, not counted, still cached.
         self.skip_reading_prefix_cache = skip_reading_prefix_cache
         self._hasher = hasher
-        if symbolic is not None:
-            blocks = symbolic.blocks
-            hasher.extend_trace_blocks(
-                self.block_hashes,
-                blocks.namespace_key,
-                blocks.block_ids,
-                blocks.trace_block_size,
-                symbolic.num_symbolic_tokens,
-            )
-        elif (
+        if isinstance(prompt_token_ids, SymbolicPrompt):
+            self.all_token_ids = array("q")
+            self.all_token_ids.frombytes(prompt_token_ids.tail)
+            self.num_symbolic_tokens = prompt_token_ids.num_symbolic_tokens
+            self.num_prompt_tokens = self.num_symbolic_tokens + len(self.all_token_ids)
+            self.trace_blocks: TraceBlocks | None = prompt_token_ids.blocks
+            self._block_hashes: list[bytes] | None = None
+            return
+        # From an array('q') this is one copy of the buffer (no per-token work).
+        self.all_token_ids = array("q", prompt_token_ids)
+        self.num_symbolic_tokens = 0
+        self.num_prompt_tokens = len(self.all_token_ids)
+        self.trace_blocks = None
+        block_hashes: list[bytes] = []
+        if (
             prefix_source is not None
             and not prefix_source.num_symbolic_tokens
             and prefix_source.hash_keys == hash_keys
@@ -132,23 +126,50 @@ class CacheRequest:
             num_shared = num_shared_full_blocks(
                 self.all_token_ids, prefix_source.all_token_ids, hasher.block_size
             )
-            self.block_hashes = prefix_source.block_hashes[:num_shared]
-        hasher.extend(self.block_hashes, self.all_token_ids, hash_keys)
+            block_hashes = prefix_source.block_hashes[:num_shared]
+        hasher.extend(block_hashes, self.all_token_ids, hash_keys)
+        self._block_hashes = block_hashes
+
+    @property
+    def block_hashes(self) -> list[bytes]:
+        """The hashes of the full blocks so far (of a request made from trace block ids,
+        computed at the first read)."""
+        block_hashes = self._block_hashes
+        if block_hashes is None:
+            block_hashes = self._block_hashes = self._identify_blocks()
+        return block_hashes
+
+    def _identify_blocks(self) -> list[bytes]:
+        blocks = self.trace_blocks
+        assert blocks is not None  # only a request made from a SymbolicPrompt has none yet
+        block_hashes: list[bytes] = []
+        hasher = self._hasher
+        hasher.extend_trace_blocks(
+            block_hashes,
+            blocks.namespace_key,
+            blocks.block_ids,
+            blocks.trace_block_size,
+            self.num_symbolic_tokens,
+        )
+        hasher.extend(block_hashes, self.all_token_ids, self.hash_keys, self.num_symbolic_tokens)
+        return block_hashes
 
     @property
     def num_tokens(self) -> int:
         """Prompt plus output tokens so far."""
-        return len(self.all_token_ids)
+        return self.num_symbolic_tokens + len(self.all_token_ids)
 
     @property
     def num_output_tokens(self) -> int:
         """Output tokens appended so far."""
-        return len(self.all_token_ids) - self.num_prompt_tokens
+        return self.num_tokens - self.num_prompt_tokens
 
     def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
         """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""
+        block_hashes = self.block_hashes  # before the tokens grow, if made at this read
         token_ids_so_far = self.all_token_ids
         token_ids_so_far.extend(token_ids)
-        if len(token_ids_so_far) // self._hasher.block_size <= len(self.block_hashes):
+        start = self.num_symbolic_tokens
+        if (start + len(token_ids_so_far)) // self._hasher.block_size <= len(block_hashes):
             return 0  # no block became full
-        return self._hasher.extend(self.block_hashes, token_ids_so_far, self.hash_keys)
+        return self._hasher.extend(block_hashes, token_ids_so_far, self.hash_keys, start)

@@ -23,7 +23,11 @@ class HasherCore:
         identity: bool,
     ) -> None: ...
     def extend(
-        self, block_hashes: list[bytes], token_ids: Sequence[int], keys: Any = None
+        self,
+        block_hashes: list[bytes],
+        token_ids: Sequence[int],
+        keys: Any = None,
+        start: int = 0,
     ) -> int: ...
     def identifies_trace_blocks(self, trace_block_size: int, keys: Any) -> bool: ...
     def extend_trace_blocks(

@@ -85,7 +85,7 @@ class LazyDecoders:
     def try_make_lazy(self, request: Request, step: int, max_model_len: int) -> None:
         """After `step` sampled a token for a decoding request: go lazy until it is next due."""
         num_computed = request.num_computed_tokens
-        num_tokens = len(request.all_token_ids)
+        num_tokens = request.num_tokens
         remainder = num_computed % self.block_size
         # The next boundary step: a slot opening a new block (remainder 0) or filling one.
         if remainder == 0 or remainder == self.block_size - 1:
@@ -123,7 +123,7 @@ class LazyDecoders:
         last_step = self.num_completed_steps
         skipped = last_step - sync_step
         if skipped > 0:
-            num_output_tokens = len(request.all_token_ids) - request.num_prompt_tokens
+            num_output_tokens = request.num_output_tokens
             request.append_output_token_ids(
                 request.planned_output_token_ids[num_output_tokens : num_output_tokens + skipped]
             )

@@ -209,9 +209,7 @@ class Scheduler:
         yet (its output placeholder): counted, so that a decoding request is 1 either way.
         """
         return sum(
-            len(request.all_token_ids)
-            + request.num_output_placeholders
-            - request.num_computed_tokens
+            request.num_tokens + request.num_output_placeholders - request.num_computed_tokens
             for request in self.requests.values()
         )
 
@@ -391,9 +389,7 @@ class Scheduler:
                 index += 1
                 continue
             num_computed = request.num_computed_tokens
-            num_new_tokens = (
-                len(request.all_token_ids) + request.num_output_placeholders - num_computed
-            )
+            num_new_tokens = request.num_tokens + request.num_output_placeholders - num_computed
             if (
                 fast_decode_path
                 and num_new_tokens == 1
@@ -484,7 +480,7 @@ class Scheduler:
             if request.lazy_sync_step >= 0:
                 continue
             num_computed = request.num_computed_tokens
-            num_new_tokens = len(request.all_token_ids) - num_computed
+            num_new_tokens = request.num_tokens - num_computed
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
             num_new_tokens = min(num_new_tokens, max_model_len - 1 - num_computed)
@@ -633,7 +629,7 @@ class Scheduler:
         for request in output.scheduled:
             num_new_tokens = num_scheduled[request.request_id]
             num_computed = request.num_computed_tokens
-            sequence_end = len(request.all_token_ids) + request.num_output_placeholders
+            sequence_end = request.num_tokens + request.num_output_placeholders
             if (
                 num_new_tokens == 1
                 and num_computed == sequence_end - 1
@@ -771,7 +767,7 @@ class Scheduler:
                     stale = True
             if request_id in partial_prefill_ids:
                 continue
-            num_output_tokens = len(request.all_token_ids) - request.num_prompt_tokens
+            num_output_tokens = request.num_output_tokens
             request.append_output_token_ids((request.planned_output_token_ids[num_output_tokens],))
             last_token_at = request.last_token_at
             if last_token_at is None:
@@ -787,10 +783,7 @@ class Scheduler:
                     manager.cache_blocks(
                         request, request.num_computed_tokens - request.num_in_flight_tokens, now
                     )
-            if (
-                num_output_tokens + 1 >= request.max_tokens
-                or len(request.all_token_ids) >= max_model_len
-            ):
+            if num_output_tokens + 1 >= request.max_tokens or request.num_tokens >= max_model_len:
                 self._finish(request, now)
                 finished.append(request)
         if finished:

@@ -136,11 +136,13 @@ def test_a_request_from_block_ids_holds_its_tail_and_hashes_outputs_as_tokens_de
     by_tokens = CacheRequest("t", array("q", prompt.token_array().tobytes()), hasher)
     for request in [*requests, by_tokens]:
         assert request.num_tokens == 40
-        assert request.all_token_ids[32:].tolist() == prompt.token_array(32).tolist()
+        tail = request.all_token_ids[32 - request.num_symbolic_tokens :]
+        assert tail.tolist() == prompt.token_array(32).tolist()
         assert len(request.block_hashes) == 2
         assert request.append_output_token_ids(outputs) == 1
     assert requests[0].block_hashes == requests[1].block_hashes
     assert requests[0].num_symbolic_tokens == 32 and by_tokens.num_symbolic_tokens == 0
+    assert len(requests[0].all_token_ids) == 16  # the prompt's 8 tail tokens and 8 outputs
     assert not set(requests[0].block_hashes) & set(by_tokens.block_hashes)
     # Trace block 5 instead of 4 changes the tail only: blocks 0..1 are equal, block 2 is not.
     other = CacheRequest("o", symbolic_prompt(prompt_of([3, 5]), hasher, NO_HASH_KEYS), hasher)

@@ -45,7 +45,7 @@ namespace {
 
 struct Names {
     PyObject* request_id;
-    PyObject* all_token_ids;
+    PyObject* num_tokens;
     PyObject* block_hashes;
     PyObject* num_computed_tokens;
     PyObject* num_preemptions;
@@ -63,7 +63,7 @@ Names names;
 
 void intern_names() {
     names.request_id = PyUnicode_InternFromString("request_id");
-    names.all_token_ids = PyUnicode_InternFromString("all_token_ids");
+    names.num_tokens = PyUnicode_InternFromString("num_tokens");
     names.block_hashes = PyUnicode_InternFromString("block_hashes");
     names.num_computed_tokens = PyUnicode_InternFromString("num_computed_tokens");
     names.num_preemptions = PyUnicode_InternFromString("num_preemptions");
@@ -260,10 +260,16 @@ class NativeHasher {
                block_size_ * 10 + 64 <= int64_t(kMaxPickleFrame);
     }
 
-    int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none) {
+    // BlockHasher.extend: token_ids[0] is the token at position `start`.
+    int64_t extend(nb::list block_hashes, nb::handle token_ids, nb::handle keys_or_none,
+                   int64_t start) {
         nb::handle keys = keys_or_none.is_none() ? nb::handle(no_hash_keys_) : keys_or_none;
         if (!hashes_natively(keys) || !PyList_Check(block_hashes.ptr())) {
-            return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+            return nb::cast<int64_t>(
+                reference_.attr("extend")(block_hashes, token_ids, keys, start));
+        }
+        if (start < 0 || start > PyList_GET_SIZE(block_hashes.ptr()) * block_size_) {
+            throw nb::value_error("the tokens start after a block without a hash");
         }
         if (!PyList_Check(token_ids.ptr()) && PyObject_CheckBuffer(token_ids.ptr())) {
             Py_buffer view;
@@ -274,7 +280,7 @@ class NativeHasher {
             if (view.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
                                        format == "<l" || format == "=q" || format == "=l")) {
                 int64_t added = extend_from(block_hashes, static_cast<const int64_t*>(view.buf),
-                                            view.len / 8);
+                                            start, start + view.len / 8);
                 PyBuffer_Release(&view);
                 return added;
             }
@@ -282,24 +288,27 @@ class NativeHasher {
         }
         nb::object sequence = nb::steal(PySequence_Fast(token_ids.ptr(), "tokens must be a sequence"));
         if (!sequence.is_valid()) throw nb::python_error();
-        Py_ssize_t num_tokens = PySequence_Fast_GET_SIZE(sequence.ptr());
+        Py_ssize_t num_tokens = start + PySequence_Fast_GET_SIZE(sequence.ptr());
         PyObject** items = PySequence_Fast_ITEMS(sequence.ptr());
         Py_ssize_t start_block = PyList_GET_SIZE(block_hashes.ptr());
         Py_ssize_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks <= start_block) return 0;
-        for (Py_ssize_t i = start_block * block_size_; i < num_full_blocks * block_size_; ++i) {
+        for (Py_ssize_t i = start_block * block_size_ - start; i < num_full_blocks * block_size_ - start;
+             ++i) {
             if (!PyLong_CheckExact(items[i])) {
-                return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+                return nb::cast<int64_t>(
+                    reference_.attr("extend")(block_hashes, token_ids, keys, start));
             }
             int overflow = 0;
             PyLong_AsLongLongAndOverflow(items[i], &overflow);
             if (overflow != 0) {
-                return nb::cast<int64_t>(reference_.attr("extend")(block_hashes, token_ids, keys));
+                return nb::cast<int64_t>(
+                    reference_.attr("extend")(block_hashes, token_ids, keys, start));
             }
         }
         Digest parent = parent_of(block_hashes);
         for (Py_ssize_t index = start_block; index < num_full_blocks; ++index) {
-            PyObject** block = items + index * block_size_;
+            PyObject** block = items + (index * block_size_ - start);
             for (int64_t i = 0; i < block_size_; ++i) tokens_[size_t(i)] = PyLong_AsLongLong(block[i]);
             parent = hash_block(parent, tokens_.data());
             append_bytes(block_hashes, parent);
@@ -307,11 +316,13 @@ class NativeHasher {
         return num_full_blocks - start_block;
     }
 
-    // extend() for tokens held in one int64 buffer (array('q'), numpy int64): no Python int is
-    // read. The buffer is only read here, and nothing here can run Python code that resizes it.
-    int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, Py_ssize_t num_tokens) {
+    // extend() for the tokens at positions [start, num_tokens) held in one int64 buffer
+    // (array('q'), numpy int64): no Python int is read. The buffer is only read here, and
+    // nothing here can run Python code that resizes it.
+    int64_t extend_from(nb::list block_hashes, const int64_t* token_ids, int64_t start,
+                        int64_t num_tokens) {
         return hash_blocks(parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), token_ids,
-                           num_tokens,
+                           start, num_tokens,
                            [&](const Digest& digest) { append_bytes(block_hashes, digest); });
     }
 
@@ -334,38 +345,43 @@ class NativeHasher {
         }
         nb::object ids = nb::steal(PySequence_Fast(block_ids.ptr(), "block ids must be a sequence"));
         if (!ids.is_valid()) throw nb::python_error();
-        Py_ssize_t num_ids = PySequence_Fast_GET_SIZE(ids.ptr());
         PyObject** items = PySequence_Fast_ITEMS(ids.ptr());
-        int64_t start_block = PyList_GET_SIZE(block_hashes.ptr());
-        int64_t num_full_blocks = num_tokens / block_size_;
-        if (num_full_blocks * block_size_ > int64_t(num_ids) * trace_block_size) {
-            throw nb::value_error("the trace blocks hold fewer tokens than asked for");
-        }
-        Digest parent = parent_of(block_hashes);
-        uint64_t block_id = 0;
-        int64_t id_index = -1;
-        for (int64_t index = start_block; index < num_full_blocks; ++index) {
-            int64_t position = index * block_size_;
-            if (position / trace_block_size != id_index) {
-                id_index = position / trace_block_size;
-                block_id = PyLong_AsUnsignedLongLong(items[id_index]);
+        return identify_trace_blocks(
+            parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), namespace_key,
+            [&](int64_t index) {
+                uint64_t block_id = PyLong_AsUnsignedLongLong(items[index]);
                 if (block_id == uint64_t(-1) && PyErr_Occurred()) throw nb::python_error();
-            }
-            parent = trace_block_identity(parent, namespace_key, block_id,
-                                          uint64_t(position % trace_block_size));
-            append_bytes(block_hashes, parent);
+                return block_id;
+            },
+            PySequence_Fast_GET_SIZE(ids.ptr()), trace_block_size, num_tokens,
+            [&](const Digest& digest) { append_bytes(block_hashes, digest); });
+    }
+
+    // For C++ callers (the scheduler, adding a request): extend_trace_blocks into `hashes`,
+    // the trace block ids read already.
+    int64_t extend_trace_digests(std::vector<Digest>& hashes, uint64_t namespace_key,
+                                 const std::vector<int64_t>& block_ids, int64_t trace_block_size,
+                                 int64_t num_tokens) {
+        if (!identity_ || trace_block_size < 1 || trace_block_size % block_size_ != 0) {
+            throw nb::value_error("these trace blocks are not identified by this hasher");
         }
-        return std::max<int64_t>(num_full_blocks - start_block, 0);
+        hashes.reserve(hashes.size() + size_t(num_tokens / block_size_) + 1);
+        return identify_trace_blocks(
+            hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()), namespace_key,
+            [&](int64_t index) { return uint64_t(block_ids[size_t(index)]); },
+            int64_t(block_ids.size()),
+            trace_block_size, num_tokens, [&](const Digest& digest) { hashes.push_back(digest); });
     }
 
     // For C++ callers (the scheduler, when a decode fills a block): append the digests of the
-    // full blocks of tokens[0:num_tokens) beyond hashes.size(), chained to hashes.back() (or
-    // NONE_HASH); returns how many were added. Plain blocks only: a request with extra keys
-    // goes through extend(). Needs the GIL (xxhash may be the Python function).
-    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids,
+    // full blocks of the tokens at positions [0, num_tokens) beyond hashes.size(), chained to
+    // hashes.back() (or NONE_HASH), where token_ids[0] is the token at position `start`;
+    // returns how many were added. Plain blocks only: a request with extra keys goes through
+    // extend(). Needs the GIL (xxhash may be the Python function).
+    int64_t extend_digests(std::vector<Digest>& hashes, const int64_t* token_ids, int64_t start,
                            int64_t num_tokens) {
         return hash_blocks(hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()),
-                           token_ids, num_tokens,
+                           token_ids, start, num_tokens,
                            [&](const Digest& digest) { hashes.push_back(digest); });
     }
 
@@ -392,28 +408,63 @@ class NativeHasher {
     }
 
   private:
-    // Hash blocks start_block.. of the int64 tokens chained from `parent`, handing each digest
-    // to `append`; returns how many.
+    // Hash blocks start_block.. of the int64 tokens at positions [start, num_tokens) (none of
+    // them before start_block's) chained from `parent`, handing each digest to `append`;
+    // returns how many.
     template <class Append>
     int64_t hash_blocks(Digest parent, int64_t start_block, const int64_t* token_ids,
-                        int64_t num_tokens, Append append) {
+                        int64_t start, int64_t num_tokens, Append append) {
         int64_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks <= start_block) return 0;
         for (int64_t index = start_block; index < num_full_blocks; ++index) {
-            parent = hash_block(parent, token_ids + index * block_size_);
+            parent = hash_block(parent, token_ids + (index * block_size_ - start));
             append(parent);
         }
         return num_full_blocks - start_block;
     }
 
+    // The identities of blocks start_block.. of the first num_tokens tokens of a prompt of
+    // `num_ids` trace blocks (`block_id(i)` reads the i-th id) chained from `parent`, handing
+    // each to `append`; returns how many.
+    template <class BlockId, class Append>
+    int64_t identify_trace_blocks(Digest parent, int64_t start_block, uint64_t namespace_key,
+                                  BlockId block_id_at, int64_t num_ids, int64_t trace_block_size,
+                                  int64_t num_tokens, Append append) {
+        int64_t num_full_blocks = num_tokens / block_size_;
+        if (num_full_blocks * block_size_ > num_ids * trace_block_size) {
+            throw nb::value_error("the trace blocks hold fewer tokens than asked for");
+        }
+        uint64_t block_id = 0;
+        int64_t id_index = -1;
+        for (int64_t index = start_block; index < num_full_blocks; ++index) {
+            int64_t position = index * block_size_;
+            if (position / trace_block_size != id_index) {
+                id_index = position / trace_block_size;
+                block_id = block_id_at(id_index);
+            }
+            parent = trace_block_identity(parent, namespace_key, block_id,
+                                          uint64_t(position % trace_block_size));
+            append(parent);
+        }
+        return std::max<int64_t>(num_full_blocks - start_block, 0);
+    }
+
     Digest trace_block_identity(const Digest& parent, uint64_t namespace_key, uint64_t block_id,
                                 uint64_t offset) {
-        buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
+        // Assembled on the stack: this runs once per block of every trace prompt.
+        char input[sizeof(parent.bytes) + 3 * sizeof(uint64_t) + 1];
+        size_t size = parent.size;
+        std::memcpy(input, parent.bytes, size);
         for (uint64_t value : {namespace_key, block_id, offset}) {
-            buffer_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+            std::memcpy(input + size, &value, sizeof(value));
+            size += sizeof(value);
         }
-        buffer_.push_back('\0');
-        return xxh3_digest();
+        input[size++] = '\0';
+        if (xxh3_128 == nullptr) {
+            buffer_.assign(input, size);
+            return xxh3_digest();
+        }
+        return canonical_digest(xxh3_128(input, size));
     }
 
     static_assert(std::endian::native == std::endian::little,
@@ -426,13 +477,16 @@ class NativeHasher {
                 nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
             return digest_of(xxh3_128_digest_(data).ptr());
         }
-        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
+        return canonical_digest(xxh3_128(buffer_.data(), buffer_.size()));
+    }
+
+    static Digest canonical_digest(Xxh128 hash) {
         Digest digest;
         digest.size = 16;
-        for (int i = 0; i < 8; ++i) {
-            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
-            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
-        }
+        uint64_t high = __builtin_bswap64(hash.high64);
+        uint64_t low = __builtin_bswap64(hash.low64);
+        std::memcpy(digest.bytes, &high, sizeof(high));
+        std::memcpy(digest.bytes + 8, &low, sizeof(low));
         return digest;
     }
 
@@ -751,7 +805,7 @@ class CacheCore {
         if (!enable_caching_ || nb::cast<bool>(attr(request, names.skip_reading_prefix_cache))) {
             return {};
         }
-        int64_t num_tokens = length(attr(request, names.all_token_ids));
+        int64_t num_tokens = int_attr(request, names.num_tokens);
         nb::object hashes = hash_list(request);
         return lookup(request, hashes, HashSpan::of_list(hashes), num_tokens);
     }
@@ -841,7 +895,7 @@ class CacheCore {
             apply_watermark = status.is(waiting_status_) || status.is(preempted_status_);
         }
         nb::object hashes = hash_list(request);
-        return allocate_ids(id_view(request_id), length(attr(request, names.all_token_ids)),
+        return allocate_ids(id_view(request_id), int_attr(request, names.num_tokens),
                             int_attr(request, names.num_computed_tokens), apply_watermark,
                             HashSpan::of_list(hashes), num_new_tokens, num_new_computed_tokens,
                             hits, full_sequence_must_fit, num_external_computed_tokens,
@@ -897,7 +951,7 @@ class CacheCore {
         nb::object request_id = attr(request, names.request_id);
         nb::object hashes = hash_list(request);
         return allocate_one(held(id_view(request_id)), int_attr(request, names.num_computed_tokens),
-                            length(attr(request, names.all_token_ids)), HashSpan::of_list(hashes),
+                            int_attr(request, names.num_tokens), HashSpan::of_list(hashes),
                             now);
     }
 
@@ -974,7 +1028,7 @@ class CacheCore {
 
     // Count an admitted request's lookup (skipped lookups are not counted).
     void record_prefix_cache_stats(nb::handle request, int64_t num_hit_tokens) {
-        count_lookup(length(attr(request, names.all_token_ids)), num_hit_tokens,
+        count_lookup(int_attr(request, names.num_tokens), num_hit_tokens,
                      int_attr(request, names.num_preemptions) > 0,
                      nb::cast<bool>(attr(request, names.skip_reading_prefix_cache)));
     }
@@ -1305,7 +1359,7 @@ NB_MODULE(_core, m) {
         .def(nb::init<const std::string&, int64_t, nb::bytes, nb::object, nb::object, nb::object,
                       bool>())
         .def("extend", &NativeHasher::extend, nb::arg("block_hashes"), nb::arg("token_ids"),
-             nb::arg("keys").none() = nb::none())
+             nb::arg("keys").none() = nb::none(), nb::arg("start") = 0)
         .def("identifies_trace_blocks", &NativeHasher::identifies_trace_blocks,
              nb::arg("trace_block_size"), nb::arg("keys").none())
         .def("extend_trace_blocks", &NativeHasher::extend_trace_blocks, nb::arg("block_hashes"),

@@ -38,6 +38,12 @@ struct SchedulerNames {
     Field finished_at;
     Field inter_token_latencies_s;
     Field block_hashes;
+    Field block_hash_list;
+    Field num_symbolic_tokens;
+    Field trace_blocks;
+    Field namespace_key;
+    Field block_ids;
+    Field trace_block_size;
     Field hash_keys;
     Field hasher;
     Field extend;
@@ -69,6 +75,12 @@ void intern_scheduler_names() {
     snames.finished_at.name = PyUnicode_InternFromString("finished_at");
     snames.inter_token_latencies_s.name = PyUnicode_InternFromString("inter_token_latencies_s");
     snames.block_hashes.name = PyUnicode_InternFromString("block_hashes");
+    snames.block_hash_list.name = PyUnicode_InternFromString("_block_hashes");
+    snames.num_symbolic_tokens.name = PyUnicode_InternFromString("num_symbolic_tokens");
+    snames.trace_blocks.name = PyUnicode_InternFromString("trace_blocks");
+    snames.namespace_key.name = PyUnicode_InternFromString("namespace_key");
+    snames.block_ids.name = PyUnicode_InternFromString("block_ids");
+    snames.trace_block_size.name = PyUnicode_InternFromString("trace_block_size");
     snames.hash_keys.name = PyUnicode_InternFromString("hash_keys");
     snames.hasher.name = PyUnicode_InternFromString("_hasher");
     snames.extend.name = PyUnicode_InternFromString("extend");
@@ -254,7 +266,11 @@ struct ReqState {
     int64_t num_hashes_ = 0;  // hashes.size(), read per step to see whether a block filled
     std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
     int64_t num_computed_prefill_tokens = 0;
-    std::vector<int64_t> tokens;   // all_token_ids, its first `tokens.size()` written
+    // The tokens from position token_offset on (the request's num_symbolic_tokens: the tokens
+    // of the blocks its trace block ids identify are never made), the first tokens.size()
+    // of them written.
+    std::vector<int64_t> tokens;
+    int64_t token_offset = 0;
     std::vector<int64_t> planned;  // planned_output_token_ids
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
@@ -267,9 +283,9 @@ struct ReqState {
     nb::object request;     // the Python Request
     nb::object request_id;  // its id, a str
     std::string id;
-    // What the Python request already holds: tokens, hashes, and its status.
+    // What the Python request already holds: tokens and its status (its hashes: as many as its
+    // list holds).
     int64_t synced_tokens = 0;
-    int64_t synced_hashes = 0;
     Status synced_status = Status::kWaiting;
 
     int64_t num_tokens() const { return num_tokens_; }
@@ -283,23 +299,28 @@ struct ReqState {
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
         read_int64s(get(object, snames.planned_output_token_ids), planned);
+        token_offset = get_int(object, snames.num_symbolic_tokens);
         // Room for every output up front: the prompt is copied once.
-        tokens.reserve(size_t(num_prompt_tokens) + planned.size());
+        tokens.reserve(size_t(num_prompt_tokens - token_offset) + planned.size());
         read_int64s(get(object, snames.all_token_ids), tokens);
-        num_tokens_ = synced_tokens = int64_t(tokens.size());
-        nb::object hash_objects = hash_list(object);
-        synced_hashes = PyList_GET_SIZE(hash_objects.ptr());
-        hashes.reserve(size_t(synced_hashes));
-        for (Py_ssize_t i = 0; i < synced_hashes; ++i) {
-            hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
-        }
-        num_hashes_ = synced_hashes;
+        num_tokens_ = synced_tokens = token_offset + int64_t(tokens.size());
         nb::object python_hasher = get(object, snames.hasher);
         NativeHasher* native = nullptr;
         if (nb::try_cast<NativeHasher*>(python_hasher, native) && native != nullptr &&
             native->hashes_natively(get(object, snames.hash_keys))) {
             hasher = native;
         }
+        if (hasher != nullptr && get(object, snames.block_hash_list).is_none()) {
+            identify_prompt_blocks(get(object, snames.trace_blocks));
+        } else {
+            nb::object hash_objects = hash_list(object);
+            Py_ssize_t num_hashes = PyList_GET_SIZE(hash_objects.ptr());
+            hashes.reserve(size_t(num_hashes));
+            for (Py_ssize_t i = 0; i < num_hashes; ++i) {
+                hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
+            }
+        }
+        num_hashes_ = int64_t(hashes.size());
         skip_reading_prefix_cache = get_bool(object, snames.skip_reading_prefix_cache);
         nb::object status_object = get(object, snames.status);
         if (status_object.is(status_objects.running)) status = Status::kRunning;
@@ -318,9 +339,25 @@ struct ReqState {
         last_token_at = get_time(object, snames.last_token_at);
     }
 
+    // The hashes of a prompt of trace blocks whose Python request has made none: the blocks
+    // its block ids identify (CacheRequest._identify_blocks), computed here.
+    void identify_prompt_blocks(nb::handle blocks) {
+        std::vector<int64_t> block_ids;
+        read_int64s(get(blocks, snames.block_ids), block_ids);
+        if (std::any_of(block_ids.begin(), block_ids.end(), [](int64_t id) { return id < 0; })) {
+            throw nb::value_error("a trace block id is negative");
+        }
+        nb::object key = get(blocks, snames.namespace_key);
+        uint64_t namespace_key = PyLong_AsUnsignedLongLong(key.ptr());
+        if (namespace_key == uint64_t(-1) && PyErr_Occurred()) throw nb::python_error();
+        hasher->extend_trace_digests(hashes, namespace_key, block_ids,
+                                     get_int(blocks, snames.trace_block_size), token_offset);
+        hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
+    }
+
     // Write the outputs sampled since into `tokens`.
     void write_tokens() {
-        for (int64_t index = int64_t(tokens.size()); index < num_tokens_; ++index) {
+        for (int64_t index = token_offset + int64_t(tokens.size()); index < num_tokens_; ++index) {
             tokens.push_back(planned[size_t(index - num_prompt_tokens)]);
         }
     }
@@ -330,7 +367,8 @@ struct ReqState {
         nb::handle object = request;
         if (synced_tokens < num_tokens_) {
             write_tokens();
-            extend_with(get(object, snames.all_token_ids), tokens.data() + synced_tokens,
+            extend_with(get(object, snames.all_token_ids),
+                        tokens.data() + (synced_tokens - token_offset),
                         size_t(num_tokens_ - synced_tokens));
             synced_tokens = num_tokens_;
         }
@@ -361,15 +399,17 @@ struct ReqState {
         if (!std::isnan(finished_at)) set_time(object, snames.finished_at, finished_at);
     }
 
+    // Append the hashes the Python request's list lacks, if it has made its list (a request
+    // made from trace block ids makes it when first read, from its own tokens).
     void sync_hashes() {
-        if (synced_hashes >= int64_t(hashes.size())) return;
-        nb::object hash_objects = hash_list(request);
-        for (size_t i = size_t(synced_hashes); i < hashes.size(); ++i) {
+        nb::object hash_objects = get(request, snames.block_hash_list);
+        if (hash_objects.is_none()) return;
+        if (!PyList_Check(hash_objects.ptr())) throw nb::type_error("block hashes must be a list");
+        for (size_t i = size_t(PyList_GET_SIZE(hash_objects.ptr())); i < hashes.size(); ++i) {
             if (PyList_Append(hash_objects.ptr(), digest_bytes(hashes[i]).ptr()) != 0) {
                 throw nb::python_error();
             }
         }
-        synced_hashes = int64_t(hashes.size());
     }
 
     // Sample the next planned token; hash the block it fills, as
@@ -382,7 +422,7 @@ struct ReqState {
         if (num_tokens_ < (num_hashes_ + 1) * block_size) return;  // fills no block
         if (hasher != nullptr) {
             write_tokens();
-            hasher->extend_digests(hashes, tokens.data(), num_tokens_);
+            hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
             num_hashes_ = int64_t(hashes.size());
             return;
         }
@@ -391,11 +431,11 @@ struct ReqState {
         nb::object hash_objects = hash_list(request);
         get(request, snames.hasher)
             .attr(snames.extend.name)(hash_objects, get(request, snames.all_token_ids),
-                                      get(request, snames.hash_keys));
+                                      get(request, snames.hash_keys), token_offset);
         for (Py_ssize_t i = Py_ssize_t(hashes.size()); i < PyList_GET_SIZE(hash_objects.ptr()); ++i) {
             hashes.push_back(digest_of(PyList_GET_ITEM(hash_objects.ptr(), i)));
         }
-        synced_hashes = num_hashes_ = int64_t(hashes.size());
+        num_hashes_ = int64_t(hashes.size());
     }
 
     HashSpan hash_span() const { return HashSpan::of(hashes); }

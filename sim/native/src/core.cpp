@@ -427,44 +427,53 @@ class NativeHasher {
     // `num_ids` trace blocks (`block_id(i)` reads the i-th id) chained from `parent`, handing
     // each to `append`; returns how many.
     template <class BlockId, class Append>
-    int64_t identify_trace_blocks(Digest parent, int64_t start_block, uint64_t namespace_key,
+    int64_t identify_trace_blocks(const Digest& parent, int64_t start_block, uint64_t namespace_key,
                                   BlockId block_id_at, int64_t num_ids, int64_t trace_block_size,
                                   int64_t num_tokens, Append append) {
         int64_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks * block_size_ > num_ids * trace_block_size) {
             throw nb::value_error("the trace blocks hold fewer tokens than asked for");
         }
-        uint64_t block_id = 0;
-        int64_t id_index = -1;
-        for (int64_t index = start_block; index < num_full_blocks; ++index) {
-            int64_t position = index * block_size_;
-            if (position / trace_block_size != id_index) {
-                id_index = position / trace_block_size;
-                block_id = block_id_at(id_index);
+        // This runs once per block of every trace prompt: the input is assembled in place on
+        // the stack, each identity written over its parent's bytes (XXH3-128 digests: 16).
+        // Copies are of whole words (fixed sizes, stores the next loads can forward from).
+        char input[sizeof(parent.bytes) + 3 * sizeof(uint64_t) + 1];
+        std::memcpy(input, parent.bytes, sizeof(parent.bytes));
+        size_t parent_size = parent.size;
+        int64_t blocks_per_id = trace_block_size / block_size_;
+        for (int64_t index = start_block; index < num_full_blocks;) {
+            int64_t id_index = index / blocks_per_id;
+            uint64_t block_id = block_id_at(id_index);
+            int64_t end = std::min(num_full_blocks, (id_index + 1) * blocks_per_id);
+            for (uint64_t offset = uint64_t((index - id_index * blocks_per_id) * block_size_);
+                 index < end; ++index, offset += uint64_t(block_size_)) {
+                const uint64_t values[3] = {namespace_key, block_id, offset};
+                std::memcpy(input + parent_size, values, sizeof(values));
+                input[parent_size + sizeof(values)] = '\0';
+                uint64_t words[2];
+                xxh3_words(input, parent_size + sizeof(values) + 1, words);
+                std::memcpy(input, words, sizeof(words));
+                parent_size = sizeof(words);
+                Digest digest;
+                digest.size = uint8_t(sizeof(words));
+                std::memcpy(digest.bytes, words, sizeof(words));
+                append(digest);
             }
-            parent = trace_block_identity(parent, namespace_key, block_id,
-                                          uint64_t(position % trace_block_size));
-            append(parent);
         }
         return std::max<int64_t>(num_full_blocks - start_block, 0);
     }
 
-    Digest trace_block_identity(const Digest& parent, uint64_t namespace_key, uint64_t block_id,
-                                uint64_t offset) {
-        // Assembled on the stack: this runs once per block of every trace prompt.
-        char input[sizeof(parent.bytes) + 3 * sizeof(uint64_t) + 1];
-        size_t size = parent.size;
-        std::memcpy(input, parent.bytes, size);
-        for (uint64_t value : {namespace_key, block_id, offset}) {
-            std::memcpy(input + size, &value, sizeof(value));
-            size += sizeof(value);
-        }
-        input[size++] = '\0';
+    // XXH3-128 of data[0:size) in xxhash's canonical (big-endian) byte order, as two words.
+    void xxh3_words(const char* data, size_t size, uint64_t words[2]) {
         if (xxh3_128 == nullptr) {
-            buffer_.assign(input, size);
-            return xxh3_digest();
+            buffer_.assign(data, size);
+            Digest digest = xxh3_digest();
+            std::memcpy(words, digest.bytes, 2 * sizeof(uint64_t));
+            return;
         }
-        return canonical_digest(xxh3_128(input, size));
+        Xxh128 hash = xxh3_128(data, size);
+        words[0] = __builtin_bswap64(hash.high64);
+        words[1] = __builtin_bswap64(hash.low64);
     }
 
     static_assert(std::endian::native == std::endian::little,
@@ -477,16 +486,13 @@ class NativeHasher {
                 nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
             return digest_of(xxh3_128_digest_(data).ptr());
         }
-        return canonical_digest(xxh3_128(buffer_.data(), buffer_.size()));
-    }
-
-    static Digest canonical_digest(Xxh128 hash) {
+        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
         Digest digest;
         digest.size = 16;
-        uint64_t high = __builtin_bswap64(hash.high64);
-        uint64_t low = __builtin_bswap64(hash.low64);
-        std::memcpy(digest.bytes, &high, sizeof(high));
-        std::memcpy(digest.bytes + 8, &low, sizeof(low));
+        for (int i = 0; i < 8; ++i) {
+            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
+            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
+        }
         return digest;
     }
 

@@ -90,12 +90,6 @@ int64_t int_attr(nb::handle object, PyObject* name) {
     return result;
 }
 
-Py_ssize_t length(nb::handle object) {
-    Py_ssize_t size = PyObject_Length(object.ptr());
-    if (size < 0) throw nb::python_error();
-    return size;
-}
-
 // A request's block hashes, which must be a list.
 nb::object hash_list(nb::handle request) {
     nb::object hashes = attr(request, names.block_hashes);

@@ -244,8 +244,10 @@ class SummaryRecorder(NullRecorder):
         if self.goodput is not None:
             self.num_good_requests += int(self.goodput.good(requests)[measured].sum())
         self.tpots_s.frombytes(requests.tpot_s[measured & requests.has_tpot].tobytes())
-        gaps = requests.inter_token_latencies_s[np.repeat(measured, requests.num_gaps)]
-        self.inter_token_latencies_s.frombytes(gaps.tobytes())
+        gaps = requests.inter_token_latencies_s
+        if not measured.all():  # a gap per output token: masked only where needed
+            gaps = gaps[np.repeat(measured, requests.num_gaps)]
+        self.inter_token_latencies_s.frombytes(gaps.data.cast("B"))
 
     def summary(self, end_at: float) -> dict[str, SummaryValue]:
         """The summary document for a run that ended at end_at (values not yet rounded)."""

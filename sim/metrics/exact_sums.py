@@ -35,16 +35,22 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     span = math.frexp(largest)[1] - low
     if not math.isfinite(largest) or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
         return [math.fsum(values[start:end]) for start, end in zip(starts, ends, strict=True)]
-    # A limb below 2**limb_bits: a running sum over every value stays below 2**62.
+    # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
     limb_bits = 62 - len(values).bit_length()
-    limb_scale = float(2**limb_bits)
     rest = np.ldexp(values, -low)  # integers, |rest| < 2**span
+    limb = np.empty_like(rest)
+    nonempty = counts > 0
+    run_starts = starts[nonempty]
     limb_sums: list[list[int]] = []
     for _ in range(-(-span // limb_bits) - 1):
-        upper = np.trunc(rest / limb_scale)  # the remainder keeps rest's sign: exact
-        limb_sums.append(_run_sums((rest - upper * limb_scale).astype(np.int64), starts, ends))
-        rest = upper
-    limb_sums.append(_run_sums(rest.astype(np.int64), starts, ends))
+        np.ldexp(rest, -limb_bits, out=limb)
+        np.trunc(limb, out=limb)  # the upper limbs; the remainder keeps rest's sign: exact
+        np.ldexp(limb, limb_bits, out=limb)
+        np.subtract(rest, limb, out=limb)
+        limb_sums.append(_run_sums(limb, run_starts, nonempty))
+        rest -= limb
+        np.ldexp(rest, -limb_bits, out=rest)
+    limb_sums.append(_run_sums(rest, run_starts, nonempty))
     totals = limb_sums.pop()
     while limb_sums:
         lower = limb_sums.pop()
@@ -53,10 +59,14 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
 
 
 def _run_sums(
-    limbs: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    limbs: npt.NDArray[np.float64],
+    run_starts: npt.NDArray[np.int64],
+    nonempty: npt.NDArray[np.bool_],
 ) -> list[int]:
-    """Each run's sum of `limbs`."""
-    running = np.zeros(len(limbs) + 1, dtype=np.int64)
-    np.cumsum(limbs, out=running[1:])
-    sums: list[int] = (running[ends] - running[starts]).tolist()
-    return sums
+    """Each run's sum of `limbs` (integers), summed in int64; `run_starts` are where the
+    runs with values (`nonempty`) start."""
+    sums = np.zeros(len(nonempty), dtype=np.int64)
+    if len(run_starts):
+        sums[nonempty] = np.add.reduceat(limbs.astype(np.int64), run_starts)
+    totals: list[int] = sums.tolist()
+    return totals

@@ -382,6 +382,29 @@ class RequestColumns(RequestTimes[Float64Column]):
     def __len__(self) -> int:
         return len(self.request_id)
 
+    def by_replica(self) -> Iterator[tuple[int, RequestColumns]]:
+        """Each replica's requests, in order, replicas ascending."""
+        replicas = self.replica
+        if len(replicas) and (replicas == replicas[0]).all():
+            return iter(((int(replicas[0]), self),))
+        return (
+            (int(replica), self._select(replicas == replica)) for replica in np.unique(replicas)
+        )
+
+    def _select(self, which: npt.NDArray[np.bool_]) -> RequestColumns:
+        """The requests where the mask `which` is true, in order."""
+        positions = np.flatnonzero(which).tolist()
+        columns: dict[str, Any] = {}
+        for field in fields(RequestColumns):
+            values = getattr(self, field.name)
+            if field.name == "inter_token_latencies_s":  # per gap: each request's run of them
+                columns[field.name] = values[np.repeat(which, self.num_gaps)]
+            elif isinstance(values, list):
+                columns[field.name] = [values[position] for position in positions]
+            else:
+                columns[field.name] = values[which]
+        return RequestColumns(**columns)
+
     @property
     def _prefill_done_at(self) -> Float64Column:
         return self.prefill_done_at

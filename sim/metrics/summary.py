@@ -221,12 +221,22 @@ class SummaryRecorder(NullRecorder):
         if len(self._requests) >= REQUEST_BATCH:
             self._count_requests()
 
+    def add_requests(self, requests: RequestColumns) -> None:
+        """Count a batch of finished requests, after those buffered one at a time."""
+        self._count_requests()
+        self._count(requests)
+
     def _count_requests(self) -> None:
-        """Add the buffered requests' latencies and token counts (the measured ones)."""
-        if not self._requests:
+        """Count the buffered requests."""
+        if self._requests:
+            requests = RequestColumns.from_records(self._requests)
+            self._requests = []
+            self._count(requests)
+
+    def _count(self, requests: RequestColumns) -> None:
+        """Add the requests' latencies and token counts (the measured ones)."""
+        if not len(requests):
             return
-        requests = RequestColumns.from_records(self._requests)
-        self._requests = []
         self.last_arrival_at = max(self.last_arrival_at, float(requests.arrival_at.max()))
         measured = requests.arrival_at >= self.warmup_s
         self.num_requests_in_warmup += len(requests) - int(measured.sum())

@@ -26,30 +26,35 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     counts[1], and so on (a run of none sums to 0.0)."""
     ends = np.cumsum(counts)
     starts = ends - counts
-    magnitudes = values if values.min(initial=0.0) >= 0.0 else np.abs(values)
+    least = float(values.min(initial=math.inf))
+    magnitudes = values if least >= 0.0 else np.abs(values)
     largest = float(magnitudes.max(initial=0.0))
     if largest == 0.0:
         return [0.0] * len(counts)
-    smallest = float(magnitudes.min(where=magnitudes > 0.0, initial=math.inf))
+    smallest = least
+    if not least > 0.0:  # zeros or negative values: the smallest nonzero magnitude
+        smallest = float(magnitudes.min(where=magnitudes > 0.0, initial=math.inf))
     low = math.frexp(smallest)[1] - 53
     span = math.frexp(largest)[1] - low
     if not math.isfinite(largest) or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
         return [math.fsum(values[start:end]) for start, end in zip(starts, ends, strict=True)]
     # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
     limb_bits = 62 - len(values).bit_length()
-    rest = np.ldexp(values, -low)  # integers, |rest| < 2**span
+    # Scaling by powers of two is exact here (no overflow, no subnormal).
+    rest = values * math.ldexp(1.0, -low)  # integers, |rest| < 2**span
     limb = np.empty_like(rest)
+    down, up = math.ldexp(1.0, -limb_bits), math.ldexp(1.0, limb_bits)
     nonempty = counts > 0
     run_starts = starts[nonempty]
     limb_sums: list[list[int]] = []
     for _ in range(-(-span // limb_bits) - 1):
-        np.ldexp(rest, -limb_bits, out=limb)
+        np.multiply(rest, down, out=limb)
         np.trunc(limb, out=limb)  # the upper limbs; the remainder keeps rest's sign: exact
-        np.ldexp(limb, limb_bits, out=limb)
+        np.multiply(limb, up, out=limb)
         np.subtract(rest, limb, out=limb)
         limb_sums.append(_run_sums(limb, run_starts, nonempty))
         rest -= limb
-        np.ldexp(rest, -limb_bits, out=rest)
+        rest *= down
     limb_sums.append(_run_sums(rest, run_starts, nonempty))
     totals = limb_sums.pop()
     while limb_sums:

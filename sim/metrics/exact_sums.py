@@ -16,9 +16,11 @@ import numpy as np
 import numpy.typing as npt
 
 # Scaled values stay far from float overflow, and every result far from the subnormals,
-# where scaling back by 2**low would round a second time.
+# where scaling back by 2**low would round a second time. Values near overflow go to fsum
+# itself: it raises on an intermediate overflow even where the exact sum rounds to a float.
 _MAX_SPAN_BITS = 900
 _LOWEST_EXPONENT = -900
+_HIGHEST_EXPONENT = 1000
 
 
 def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> list[float]:
@@ -35,8 +37,9 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     if not least > 0.0:  # zeros or negative values: the smallest nonzero magnitude
         smallest = float(magnitudes.min(where=magnitudes > 0.0, initial=math.inf))
     low = math.frexp(smallest)[1] - 53
-    span = math.frexp(largest)[1] - low
-    if not math.isfinite(largest) or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
+    high = math.frexp(largest)[1] if math.isfinite(largest) else _HIGHEST_EXPONENT + 1
+    span = high - low
+    if high > _HIGHEST_EXPONENT or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
         return [math.fsum(values[start:end]) for start, end in zip(starts, ends, strict=True)]
     # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
     limb_bits = 62 - len(values).bit_length()

@@ -43,6 +43,16 @@ def test_inter_token_gaps_sum_as_fsum(runs: list[list[float]]) -> None:
     assert _run_fsums(runs) == _fsums_one_by_one(runs)
 
 
+def test_near_overflow_raises_as_fsum_does() -> None:
+    # fsum raises on an intermediate overflow although this exact sum rounds to the largest
+    # float (hypothesis found it); run_fsums hands values this large to fsum itself.
+    runs = [[8.988465674311579e307, 8.98846567431158e307, -9.578097130411805e52]]
+    with pytest.raises(OverflowError):
+        _fsums_one_by_one(runs)
+    with pytest.raises(OverflowError):
+        _run_fsums(runs)
+
+
 def test_cancellation_and_ties_in_numbers() -> None:
     # 1e16 + 1.0 - 1e16 is 1.0 exactly (a naive sum gives 0.0); 1 + 2**-53 rounds to even (1.0)
     # while 1 + 2**-53 + 2**-60 rounds up; a run of none is 0.0; -8.5e12 needs no limb sign.

@@ -46,8 +46,9 @@ def repeated_strings(values: Sequence[str | None], times: int) -> pa.DictionaryA
     takes dictionary-encoded (`dictionary_columns`): its dictionary is made once, not by
     hashing every row as the parquet writer would."""
     dictionary = sorted({value for value in values if value is not None})
-    index = {value: position for position, value in enumerate(dictionary)}
-    indices = np.array([index.get(value, 0) for value in values], dtype=np.int64)
+    index: dict[str | None, int] = {value: position for position, value in enumerate(dictionary)}
+    index[None] = 0  # any index: the validity bitmap makes it null
+    indices = np.array([index[value] for value in values], dtype=np.int64)
     nulls = np.array([value is None for value in values]) if None in values else None
     return pa.DictionaryArray.from_arrays(
         numeric_array(

@@ -88,6 +88,7 @@ class MetricsScraper(NullRecorder):
             batch_rows=batch_rows,
             column_encoding={"value": "BYTE_STREAM_SPLIT"},
             dictionary_columns=("name", "le", "finished_reason"),
+            statistics_columns=("at",),  # every row group holds every replica and series
         )
         keys = self.state.sample_keys()
         self._num_keys = len(keys)

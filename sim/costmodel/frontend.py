@@ -8,6 +8,7 @@ the GPU step, so the step-time model cannot hold them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ def frontend_to_mapping(frontend: FrontEnd) -> dict[str, float]:
     return {field.name: getattr(frontend, field.name) for field in fields(FrontEnd)}
 
 
+@functools.cache
 def load_shipped_frontend() -> FrontEndProfile:
     """The front end fitted to the vendored serving measurements (see its provenance)."""
     document = yaml.safe_load(SHIPPED_FRONTEND_PATH.read_text())

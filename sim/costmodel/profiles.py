@@ -113,12 +113,30 @@ def shipped_profile_names() -> list[str]:
 
 
 def load_profile(path: Path) -> Profile:
-    """Read and check a profile YAML; problems raise InputError naming the file and field."""
+    """Read and check a profile YAML; problems raise InputError naming the file and field.
+    Each text is parsed once per process: a run's validation, selection and summary, and a
+    sweep's runs, read the same few files."""
     source = str(path)
     if not path.is_file():
         raise InputError("profile file not found", source=source)
+    text = path.read_text()
+    profile = _PARSED_PROFILES.get(text)
+    if profile is None:
+        profile = _parse_profile(text, source)
+        if len(_PARSED_PROFILES) >= MAX_PARSED_PROFILES:
+            _PARSED_PROFILES.clear()
+        _PARSED_PROFILES[text] = profile
+    return profile
+
+
+# A profile (immutable) is a function of its file's text alone (the file names only errors).
+_PARSED_PROFILES: dict[str, Profile] = {}
+MAX_PARSED_PROFILES = 256
+
+
+def _parse_profile(text: str, source: str) -> Profile:
     try:
-        document = yaml.safe_load(path.read_text())
+        document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -3,6 +3,8 @@ validated error of that kind of model (`summary.json`'s `cost_model` block)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -101,11 +103,17 @@ def _choose(
 
 def validated_error(kind: str) -> dict[str, Any] | None:
     """`costmodel validate`'s leave-one-source-out error for models of this kind, if any."""
-    document = yaml.safe_load(VALIDATED_ERRORS_PATH.read_text())
+    document = _validated_errors()
     entry = document.get("kinds", {}).get(kind)
     if entry is None:
         return None
-    return {"measured_by": document["measured_by"], **entry}
+    return copy.deepcopy({"measured_by": document["measured_by"], **entry})
+
+
+@functools.cache
+def _validated_errors() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(VALIDATED_ERRORS_PATH.read_text())
+    return document
 
 
 def _profile_kind(profile: Profile, *, shipped: bool) -> str:

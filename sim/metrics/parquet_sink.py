@@ -4,28 +4,70 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.fileio import writing
-from sim.metrics.columns import column_array, numeric_columns
+from sim.metrics.columns import column_array, numeric_array, numeric_columns, string_array
 
 DEFAULT_BATCH_ROWS = 50_000
+_DICTIONARY_STRINGS = pa.dictionary(pa.int64(), pa.string())
 
 
-def encoding_options(schema: pa.Schema) -> dict[str, list[str]]:
+def encoding_options(
+    schema: pa.Schema,
+    column_encoding: Mapping[str, str] | None = None,
+    statistics_columns: Collection[str] | None = None,
+) -> dict[str, Any]:
     """Dictionary-encode the string and integer columns only, and keep min/max statistics for
     the numeric ones only: the floats (times, fractions) are nearly all distinct, so their
     dictionaries are built only to be dropped, and string min/max compares every value for
-    bounds no reader prunes by (the steps and metrics files write 40 % faster, and smaller)."""
-    return {
-        "use_dictionary": [field.name for field in schema if field.type != pa.float64()],
-        "write_statistics": [field.name for field in schema if field.type != pa.string()],
+    bounds no reader prunes by (the steps and metrics files write 40 % faster, and smaller).
+    Columns in `column_encoding` take that parquet encoding instead of a dictionary; given
+    `statistics_columns`, only those keep statistics."""
+    encodings = dict(column_encoding or {})
+    options: dict[str, Any] = {
+        "use_dictionary": [
+            field.name
+            for field in schema
+            if field.type != pa.float64() and field.name not in encodings
+        ],
+        "write_statistics": [
+            field.name
+            for field in schema
+            if field.type != pa.string()
+            and (statistics_columns is None or field.name in statistics_columns)
+        ],
     }
+    if encodings:
+        options["column_encoding"] = encodings
+    return options
+
+
+def repeated_strings(values: Sequence[str | None], times: int) -> pa.DictionaryArray:
+    """`values` (null where None) repeated `times` times end to end, for a column the sink
+    takes dictionary-encoded (`dictionary_columns`): its dictionary is made once, not by
+    hashing every row as the parquet writer would."""
+    dictionary = sorted({value for value in values if value is not None})
+    index: dict[str | None, int] = {value: position for position, value in enumerate(dictionary)}
+    index[None] = 0  # any index: the validity bitmap makes it null
+    indices = np.array([index[value] for value in values], dtype=np.int64)
+    nulls = np.array([value is None for value in values]) if None in values else None
+    return pa.DictionaryArray.from_arrays(
+        numeric_array(
+            np.tile(indices, times), pa.int64(), None if nulls is None else np.tile(nulls, times)
+        ),
+        string_array(dictionary),
+    )
+
+
+def _as_written(array: pa.Array, written_type: pa.DataType) -> pa.Array:
+    return array if array.type == written_type else array.cast(written_type)
 
 
 class ParquetSink:
@@ -36,10 +78,24 @@ class ParquetSink:
     groups hold exactly `batch_rows` rows, the last one what is left at close. Rows go to a
     hidden `.<name>.partial` file next to `path`, which replaces `path` only at `close`, so a
     crashed run never leaves a truncated file under the final name.
+
+    `column_encoding` names parquet encodings for columns that suit one better than a
+    dictionary (say DELTA_BINARY_PACKED for counters, BYTE_STREAM_SPLIT for times). The string
+    columns in `dictionary_columns` arrive from `extend_columns` dictionary-encoded
+    (`repeated_strings`): written as they are, they read back as the plain strings of `schema`.
+    `statistics_columns` (default: every numeric one) keep min/max statistics, for readers
+    that prune row groups by them.
     """
 
     def __init__(
-        self, path: Path, schema: pa.Schema, *, batch_rows: int = DEFAULT_BATCH_ROWS
+        self,
+        path: Path,
+        schema: pa.Schema,
+        *,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        column_encoding: Mapping[str, str] | None = None,
+        dictionary_columns: Collection[str] = (),
+        statistics_columns: Collection[str] | None = None,
     ) -> None:
         if batch_rows < 1:
             raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
@@ -53,9 +109,21 @@ class ParquetSink:
         self._chunks: deque[list[pa.Array]] = deque()
         self._num_chunk_rows = 0
         self._numeric = all(field.type in (pa.float64(), pa.int64()) for field in schema)
+        self._written_schema = pa.schema(
+            [
+                field.with_type(_DICTIONARY_STRINGS) if field.name in dictionary_columns else field
+                for field in schema
+            ]
+        )
         with writing(self.path):
             self._writer = pq.ParquetWriter(
-                self._partial_path, schema, compression="zstd", **encoding_options(schema)
+                self._partial_path,
+                self._written_schema,
+                compression="zstd",
+                # Without the arrow schema, a reader takes the parquet column types, which
+                # name the dictionary columns plain strings (as `schema` does).
+                store_schema=not dictionary_columns,
+                **encoding_options(schema, column_encoding, statistics_columns),
             )
 
     @property
@@ -92,8 +160,10 @@ class ParquetSink:
         if chunk is None:
             columns = zip(*self._rows, strict=True)
             chunk = [
-                column_array(column, field.type)
-                for column, field in zip(columns, self.schema, strict=True)
+                _as_written(column_array(column, field.type), written.type)
+                for column, field, written in zip(
+                    columns, self.schema, self._written_schema, strict=True
+                )
             ]
         self._chunks.append(chunk)
         self._num_chunk_rows += len(self._rows)
@@ -125,7 +195,7 @@ class ParquetSink:
 
     def _write_group(self, columns: list[pa.Array]) -> None:
         with writing(self.path):  # a full disk shows here first
-            self._writer.write_batch(pa.record_batch(columns, schema=self.schema))
+            self._writer.write_batch(pa.record_batch(columns, schema=self._written_schema))
         self.num_rows_written += len(columns[0])
 
     def flush(self) -> None:

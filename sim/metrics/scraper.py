@@ -26,8 +26,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from sim.errors import InputError
-from sim.metrics.columns import numeric_array, string_array
-from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
+from sim.metrics.columns import numeric_array
+from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink, repeated_strings
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
 from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
@@ -82,7 +82,14 @@ class MetricsScraper(NullRecorder):
             raise InputError(f"scrape_interval_s must be > 0 seconds, got {scrape_interval_s!r}")
         self.scrape_interval_s = scrape_interval_s
         self.state = PrometheusState(num_replicas=num_replicas, max_model_len=max_model_len)
-        self.sink = ParquetSink(path, METRICS_SCHEMA, batch_rows=batch_rows)
+        self.sink = ParquetSink(
+            path,
+            METRICS_SCHEMA,
+            batch_rows=batch_rows,
+            column_encoding={"value": "BYTE_STREAM_SPLIT"},
+            dictionary_columns=("name", "le", "finished_reason"),
+            statistics_columns=("at",),  # every row group holds every replica and series
+        )
         keys = self.state.sample_keys()
         self._num_keys = len(keys)
         # Scrapes go to the sink about a row group at a time; their name, replica, le and
@@ -90,10 +97,10 @@ class MetricsScraper(NullRecorder):
         self._scrapes_per_chunk = max(1, -(-batch_rows // self._num_keys))
         replicas = np.array([replica for replica, _ in keys], dtype=np.int64)
         self._key_columns = [
-            string_array([name for _, (name, _, _) in keys], self._scrapes_per_chunk),
+            repeated_strings([name for _, (name, _, _) in keys], self._scrapes_per_chunk),
             numeric_array(np.tile(replicas, self._scrapes_per_chunk), pa.int64()),
-            string_array([le for _, (_, le, _) in keys], self._scrapes_per_chunk),
-            string_array([reason for _, (_, _, reason) in keys], self._scrapes_per_chunk),
+            repeated_strings([le for _, (_, le, _) in keys], self._scrapes_per_chunk),
+            repeated_strings([reason for _, (_, _, reason) in keys], self._scrapes_per_chunk),
         ]
         self._step_streams = [_Stream(columns) for columns in self.state.step_columns]
         self._request_streams = [_Stream(columns) for columns in self.state.request_columns]

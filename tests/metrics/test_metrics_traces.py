@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from step_helpers import steps_of
 
-from sim.metrics.parquet_sink import ParquetSink
+from sim.metrics.parquet_sink import ParquetSink, repeated_strings
 from sim.metrics.records import RequestRecord
 from sim.metrics.traces import REQUESTS_SCHEMA, STEPS_SCHEMA, RequestsWriter, StepsWriter
 
@@ -179,6 +179,46 @@ def test_extend_cuts_the_same_row_groups_as_appending_row_by_row(tmp_path):
     metadata = pq.read_metadata(path)
     assert [metadata.row_group(i).num_rows for i in range(3)] == [3, 3, 1]
     assert pq.read_table(path).column("n").to_pylist() == list(range(7))
+
+
+def test_dictionary_columns_and_encodings_read_back_as_the_plain_schema(tmp_path):
+    # Keys ["b", None, "a"] repeated twice as a dictionary column, a row appended after them
+    # (cast to the dictionary), a delta-encoded counter and a byte-stream-split float with the
+    # only statistics; batch 4.
+    schema = pa.schema([("key", pa.string()), ("n", pa.int64()), ("at", pa.float64())])
+    path = tmp_path / "keys.parquet"
+    sink = ParquetSink(
+        path,
+        schema,
+        batch_rows=4,
+        column_encoding={"n": "DELTA_BINARY_PACKED", "at": "BYTE_STREAM_SPLIT"},
+        dictionary_columns=("key",),
+        statistics_columns=("at",),
+    )
+    keys = repeated_strings(["b", None, "a"], 2)
+    assert (keys.dictionary.to_pylist(), keys.indices.to_pylist()) == (
+        ["a", "b"],
+        [1, None, 0, 1, None, 0],
+    )
+    sink.extend_columns(
+        [keys, pa.array(range(6), pa.int64()), pa.array([0.5 * n for n in range(6)])]
+    )
+    sink.append(("c", 6, 3.0))
+    sink.close()
+    table = pq.read_table(path)
+    assert table.schema == schema
+    assert table.to_pydict() == {
+        "key": ["b", None, "a", "b", None, "a", "c"],
+        "n": list(range(7)),
+        "at": [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+    }
+    first_group = pq.read_metadata(path).row_group(0)
+    assert [first_group.column(i).encodings for i in range(3)] == [
+        ("PLAIN", "RLE", "RLE_DICTIONARY"),
+        ("RLE", "DELTA_BINARY_PACKED"),
+        ("RLE", "BYTE_STREAM_SPLIT"),
+    ]
+    assert [first_group.column(i).is_stats_set for i in range(3)] == [False, False, True]
 
 
 def test_row_of_the_wrong_width_is_refused_at_flush(tmp_path):

@@ -8,8 +8,11 @@ import math
 import os
 import sys
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
 
 from workloads.errors import WorkloadError
 from workloads.synthetic_tokens import SyntheticTokens
@@ -29,24 +32,36 @@ def check_trace_path(path: str | os.PathLike[str]) -> str:
     return source
 
 
-def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without its line break) of a UTF-8 text file, gzipped if `.gz`."""
+def trace_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, raw line) of a trace file, gunzipped if `.gz`."""
     source = check_trace_path(path)
     line_number = 0
     try:
         with gzip.open(source) if source.endswith(".gz") else open(source, "rb") as handle:
             for line_number, raw in bounded_lines(handle, source):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise WorkloadError(
-                        f"not UTF-8 text ({error.reason})", source=source, line=line_number
-                    ) from None
-                yield line_number, line.rstrip("\r\n")
+                yield line_number, raw
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise WorkloadError(
             f"not a readable gzip file ({error})", source=source, line=line_number + 1
         ) from None
+
+
+def line_text(raw: bytes, source: str, line_number: int) -> str:
+    """A raw line as text without its line break; a WorkloadError if it is not UTF-8."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise WorkloadError(
+            f"not UTF-8 text ({error.reason})", source=source, line=line_number
+        ) from None
+    return line.rstrip("\r\n")
+
+
+def open_trace(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """Yield (line number, line without its line break) of a UTF-8 text file, gzipped if `.gz`."""
+    source = check_trace_path(path)
+    for line_number, raw in trace_lines(source):
+        yield line_number, line_text(raw, source, line_number)
 
 
 def default_namespace(path: str | os.PathLike[str]) -> str:
@@ -122,18 +137,46 @@ def json_object(text: str, source: str, line_number: int) -> dict:
     return record
 
 
-def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for each non-blank JSON-lines record; the file must have one."""
+_Record = TypeVar("_Record")
+
+# Any JSON object, read in one pass; json (in iter_json_records) reads what it refuses.
+_ANY_OBJECT: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
+
+
+def iter_json_records(
+    path: str | os.PathLike[str],
+    decoder: msgspec.json.Decoder[_Record],
+    check: Callable[[RecordReader], _Record],
+) -> Iterator[tuple[int, _Record]]:
+    """Yield (line number, record) for each non-blank JSON-lines record; the file must have one.
+
+    `decoder` reads and validates a good line in one pass (in C). A line it refuses is read
+    again by json and `check`, the reference: that raises the exact error (file, line, field,
+    value) or, for what only json reads (NaN, say), returns the record."""
     source = os.fspath(path)
     found = False
-    for line_number, line in open_trace(source):
-        if not line.strip():
-            continue
-        record = json_object(line, source, line_number)
+    for line_number, raw in trace_lines(source):
+        try:
+            record = decoder.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            text = line_text(raw, source, line_number)
+            if not text.strip():
+                continue
+            fields = json_object(text, source, line_number)
+            record = check(RecordReader(fields, source, line_number))
         found = True
         yield line_number, record
     if not found:
         raise WorkloadError("the file holds no records", source=source)
+
+
+def iter_json_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each non-blank JSON-lines record; the file must have one."""
+    return iter_json_records(path, _ANY_OBJECT, _whole_object)
+
+
+def _whole_object(reader: RecordReader) -> dict[str, Any]:
+    return dict(reader.record)
 
 
 class RecordReader:
@@ -168,9 +211,13 @@ class RecordReader:
         value = self.field(name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(f"{name}: {value!r} is not a number")
-        if not math.isfinite(value) or value < 0:
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float
+            number = math.inf
+        if not math.isfinite(number) or number < 0:
             raise self.fail(f"{name}: {value!r} is not allowed; use a finite number >= 0")
-        return float(value)
+        return number
 
     def hash_list(self, name: str) -> list[int]:
         """A required list of non-negative 64-bit integers."""
@@ -198,9 +245,18 @@ class RecordReader:
 
     def check_block_count(self, hashes: list[int], num_tokens: int, block_size: int) -> None:
         """One hash per started block: len(hashes) == ceil(num_tokens / block_size)."""
-        expected = -(-num_tokens // block_size)
-        if len(hashes) != expected:
-            raise self.fail(
-                f"{len(hashes)} block hashes for {num_tokens} tokens; expected {expected} at "
-                f"trace block size {block_size}"
-            )
+        check_block_count(hashes, num_tokens, block_size, self.source, self.line)
+
+
+def check_block_count(
+    hashes: list[int], num_tokens: int, block_size: int, source: str, line: int
+) -> None:
+    """One hash per started block, or a WorkloadError at `line` of `source`."""
+    expected = -(-num_tokens // block_size)
+    if len(hashes) != expected:
+        raise WorkloadError(
+            f"{len(hashes)} block hashes for {num_tokens} tokens; expected {expected} at "
+            f"trace block size {block_size}",
+            source=source,
+            line=line,
+        )

@@ -12,14 +12,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Annotated
 
+import msgspec
+
+from workloads.errors import WorkloadError
 from workloads.spec import RequestSpec
 from workloads.synthetic_tokens import SyntheticTokens, TracePrompt
 from workloads.traces.blocks import counted_trace_specs
 from workloads.traces.fields import (
+    MAX_TRACE_TOKENS,
     RecordReader,
+    check_block_count,
     check_trace_path,
-    iter_json_objects,
+    iter_json_records,
     replay_options,
 )
 from workloads.traces.trace_format import TraceFormat, arrival_times_of
@@ -39,6 +45,33 @@ class MooncakeRecord:
     hash_ids: list[int]
 
 
+class _MooncakeLine(msgspec.Struct):
+    """A line's fields as its one-pass decoder checks them; what it refuses, RecordReader
+    explains (see iter_json_records)."""
+
+    timestamp: Annotated[float, msgspec.Meta(ge=0)]
+    input_length: Annotated[int, msgspec.Meta(ge=1, le=MAX_TRACE_TOKENS)]
+    output_length: Annotated[int, msgspec.Meta(ge=1, le=MAX_TRACE_TOKENS)]
+    hash_ids: list[Annotated[int, msgspec.Meta(ge=0)]]
+
+    def __post_init__(self) -> None:
+        # msgspec bounds integers to int64 only; hash ids go up to 2**64 - 1.
+        if self.hash_ids and max(self.hash_ids) >> 64:
+            raise ValueError("hash id beyond 64 bits")
+
+
+_LINE_DECODER = msgspec.json.Decoder(_MooncakeLine)
+
+
+def _checked_line(reader: RecordReader) -> _MooncakeLine:
+    return _MooncakeLine(
+        reader.time("timestamp"),
+        reader.count("input_length", minimum=1),
+        reader.count("output_length", minimum=1),
+        reader.hash_list("hash_ids"),
+    )
+
+
 def iter_mooncake_records(
     path: str | os.PathLike[str], *, trace_block_size: int = MOONCAKE_BLOCK_SIZE
 ) -> Iterator[MooncakeRecord]:
@@ -50,20 +83,20 @@ def iter_mooncake_records(
 
 def _records(source: str, trace_block_size: int) -> Iterator[MooncakeRecord]:
     previous_ms = 0.0
-    for line, record in iter_json_objects(source):
-        reader = RecordReader(record, source, line)
-        timestamp_ms = reader.time("timestamp")
+    for line, fields in iter_json_records(source, _LINE_DECODER, _checked_line):
+        timestamp_ms = fields.timestamp
         if timestamp_ms < previous_ms:
-            raise reader.fail(
+            raise WorkloadError(
                 f"timestamp {timestamp_ms:g} is earlier than the previous {previous_ms:g}; "
-                "the trace must be sorted by timestamp"
+                "the trace must be sorted by timestamp",
+                source=source,
+                line=line,
             )
         previous_ms = timestamp_ms
-        input_length = reader.count("input_length", minimum=1)
-        output_length = reader.count("output_length", minimum=1)
-        hash_ids = reader.hash_list("hash_ids")
-        reader.check_block_count(hash_ids, input_length, trace_block_size)
-        yield MooncakeRecord(line, timestamp_ms / 1000.0, input_length, output_length, hash_ids)
+        check_block_count(fields.hash_ids, fields.input_length, trace_block_size, source, line)
+        yield MooncakeRecord(
+            line, timestamp_ms / 1000.0, fields.input_length, fields.output_length, fields.hash_ids
+        )
 
 
 def read_mooncake(

@@ -10,6 +10,7 @@ equal; the schedulers' count of implicit decodes pins that the lazy path ran, an
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim.engine.core as core_module
+from sim.costmodel import FeatureRanges, StepTimeModel
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.routing import make_router
 from sim.sched import SchedulerConfig
@@ -111,6 +113,39 @@ def test_a_lone_async_decoder_is_lazy_as_long_and_its_placeholders_balance() -> 
     assert_same_runs(lazy, stepped)
     assert (lazy.num_implicit_decodes, stepped.num_implicit_decodes) == (27, 0)
     assert len(lazy.recorder.steps) == 40
+
+
+def test_the_longest_lazy_context_reaches_the_cost_models_range_check() -> None:
+    # The lone sync decoder under a model fitted on contexts up to 50 (a fresh model per loop:
+    # each warns once): context 50 (step 32) is decoded lazily, and its step (longest context
+    # 51) is the first out of range, in both loops, with the same message.
+    config = engine_config(block_size=8, max_model_len=512)
+    specs = [open_spec("a", 0.0, tokens(0, 20), 40)]
+    messages = []
+    for loop in ("lazy", "stepped"):
+        model = StepTimeModel(
+            LINEAR.coefficients,
+            covered=FeatureRanges(
+                num_tokens=(1, 100),
+                attention_pairs=(0, 1e9),
+                kv_tokens=(0, 1e9),
+                num_decodes=(0, 256),
+                longest_context=(0, 50),
+            ),
+            label="test profile",
+        )
+        with warnings.catch_warnings(record=True) as caught, step_loops(lazy=loop == "lazy"):
+            warnings.simplefilter("always")
+            simulate(specs, config, model, recorder=CollectingRecorder())
+        messages.append([str(warning.message) for warning in caught])
+    assert (
+        messages[0]
+        == messages[1]
+        == [
+            "test profile: step outside the range it was fitted on (longest_context=51 not in "
+            "[0, 50]); the prediction is an extrapolation (warned once per model)"
+        ]
+    )
 
 
 def test_caching_off_lets_a_decoder_run_lazy_to_its_blocks_end() -> None:

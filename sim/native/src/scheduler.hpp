@@ -256,6 +256,7 @@ struct ReqState {
     // decodes in implicitly, -1 while it is stepped; its context in step s is lazy_offset + s.
     int64_t lazy_from = -1;
     int64_t lazy_offset = 0;
+    int64_t running_rank = 0;  // running requests run in increasing rank (SchedulerCore::stepped_)
     std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
     int64_t num_computed_prefill_tokens = 0;
     std::vector<int64_t> tokens;   // all_token_ids, its first `tokens.size()` written
@@ -559,13 +560,13 @@ class LazyDecoders {
         push(longest_, Entry{request.lazy_offset, step, state}, std::less<>());
     }
 
-    // Bring up to date the lazy requests due in the step about to be scheduled.
-    void materialize_due() {
+    // The lazy requests due in the step about to be scheduled, appended to `due`.
+    void take_due(std::vector<State>& due) {
         while (!due_.empty() && due_.front().key <= next_step_id_) {
             std::pop_heap(due_.begin(), due_.end(), std::greater<>());
             Entry entry = std::move(due_.back());
             due_.pop_back();
-            if (entry.is_live()) materialize(entry.state);
+            if (entry.is_live()) due.push_back(std::move(entry.state));
         }
     }
 
@@ -778,12 +779,16 @@ class SchedulerCore {
         auto found = states_.find(request.ptr());
         if (found == states_.end()) return;
         State state = found->second;
-        if (state->lazy_from >= 0) lazy_->materialize(state);
+        if (state->lazy_from >= 0) materialize(state);
         state->sync();
         state->status = Status::kAborted;
         state->blocks = nullptr;  // the caller frees them
         release(*state);
-        if (!erase_from(running_, state)) erase_from(waiting_, state);
+        if (erase_from(running_, state)) {
+            erase_from(stepped_, state);
+        } else {
+            erase_from(waiting_, state);
+        }
     }
 
     StepOutput* schedule(double now) {
@@ -873,6 +878,7 @@ class SchedulerCore {
                 erase_from(waiting_, state);  // async: finished by a step scheduled before
             } else {
                 erase_from(running_, state);
+                erase_from(stepped_, state);
             }
             state->status = Status::kFinished;
             state->sync();
@@ -901,9 +907,21 @@ class SchedulerCore {
     // Before the step about to be scheduled: bring the requests due in it up to date, and all
     // of them when the step could run short; the budget the lazy decodes leave.
     int64_t advance_lazy_decoders(int64_t budget, int64_t threshold) {
-        lazy_->materialize_due();
+        due_.clear();
+        lazy_->take_due(due_);
+        for (const State& state : due_) materialize(state);
         if (lazy_->num_lazy() && !lazy_step_is_safe(budget, threshold)) materialize_all();
         return budget - lazy_->num_lazy();
+    }
+
+    // A lazy request is stepped again, in its place in the running order.
+    void materialize(const State& state) {
+        lazy_->materialize(state);
+        int64_t rank = state->running_rank;
+        auto place = std::lower_bound(
+            stepped_.begin(), stepped_.end(), rank,
+            [](const State& other, int64_t value) { return other->running_rank < value; });
+        stepped_.insert(place, state);
     }
 
     void materialize_all() {
@@ -911,6 +929,7 @@ class SchedulerCore {
         for (const State& state : running_) {
             if (state->lazy_from >= 0) lazy_->materialize(state);
         }
+        stepped_ = running_;
     }
 
     // True when the running pass cannot run out of budget or blocks before it has served
@@ -922,9 +941,8 @@ class SchedulerCore {
         int64_t max_model_len = limits_.max_model_len;
         int64_t demand = lazy_->num_lazy();
         int64_t blocks_needed = 0;
-        for (const State& state : running_) {
+        for (const State& state : stepped_) {
             const ReqState& request = *state;
-            if (request.lazy_from >= 0) continue;
             int64_t num_computed = request.num_computed_tokens;
             int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
             int64_t num_new_tokens = request.num_tokens() + placeholders - num_computed;
@@ -1011,14 +1029,14 @@ class SchedulerCore {
                              bool hold_prefill, double now) {
         size_t index = 0;
         int64_t max_model_len = limits_.max_model_len;
-        while (index < running_.size() && budget > 0) {
-            prefetch_ahead(running_, index);
-            const State& state = running_[index];
+        bool started_lazy = false;
+        while (index < stepped_.size() && budget > 0) {
+            prefetch_ahead(stepped_, index);
+            const State& state = stepped_[index];
             ReqState& request = *state;
             int64_t num_computed = request.num_computed_tokens;
             int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
-            if (request.lazy_from >= 0 ||
-                (limits_.async_scheduling && output_limit_in_flight(request)) ||
+            if ((limits_.async_scheduling && output_limit_in_flight(request)) ||
                 (hold_prefill && request.is_prefill_chunk)) {
                 ++index;
                 continue;
@@ -1029,6 +1047,7 @@ class SchedulerCore {
                 int64_t window = lazy_window(request);
                 if (window >= kMinLazySteps) {
                     lazy_->start(state, window);  // this step's token among them
+                    started_lazy = true;
                     budget -= 1;
                     ++index;
                     continue;
@@ -1051,13 +1070,16 @@ class SchedulerCore {
                 ++index;
                 continue;
             }
-            State kept = state;  // running_ may drop it (preempted)
+            State kept = state;  // stepped_ may drop it (preempted)
             bool allocated = allocate_or_preempt(kept, num_new_tokens, budget, output, now);
             if (!allocated) break;
             if (kept->is_prefill_chunk) output.carries_prefill = true;
             output.add(kept, num_new_tokens);
             budget -= num_new_tokens;
             ++index;
+        }
+        if (started_lazy) {
+            std::erase_if(stepped_, [](const State& state) { return state->lazy_from >= 0; });
         }
         return budget;
     }
@@ -1096,7 +1118,13 @@ class SchedulerCore {
         hit_blocks_.clear();
         while (!allocate(*state, num_new_tokens, 0, false, false, now)) {
             State victim = running_.back();
+            // Victims come after the request being allocated, and a step that may preempt has
+            // every earlier lazy request brought up to date first: the victim is stepped too.
+            if (stepped_.back() != victim) {
+                throw std::logic_error("lazy decoding: a lazy request would be preempted");
+            }
             running_.pop_back();
+            stepped_.pop_back();
             budget += output.take_back(victim);
             preempt(victim);
             output.preempted.push_back(victim);
@@ -1107,9 +1135,6 @@ class SchedulerCore {
 
     void preempt(const State& state) {
         ReqState& request = *state;
-        // Victims come after the request being allocated, and a step that may preempt has
-        // every earlier lazy request brought up to date first.
-        if (request.lazy_from >= 0) throw std::logic_error("lazy decoding: a lazy request was preempted");
         free_blocks(request);
         request.status = Status::kPreempted;
         request.num_computed_tokens = 0;
@@ -1169,6 +1194,8 @@ class SchedulerCore {
         ReqState& request = *state;
         deferred_.erase(&request);
         running_.push_back(state);
+        request.running_rank = next_running_rank_++;
+        stepped_.push_back(state);
         if (num_computed < num_tokens - 1) output.carries_prefill = true;
         bool resumed = request.status == Status::kPreempted;
         output.admitted.emplace_back(state, num_computed, resumed);
@@ -1236,6 +1263,11 @@ class SchedulerCore {
     // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
     std::vector<int32_t> hit_blocks_, new_ids_;
     std::vector<State> running_;
+    // The running requests that are not lazy, in running order (all of them without lazy
+    // decoding): what the running pass walks.
+    std::vector<State> stepped_;
+    int64_t next_running_rank_ = 0;
+    std::vector<State> due_;  // scratch: lazy requests due in the step being scheduled
     std::deque<State> waiting_;
     // Every request the scheduler holds, by its Python object.
     std::unordered_map<PyObject*, State> states_;

@@ -6,7 +6,7 @@ timings can be compared with ==.
 
 from __future__ import annotations
 
-from sim.costmodel import StepCoefficients, StepTimeModel
+from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
 from sim.costmodel.batch import BatchShape, step_features
 from sim.metrics import BlockEvent, NullRecorder, RequestRecord, StepColumns, StepRecord
 
@@ -23,6 +23,22 @@ LINEAR = StepTimeModel(
         per_decode_seq_s=1e-5,
     )
 )
+
+
+def linear_fitted_on(
+    num_tokens: tuple[float, float] = (1, 100),
+    longest_context: tuple[float, float] = (0, 1e9),
+) -> StepTimeModel:
+    """LINEAR, labelled "test profile", fitted on steps of `num_tokens` tokens and
+    `longest_context` (every other feature wide open); a fresh one warns once."""
+    covered = FeatureRanges(
+        num_tokens=num_tokens,
+        attention_pairs=(0, 1e9),
+        kv_tokens=(0, 1e9),
+        num_decodes=(0, 256),
+        longest_context=longest_context,
+    )
+    return StepTimeModel(LINEAR.coefficients, covered=covered, label="test profile")
 
 
 class ConstantStepCost:

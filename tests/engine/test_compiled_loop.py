@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import simpy
-from engine_fakes import LINEAR, CollectingRecorder
+from engine_fakes import LINEAR, CollectingRecorder, linear_fitted_on
 from engine_specs import RandomSpecs, engine_config, open_spec, random_specs, tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +29,6 @@ from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
 from sim.config import Scenario
-from sim.costmodel import FeatureRanges, StepTimeModel
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.engine.compiled import CompiledReplicas
 from sim.routing import make_router
@@ -174,17 +173,7 @@ def test_ties_between_replicas_keep_the_python_loops_order() -> None:
 def test_out_of_range_warning_is_issued_once_with_the_models_text() -> None:
     # A model fitted on steps of at most 100 tokens sees a 40-token prefill and then a
     # 200-token one: the compiled loop warns once, with the model's own message.
-    model = StepTimeModel(
-        LINEAR.coefficients,
-        covered=FeatureRanges(
-            num_tokens=(1, 100),
-            attention_pairs=(0, 1e9),
-            kv_tokens=(0, 1e9),
-            num_decodes=(0, 256),
-            longest_context=(0, 1e9),
-        ),
-        label="test profile",
-    )
+    model = linear_fitted_on(num_tokens=(1, 100))
     specs = [open_spec("a", 0.0, tokens(0, 40), 2), open_spec("b", 1.0, tokens(100, 200), 2)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 import simpy
-from engine.engine_fakes import LINEAR, CollectingRecorder
+from engine.engine_fakes import LINEAR, CollectingRecorder, linear_fitted_on
 from engine.engine_specs import RandomSpecs, engine_config, open_spec, random_specs, tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim.engine.core as core_module
-from sim.costmodel import FeatureRanges, StepTimeModel
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.routing import make_router
 from sim.sched import SchedulerConfig
@@ -123,17 +122,7 @@ def test_the_longest_lazy_context_reaches_the_cost_models_range_check() -> None:
     specs = [open_spec("a", 0.0, tokens(0, 20), 40)]
     messages = []
     for loop in ("lazy", "stepped"):
-        model = StepTimeModel(
-            LINEAR.coefficients,
-            covered=FeatureRanges(
-                num_tokens=(1, 100),
-                attention_pairs=(0, 1e9),
-                kv_tokens=(0, 1e9),
-                num_decodes=(0, 256),
-                longest_context=(0, 50),
-            ),
-            label="test profile",
-        )
+        model = linear_fitted_on(longest_context=(0, 50))
         with warnings.catch_warnings(record=True) as caught, step_loops(lazy=loop == "lazy"):
             warnings.simplefilter("always")
             simulate(specs, config, model, recorder=CollectingRecorder())

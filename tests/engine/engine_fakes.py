@@ -1,4 +1,4 @@
-"""A constant-time cost model and a collecting recorder for the engine tests.
+"""A constant-time cost model, a linear one, and a collecting recorder for the engine tests.
 
 Step times are dyadic (0.25 s) so sums of step times are exact in binary floating point and
 timings can be compared with ==.
@@ -6,10 +6,39 @@ timings can be compared with ==.
 
 from __future__ import annotations
 
+from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
 from sim.costmodel.batch import BatchShape, step_features
 from sim.metrics import BlockEvent, NullRecorder, RequestRecord, StepColumns, StepRecord
 
 STEP_TIME_S = 0.25
+
+# A linear step-time model (what the compiled step loop evaluates itself).
+LINEAR = StepTimeModel(
+    StepCoefficients(
+        step_overhead_s=0.01,
+        per_token_s=0.0001,
+        t_star_tokens=64,
+        per_attention_pair_s=1e-9,
+        per_kv_token_s=1e-7,
+        per_decode_seq_s=1e-5,
+    )
+)
+
+
+def linear_fitted_on(
+    num_tokens: tuple[float, float] = (1, 100),
+    longest_context: tuple[float, float] = (0, 1e9),
+) -> StepTimeModel:
+    """LINEAR, labelled "test profile", fitted on steps of `num_tokens` tokens and
+    `longest_context` (every other feature wide open); a fresh one warns once."""
+    covered = FeatureRanges(
+        num_tokens=num_tokens,
+        attention_pairs=(0, 1e9),
+        kv_tokens=(0, 1e9),
+        num_decodes=(0, 256),
+        longest_context=longest_context,
+    )
+    return StepTimeModel(LINEAR.coefficients, covered=covered, label="test profile")
 
 
 class ConstantStepCost:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from hypothesis import strategies as st
 
 from sim.sched import SchedulerConfig
 from workloads.spec import RequestSpec, Segment
@@ -92,3 +95,44 @@ def busy_config(**overrides: Any) -> SchedulerConfig:
         "max_num_seqs": 8,
     } | overrides
     return engine_config(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomSpecs:
+    """What random_specs draws from: the number of first turns, the gaps between their
+    arrivals, prompt lengths, output counts of first and second turns, think times."""
+
+    num_first_turns: st.SearchStrategy[int]
+    gaps_s: st.SearchStrategy[float]
+    prompt_lengths: st.SearchStrategy[int]
+    num_outputs: st.SearchStrategy[int]
+    num_second_turn_outputs: st.SearchStrategy[int]
+    think_times_s: st.SearchStrategy[float]
+
+
+def random_specs(draw: st.DrawFn, drawn: RandomSpecs) -> list[RequestSpec]:
+    """Open-loop requests and two-turn sessions (in turn), prompts sharing prefixes (two in
+    three start at token 0)."""
+    specs: list[RequestSpec] = []
+    at = 0.0
+    for index in range(draw(drawn.num_first_turns)):
+        at += draw(drawn.gaps_s)
+        prompt = tokens(draw(st.sampled_from([0, 0, 500])), draw(drawn.prompt_lengths))
+        num_outputs = draw(drawn.num_outputs)
+        if draw(st.booleans()):
+            specs.append(open_spec(f"r{index}", at, prompt, num_outputs))
+            continue
+        session = f"s{index}"
+        first = [Segment("prompt", f"{session}-0", prompt)]
+        second = [*first, Segment("follow", f"{session}-1", tokens(900 + index, 8))]
+        second_outputs = tokens(1, draw(drawn.num_second_turn_outputs))
+        think_time_s = draw(drawn.think_times_s)
+        specs.append(
+            session_turn(f"{session}-0", session, 0, first, tokens(1, num_outputs), arrival_at=at)
+        )
+        specs.append(
+            session_turn(
+                f"{session}-1", session, 1, second, second_outputs, think_time_s=think_time_s
+            )
+        )
+    return specs

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import simpy
-from engine_fakes import CollectingRecorder
-from engine_specs import engine_config, open_spec, session_turn, tokens
+from engine_fakes import LINEAR, CollectingRecorder, linear_fitted_on
+from engine_specs import RandomSpecs, engine_config, open_spec, random_specs, tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from run_files import assert_same_run_files
@@ -29,12 +29,11 @@ from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
 from sim.config import Scenario
-from sim.costmodel import FeatureRanges, StepCoefficients, StepTimeModel
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.engine.compiled import CompiledReplicas
 from sim.routing import make_router
 from sim.runner import RunResult, run_scenario
-from workloads.spec import RequestSpec, Segment
+from workloads.spec import RequestSpec
 
 REPO = Path(__file__).resolve().parents[2]
 ARXIV = REPO / "tests" / "fixtures" / "traces" / "mooncake" / "arxiv_mooncake_trace_first1000.jsonl"
@@ -171,32 +170,10 @@ def test_ties_between_replicas_keep_the_python_loops_order() -> None:
     assert [step.replica for step in compiled.steps] == [0, 1] * 20
 
 
-LINEAR = StepTimeModel(
-    StepCoefficients(
-        step_overhead_s=0.01,
-        per_token_s=0.0001,
-        t_star_tokens=64,
-        per_attention_pair_s=1e-9,
-        per_kv_token_s=1e-7,
-        per_decode_seq_s=1e-5,
-    )
-)
-
-
 def test_out_of_range_warning_is_issued_once_with_the_models_text() -> None:
     # A model fitted on steps of at most 100 tokens sees a 40-token prefill and then a
     # 200-token one: the compiled loop warns once, with the model's own message.
-    model = StepTimeModel(
-        LINEAR.coefficients,
-        covered=FeatureRanges(
-            num_tokens=(1, 100),
-            attention_pairs=(0, 1e9),
-            kv_tokens=(0, 1e9),
-            num_decodes=(0, 256),
-            longest_context=(0, 1e9),
-        ),
-        label="test profile",
-    )
+    model = linear_fitted_on(num_tokens=(1, 100))
     specs = [open_spec("a", 0.0, tokens(0, 40), 2), open_spec("b", 1.0, tokens(100, 200), 2)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -245,27 +222,17 @@ def test_an_engine_fed_before_and_while_the_clock_runs_steps_as_the_python_loop(
 def random_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], dict[str, Any]]:
     """Open-loop requests and two-turn sessions on a coarse time grid (many same-time
     arrivals and step ends), prompts sharing prefixes, a cache small enough to preempt."""
-    specs: list[RequestSpec] = []
-    at = 0.0
-    for index in range(draw(st.integers(1, 14))):
-        at += draw(st.sampled_from([0.0, 0.0, 0.01, 0.02, 0.25]))
-        prompt = tokens(draw(st.sampled_from([0, 0, 500])), draw(st.sampled_from([16, 40, 90])))
-        num_outputs = draw(st.integers(1, 6))
-        if draw(st.booleans()):
-            specs.append(open_spec(f"r{index}", at, prompt, num_outputs))
-            continue
-        session = f"s{index}"
-        first = [Segment("prompt", f"{session}-0", prompt)]
-        second = [*first, Segment("follow", f"{session}-1", tokens(900 + index, 8))]
-        think_time_s = draw(st.sampled_from([0.0, 0.01]))
-        specs.append(
-            session_turn(f"{session}-0", session, 0, first, tokens(1, num_outputs), arrival_at=at)
-        )
-        specs.append(
-            session_turn(
-                f"{session}-1", session, 1, second, tokens(1, 2), think_time_s=think_time_s
-            )
-        )
+    specs = random_specs(
+        draw,
+        RandomSpecs(
+            num_first_turns=st.integers(1, 14),
+            gaps_s=st.sampled_from([0.0, 0.0, 0.01, 0.02, 0.25]),
+            prompt_lengths=st.sampled_from([16, 40, 90]),
+            num_outputs=st.integers(1, 6),
+            num_second_turn_outputs=st.just(2),
+            think_times_s=st.sampled_from([0.0, 0.01]),
+        ),
+    )
     options = {
         "num_replicas": draw(st.integers(1, 3)),
         "router": draw(

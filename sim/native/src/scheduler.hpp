@@ -264,6 +264,11 @@ struct ReqState {
     Status status = Status::kWaiting;
     bool is_prefill_chunk = false;
     int64_t num_hashes_ = 0;  // hashes.size(), read per step to see whether a block filled
+    // Lazy decoding (SchedulerCore's LazyDecoders): the id of the first step the request
+    // decodes in implicitly, -1 while it is stepped; its context in step s is lazy_offset + s.
+    int64_t lazy_from = -1;
+    int64_t lazy_offset = 0;
+    int64_t running_rank = 0;  // running requests run in increasing rank (SchedulerCore::stepped_)
     std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
     int64_t num_computed_prefill_tokens = 0;
     // The tokens from position token_offset on (the request's num_symbolic_tokens: the tokens
@@ -412,13 +417,13 @@ struct ReqState {
         }
     }
 
-    // Sample the next planned token; hash the block it fills, as
+    // Sample the next `count` planned tokens; hash the blocks they fill, as
     // CacheRequest.append_output_token_ids does.
-    void append_token(int64_t block_size) {
-        if (num_output_tokens() >= int64_t(planned.size())) {
+    void append_tokens(int64_t count, int64_t block_size) {
+        if (num_output_tokens() + count > int64_t(planned.size())) {
             throw nb::index_error("no planned output token left to sample");
         }
-        ++num_tokens_;
+        num_tokens_ += count;
         if (num_tokens_ < (num_hashes_ + 1) * block_size) return;  // fills no block
         if (hasher != nullptr) {
             write_tokens();
@@ -497,6 +502,12 @@ struct StepOutput {
     nb::object admission_type;  // sim.sched.Admission, built when Python reads `admitted`
     int64_t total_num_scheduled_tokens = 0;
     bool carries_prefill = false;
+    // With lazy decoding: the step's id, and its implicit decodes (not in `scheduled`), their
+    // total context and the longest of them (-1 with none).
+    int64_t step_id = -1;
+    int64_t num_lazy_decodes = 0;
+    int64_t lazy_kv_tokens = 0;
+    int64_t lazy_longest_context = -1;
 
     nb::list ints(const std::vector<int64_t>& values) const {
         nb::list out;
@@ -519,6 +530,10 @@ struct StepOutput {
         admitted.clear();
         total_num_scheduled_tokens = 0;
         carries_prefill = false;
+        step_id = -1;
+        num_lazy_decodes = 0;
+        lazy_kv_tokens = 0;
+        lazy_longest_context = -1;
     }
 
     void add(const State& state, int64_t num_new_tokens) {
@@ -550,6 +565,189 @@ struct StepFinished {
     nb::object stats_type;  // sim.kvcache.PrefixCacheStats
 };
 
+// Event-driven decoding for the compiled step loop, as sim/sched/lazy_decode.py does for the
+// reference scheduler (there with sync scheduling only; here with async too). A request the
+// running pass would give one decode token, whose next steps allocate, fill-and-cache or cache
+// no block, do not sample its last token and stay below max_model_len, becomes *lazy*: the
+// steps take it implicitly (in their batch shape, budget and records, not in their request
+// lists) and their effects on it (computed tokens, sampled tokens, inter-token latencies,
+// placeholders) are applied in bulk when it is next due or needed (a step that could run
+// short of budget or blocks, an abort, Python reading the running list). A step of its still
+// in flight then lists it as any other (only request-local effects are left for it: the
+// window excludes the rest). Decisions, block ids, times and counters are those of stepping
+// every request (tests/native/test_lazy_decoding.py compares both, file for file).
+//
+// Steps are numbered as scheduled (those with tokens only: a lazy request makes its steps
+// non-empty) and applied in that order; a lazy request's context in step s is
+// lazy_offset + s.
+class LazyDecoders {
+  public:
+    LazyDecoders(int64_t block_size, bool async_scheduling)
+        : block_size_(block_size), async_scheduling_(async_scheduling) {}
+
+    int64_t num_lazy() const { return num_lazy_; }
+    int64_t num_implicit_decodes = 0;  // decode tokens steps took implicitly so far
+
+    // `state` decodes implicitly from the step being scheduled on, `num_steps` steps at most.
+    void start(const State& state, int64_t num_steps) {
+        ReqState& request = *state;
+        int64_t step = next_step_id_;
+        request.lazy_from = step;
+        request.lazy_offset = request.num_computed_tokens - step;
+        ++num_lazy_;
+        context_offset_sum_ += request.lazy_offset;
+        push(due_, Entry{step + num_steps, step, state}, std::greater<>());
+        push(longest_, Entry{request.lazy_offset, step, state}, std::less<>());
+    }
+
+    // The lazy requests due in the step about to be scheduled, appended to `due`.
+    void take_due(std::vector<State>& due) {
+        while (!due_.empty() && due_.front().key <= next_step_id_) {
+            std::pop_heap(due_.begin(), due_.end(), std::greater<>());
+            Entry entry = std::move(due_.back());
+            due_.pop_back();
+            if (entry.is_live()) due.push_back(std::move(entry.state));
+        }
+    }
+
+    // Apply the steps a lazy request skipped (through the last applied one), count the ones
+    // in flight, and list it in those; it is stepped again from the step being scheduled.
+    void materialize(const State& state) {
+        ReqState& request = *state;
+        int64_t from = request.lazy_from;
+        int64_t num_scheduled = next_step_id_ - from;
+        int64_t num_applied = std::max<int64_t>(0, last_applied_id_ + 1 - from);
+        if (num_applied) {
+            request.append_tokens(num_applied, block_size_);
+            // The latencies the samples would have appended one by one, the same differences.
+            const double* at = applied_at_.data() + (from - first_applied_id_);
+            std::vector<double>& itls = request.new_itls;
+            size_t first = itls.size();
+            itls.resize(first + size_t(num_applied));
+            itls[first] = at[0] - request.last_token_at;
+            for (int64_t i = 1; i < num_applied; ++i) itls[first + size_t(i)] = at[i] - at[i - 1];
+            request.last_token_at = at[num_applied - 1];
+        }
+        request.num_computed_tokens += num_scheduled;
+        if (async_scheduling_) {
+            request.num_output_placeholders += num_scheduled - num_applied;
+            request.num_in_flight_tokens += num_scheduled - num_applied;
+        }
+        for (StepOutput* output : in_flight_) {
+            if (output->step_id < from) continue;
+            output->scheduled.push_back(state);
+            output->num_scheduled.push_back(1);
+            output->partial.push_back(0);
+        }
+        request.lazy_from = -1;
+        --num_lazy_;
+        context_offset_sum_ -= request.lazy_offset;
+    }
+
+    // A request's queued tokens (SchedulerCore::num_queued_tokens) from its state as stored:
+    // with async scheduling a skipped step adds a computed token and a placeholder and its
+    // sample trades the placeholder for a token, so nothing changes; with sync scheduling a
+    // skipped step in flight has computed a token not yet sampled.
+    int64_t queued_tokens(const ReqState& request) const {
+        int64_t queued =
+            request.num_tokens() + request.num_output_placeholders - request.num_computed_tokens;
+        if (request.lazy_from < 0 || async_scheduling_) return queued;
+        int64_t num_scheduled = next_step_id_ - request.lazy_from;
+        int64_t num_applied = std::max<int64_t>(0, last_applied_id_ + 1 - request.lazy_from);
+        return queued - (num_scheduled - num_applied);
+    }
+
+    // The implicit decodes of the step scheduled into `output` (its running pass done).
+    void add_to_batch(StepOutput& output) {
+        if (num_lazy_ == 0) return;
+        num_implicit_decodes += num_lazy_;
+        output.num_lazy_decodes = num_lazy_;
+        output.lazy_kv_tokens = context_offset_sum_ + num_lazy_ * next_step_id_;
+        while (!longest_.front().is_live()) {
+            std::pop_heap(longest_.begin(), longest_.end(), std::less<>());
+            longest_.pop_back();
+        }
+        output.lazy_longest_context = longest_.front().key + next_step_id_;
+        if (longest_.size() > 2 * size_t(num_lazy_) + kCompactSlack) keep_live(longest_, std::less<>());
+    }
+
+    // The step scheduled into `output` is launched: a step with tokens takes the next id and
+    // is remembered until applied.
+    void launched(StepOutput& output) {
+        if (!output.total_num_scheduled_tokens) return;
+        output.step_id = next_step_id_++;
+        in_flight_.push_back(&output);
+    }
+
+    // `output`, the oldest step in flight, is applied at `now`.
+    void applied(const StepOutput& output, double now) {
+        if (in_flight_.empty() || in_flight_.front() != &output) {
+            throw std::logic_error("lazy decoding: steps must be applied in launch order");
+        }
+        in_flight_.pop_front();
+        last_applied_id_ = output.step_id;
+        if (num_lazy_ == 0) {  // no request can need this step's time or any before it
+            applied_at_.clear();
+            first_applied_id_ = last_applied_id_ + 1;
+            return;
+        }
+        applied_at_.push_back(now);
+        if (applied_at_.size() >= kCompactEverySteps) drop_times_no_request_needs();
+    }
+
+  private:
+    static constexpr size_t kCompactEverySteps = 8192;
+    static constexpr size_t kCompactSlack = 1024;
+
+    // A heap entry: a key, the lazy period it was pushed for (stale once the request left it).
+    struct Entry {
+        int64_t key;
+        int64_t lazy_from;
+        State state;
+
+        bool is_live() const { return state->lazy_from == lazy_from; }
+        bool operator<(const Entry& other) const { return key < other.key; }
+        bool operator>(const Entry& other) const { return key > other.key; }
+    };
+
+    template <typename Order>
+    static void push(std::vector<Entry>& heap, Entry entry, Order order) {
+        heap.push_back(std::move(entry));
+        std::push_heap(heap.begin(), heap.end(), order);
+    }
+
+    template <typename Order>
+    static void keep_live(std::vector<Entry>& heap, Order order) {
+        std::erase_if(heap, [](const Entry& entry) { return !entry.is_live(); });
+        std::make_heap(heap.begin(), heap.end(), order);
+    }
+
+    // Every lazy request has its live entry in `due_`: times before the earliest one's first
+    // skipped step are never read again.
+    void drop_times_no_request_needs() {
+        int64_t oldest = last_applied_id_ + 1;
+        for (const Entry& entry : due_) {
+            if (entry.is_live()) oldest = std::min(oldest, entry.lazy_from);
+        }
+        int64_t num_dropped = oldest - first_applied_id_;
+        applied_at_.erase(applied_at_.begin(), applied_at_.begin() + num_dropped);
+        first_applied_id_ = oldest;
+    }
+
+    int64_t block_size_;
+    bool async_scheduling_;
+    int64_t num_lazy_ = 0;
+    int64_t context_offset_sum_ = 0;  // sum of the lazy requests' lazy_offset
+    int64_t next_step_id_ = 0;
+    int64_t last_applied_id_ = -1;
+    // applied_at_[s - first_applied_id_]: when step s was applied (its tokens sampled).
+    std::vector<double> applied_at_;
+    int64_t first_applied_id_ = 0;
+    std::deque<StepOutput*> in_flight_;  // launched steps with tokens, oldest first
+    std::vector<Entry> due_;      // min-heap on the step a request is due in
+    std::vector<Entry> longest_;  // max-heap on lazy_offset
+};
+
 class SchedulerCore {
   public:
     SchedulerCore(nb::object manager, SchedulerLimits limits, nb::dict requests,
@@ -574,7 +772,10 @@ class SchedulerCore {
     int64_t num_preemptions = 0;
     int64_t num_executed_steps() const { return num_executed_steps_; }
 
-    nb::list running() const { return synced_list(running_); }
+    nb::list running() {
+        materialize_all();
+        return synced_list(running_);
+    }
 
     nb::list waiting() const {
         return synced_list(std::vector<State>(waiting_.begin(), waiting_.end()));
@@ -584,10 +785,26 @@ class SchedulerCore {
     // (what SchedulerReplica.num_queued_tokens balances on).
     int64_t num_queued_tokens() const {
         int64_t total = 0;
-        for (const State& state : running_) total += queued_tokens(*state);
+        for (const State& state : running_) {
+            total += lazy_ ? lazy_->queued_tokens(*state) : queued_tokens(*state);
+        }
         for (const State& state : waiting_) total += queued_tokens(*state);
         return total;
     }
+
+    // Lazy decoding from now on (the compiled step loop, which launches and applies every
+    // step; Python's schedule and update_from_output are refused then).
+    void enable_lazy_decoding() {
+        if (!lazy_) {
+            lazy_ = std::make_unique<LazyDecoders>(manager_->block_size(),
+                                                   limits_.async_scheduling);
+        }
+    }
+
+    bool lazy_decoding() const { return lazy_ != nullptr; }
+
+    // Decode tokens steps took implicitly so far (0 without lazy decoding).
+    int64_t num_implicit_decodes() const { return lazy_ ? lazy_->num_implicit_decodes : 0; }
 
     void add_request(nb::handle request) {
         resolve_slots(Py_TYPE(request.ptr()));
@@ -602,14 +819,20 @@ class SchedulerCore {
         auto found = states_.find(request.ptr());
         if (found == states_.end()) return;
         State state = found->second;
+        if (state->lazy_from >= 0) materialize(state);
         state->sync();
         state->status = Status::kAborted;
         state->blocks = nullptr;  // the caller frees them
         release(*state);
-        if (!erase_from(running_, state)) erase_from(waiting_, state);
+        if (erase_from(running_, state)) {
+            erase_from(stepped_, state);
+        } else {
+            erase_from(waiting_, state);
+        }
     }
 
     StepOutput* schedule(double now) {
+        refuse_python_steps();
         auto output = std::make_unique<StepOutput>();
         schedule_into(*output, now);
         return output.release();
@@ -623,12 +846,20 @@ class SchedulerCore {
         int64_t threshold = long_prefill_threshold();
         bool hold_prefill = hold_prefill_now();
         int64_t budget = limits_.max_num_batched_tokens;
+        if (lazy_) budget = advance_lazy_decoders(budget, threshold);
         budget = schedule_running(output, budget, threshold, hold_prefill, now);
         if (output.preempted.empty()) {
             schedule_waiting(output, budget, threshold, hold_prefill, now);
             if (!hold_prefill) prefill_capacity_bound_ = waiting_.size() > deferred_.size();
         }
+        if (lazy_) lazy_->add_to_batch(output);
         update_after_schedule(output);
+        if (lazy_) lazy_->launched(output);
+    }
+
+    // Steps scheduled and applied from Python: not while the compiled loop decodes lazily.
+    void refuse_python_steps() const {
+        if (lazy_) throw std::logic_error("this scheduler's steps are run by its compiled step loop");
     }
 
     // With async scheduling `output` is the oldest step in flight: requests aborted or
@@ -636,6 +867,7 @@ class SchedulerCore {
     // requests that sampled are listed only with `list_sampled`.
     StepFinished update_from_output(const StepOutput& output, double now, bool list_sampled) {
         StepFinished result;
+        if (lazy_) lazy_->applied(output, now);
         if (list_sampled) result.sampled.reserve(output.scheduled.size());
         bool async_scheduling = limits_.async_scheduling;
         int64_t block_size = manager_->block_size();
@@ -655,7 +887,7 @@ class SchedulerCore {
             }
             if (output.partial[i]) continue;
             int64_t num_output_tokens = request.num_output_tokens();
-            request.append_token(block_size);
+            request.append_tokens(1, block_size);
             if (std::isnan(request.last_token_at)) {
                 request.first_token_at = now;
                 // The front end's queue limit reads it (EngineCore._queue_limit_problem).
@@ -686,6 +918,7 @@ class SchedulerCore {
                 erase_from(waiting_, state);  // async: finished by a step scheduled before
             } else {
                 erase_from(running_, state);
+                erase_from(stepped_, state);
             }
             state->status = Status::kFinished;
             state->sync();
@@ -696,6 +929,9 @@ class SchedulerCore {
     }
 
   private:
+    // A window shorter than this is not worth the bookkeeping: the request is stepped.
+    static constexpr int64_t kMinLazySteps = 2;
+
     template <typename Queue>
     static bool erase_from(Queue& queue, const State& state) {
         auto found = std::find(queue.begin(), queue.end(), state);
@@ -706,6 +942,87 @@ class SchedulerCore {
 
     static int64_t queued_tokens(const ReqState& state) {
         return state.num_tokens() + state.num_output_placeholders - state.num_computed_tokens;
+    }
+
+    // Before the step about to be scheduled: bring the requests due in it up to date, and all
+    // of them when the step could run short; the budget the lazy decodes leave.
+    int64_t advance_lazy_decoders(int64_t budget, int64_t threshold) {
+        due_.clear();
+        lazy_->take_due(due_);
+        for (const State& state : due_) materialize(state);
+        if (lazy_->num_lazy() && !lazy_step_is_safe(budget, threshold)) materialize_all();
+        return budget - lazy_->num_lazy();
+    }
+
+    // A lazy request is stepped again, in its place in the running order.
+    void materialize(const State& state) {
+        lazy_->materialize(state);
+        int64_t rank = state->running_rank;
+        auto place = std::lower_bound(
+            stepped_.begin(), stepped_.end(), rank,
+            [](const State& other, int64_t value) { return other->running_rank < value; });
+        stepped_.insert(place, state);
+    }
+
+    void materialize_all() {
+        if (!lazy_ || !lazy_->num_lazy()) return;
+        for (const State& state : running_) {
+            if (state->lazy_from >= 0) lazy_->materialize(state);
+        }
+        stepped_ = running_;
+    }
+
+    // True when the running pass cannot run out of budget or blocks before it has served
+    // every running request (every allocation of a stepped request then succeeds): lazy
+    // requests can skip the step, as nothing they could take part in happens (no request
+    // preempted, none left out).
+    bool lazy_step_is_safe(int64_t budget, int64_t threshold) const {
+        int64_t block_size = manager_->block_size();
+        int64_t max_model_len = limits_.max_model_len;
+        int64_t demand = lazy_->num_lazy();
+        int64_t blocks_needed = 0;
+        for (const State& state : stepped_) {
+            const ReqState& request = *state;
+            int64_t num_computed = request.num_computed_tokens;
+            int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
+            int64_t num_new_tokens = request.num_tokens() + placeholders - num_computed;
+            if (0 < threshold && threshold < num_new_tokens) num_new_tokens = threshold;
+            num_new_tokens = std::min(num_new_tokens, max_model_len - 1 - num_computed);
+            if (num_new_tokens <= 0) continue;
+            demand += num_new_tokens;
+            int64_t num_slots = std::min(num_computed + num_new_tokens, max_model_len);
+            int64_t num_held =
+                request.blocks == nullptr ? 0 : int64_t(request.blocks->blocks.size());
+            if (num_slots > num_held * block_size) {
+                blocks_needed += (num_slots + block_size - 1) / block_size - num_held;
+            }
+        }
+        return demand <= budget && blocks_needed <= manager_->num_free_blocks();
+    }
+
+    // How many steps from the one being scheduled `request` (due one decode token in it) can
+    // decode lazily: in none of them does it allocate a block, cache one (at schedule or,
+    // with async scheduling, at its sample), sample its last token or reach max_model_len.
+    // 0 for a request whose blocks Python's hasher hashes (extra hash keys).
+    int64_t lazy_window(const ReqState& request) const {
+        if (request.hasher == nullptr || request.blocks == nullptr || request.is_prefill_chunk ||
+            request.num_stale_output_tokens) {
+            return 0;
+        }
+        int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
+        if (request.num_tokens() + placeholders <= request.num_prompt_tokens) return 0;  // prefill
+        int64_t block_size = manager_->block_size();
+        int64_t num_computed = request.num_computed_tokens;
+        // Step j of the window (from 0) computes token num_computed + j; the sample of step j
+        // makes the sequence num_computed + j + 2 tokens long.
+        int64_t window = int64_t(request.blocks->blocks.size()) * block_size - num_computed;
+        if (manager_->enable_caching()) {
+            window = std::min(
+                window, (request.blocks->num_cached_blocks + 1) * block_size - num_computed - 1);
+        }
+        int64_t num_outputs = std::min(request.max_tokens, int64_t(request.planned.size()));
+        return std::min({window, request.num_prompt_tokens + num_outputs - num_computed - 2,
+                         limits_.max_model_len - num_computed - 2});
     }
 
     // The scheduler lets go of a finished or aborted request.
@@ -752,9 +1069,10 @@ class SchedulerCore {
                              bool hold_prefill, double now) {
         size_t index = 0;
         int64_t max_model_len = limits_.max_model_len;
-        while (index < running_.size() && budget > 0) {
-            prefetch_ahead(running_, index);
-            const State& state = running_[index];
+        bool started_lazy = false;
+        while (index < stepped_.size() && budget > 0) {
+            prefetch_ahead(stepped_, index);
+            const State& state = stepped_[index];
             ReqState& request = *state;
             int64_t num_computed = request.num_computed_tokens;
             int64_t placeholders = limits_.async_scheduling ? request.num_output_placeholders : 0;
@@ -765,6 +1083,16 @@ class SchedulerCore {
             }
             int64_t num_tokens = request.num_tokens();
             int64_t num_new_tokens = num_tokens + placeholders - num_computed;
+            if (lazy_ && num_new_tokens == 1 && num_computed < max_model_len - 1) {
+                int64_t window = lazy_window(request);
+                if (window >= kMinLazySteps) {
+                    lazy_->start(state, window);  // this step's token among them
+                    started_lazy = true;
+                    budget -= 1;
+                    ++index;
+                    continue;
+                }
+            }
             if (num_new_tokens == 1 && num_computed < max_model_len - 1 &&
                 manager_->allocate_one(held_blocks(request), num_computed, num_tokens,
                                        request.hash_span(), now)) {
@@ -782,13 +1110,16 @@ class SchedulerCore {
                 ++index;
                 continue;
             }
-            State kept = state;  // running_ may drop it (preempted)
+            State kept = state;  // stepped_ may drop it (preempted)
             bool allocated = allocate_or_preempt(kept, num_new_tokens, budget, output, now);
             if (!allocated) break;
             if (kept->is_prefill_chunk) output.carries_prefill = true;
             output.add(kept, num_new_tokens);
             budget -= num_new_tokens;
             ++index;
+        }
+        if (started_lazy) {
+            std::erase_if(stepped_, [](const State& state) { return state->lazy_from >= 0; });
         }
         return budget;
     }
@@ -827,7 +1158,13 @@ class SchedulerCore {
         hit_blocks_.clear();
         while (!allocate(*state, num_new_tokens, 0, false, false, now)) {
             State victim = running_.back();
+            // Victims come after the request being allocated, and a step that may preempt has
+            // every earlier lazy request brought up to date first: the victim is stepped too.
+            if (stepped_.back() != victim) {
+                throw std::logic_error("lazy decoding: a lazy request would be preempted");
+            }
             running_.pop_back();
+            stepped_.pop_back();
             budget += output.take_back(victim);
             preempt(victim);
             output.preempted.push_back(victim);
@@ -897,6 +1234,8 @@ class SchedulerCore {
         ReqState& request = *state;
         deferred_.erase(&request);
         running_.push_back(state);
+        request.running_rank = next_running_rank_++;
+        stepped_.push_back(state);
         if (num_computed < num_tokens - 1) output.carries_prefill = true;
         bool resumed = request.status == Status::kPreempted;
         output.admitted.emplace_back(state, num_computed, resumed);
@@ -937,6 +1276,7 @@ class SchedulerCore {
                 request.num_in_flight_tokens += num_new_tokens;
             }
         }
+        total += output.num_lazy_decodes;
         output.total_num_scheduled_tokens = total;
         if (total) {
             ++num_executed_steps_;
@@ -963,6 +1303,11 @@ class SchedulerCore {
     // Scratch: the waiting head's prefix hit, blocks allocated (unused: ids stay in the core).
     std::vector<int32_t> hit_blocks_, new_ids_;
     std::vector<State> running_;
+    // The running requests that are not lazy, in running order (all of them without lazy
+    // decoding): what the running pass walks.
+    std::vector<State> stepped_;
+    int64_t next_running_rank_ = 0;
+    std::vector<State> due_;  // scratch: lazy requests due in the step being scheduled
     std::deque<State> waiting_;
     // Every request the scheduler holds, by its Python object.
     std::unordered_map<PyObject*, State> states_;
@@ -971,6 +1316,7 @@ class SchedulerCore {
     int64_t num_executed_steps_ = 0;
     int64_t last_prefill_step_;
     bool prefill_capacity_bound_ = false;
+    std::unique_ptr<LazyDecoders> lazy_;  // null: every request is stepped
 };
 
 void bind_scheduler(nb::module_& m) {
@@ -999,7 +1345,8 @@ void bind_scheduler(nb::module_& m) {
                      })
         .def_prop_ro("preempted",
                      [](const StepOutput& out) { return synced_list(out.preempted); })
-        // The compiled step decodes every request every step: no lazy decoders, no CPU tier.
+        // Steps Python schedules decode every request explicitly (lazy decoding is the
+        // compiled loop's); no CPU tier.
         .def_prop_ro("num_lazy_decodes", [](const StepOutput&) { return 0; })
         .def_prop_ro("lazy_decode_kv_tokens", [](const StepOutput&) { return 0; })
         .def_prop_ro("lazy_longest_context", [](const StepOutput&) { return 0; })
@@ -1063,6 +1410,7 @@ void bind_scheduler(nb::module_& m) {
         .def_prop_ro("num_waiting", &SchedulerCore::num_waiting)
         .def_prop_ro("num_executed_steps", &SchedulerCore::num_executed_steps)
         .def_prop_ro("num_queued_tokens", &SchedulerCore::num_queued_tokens)
+        .def_prop_ro("num_implicit_decodes", &SchedulerCore::num_implicit_decodes)
         .def_ro("num_preemptions", &SchedulerCore::num_preemptions)
         .def("running", &SchedulerCore::running)
         .def("waiting", &SchedulerCore::waiting)
@@ -1070,6 +1418,7 @@ void bind_scheduler(nb::module_& m) {
         .def("remove", &SchedulerCore::remove)
         .def("schedule", &SchedulerCore::schedule, nb::rv_policy::take_ownership)
         .def("update_from_output", [](SchedulerCore& self, const StepOutput& output, double now) {
+            self.refuse_python_steps();
             return self.update_from_output(output, now, true);
         });
 }
@@ -1094,9 +1443,10 @@ LoopStepShape loop_step_shape(const StepOutput& output) {
     LoopStepShape shape;
     shape.num_scheduled_tokens = output.total_num_scheduled_tokens;
     shape.preempted = !output.preempted.empty();
-    shape.num_decodes = int64_t(output.decode_context_lens.size());
+    shape.num_decodes = int64_t(output.decode_context_lens.size()) + output.num_lazy_decodes;
     shape.num_tokens = shape.num_decodes;
-    int64_t longest = -1;
+    shape.kv_tokens = output.lazy_kv_tokens;
+    int64_t longest = output.lazy_longest_context;
     for (int64_t context : output.decode_context_lens) {
         shape.kv_tokens += context;
         longest = std::max(longest, context);
@@ -1131,6 +1481,7 @@ LoopAppliedStep loop_apply_step(SchedulerCore& scheduler, const StepOutput& outp
     applied.num_queries = result.counts.queries;
     applied.num_hits = result.counts.hits;
     for (int64_t tokens : output.prefill_new_tokens) applied.num_prefill_tokens += tokens;
-    applied.num_decode_tokens = int64_t(output.decode_context_lens.size());
+    applied.num_decode_tokens =
+        int64_t(output.decode_context_lens.size()) + output.num_lazy_decodes;
     return applied;
 }

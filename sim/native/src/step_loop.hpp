@@ -84,7 +84,7 @@ class StepLoop {
   public:
     StepLoop(nb::object scheduler, nb::object manager, nb::dict requests, StepCosts costs,
              nb::object cost_model, nb::object covered, nb::object buffer, int64_t replica,
-             bool async_scheduling)
+             bool async_scheduling, bool lazy_decoding)
         : scheduler_object_(scheduler),
           scheduler_(nb::cast<SchedulerCore*>(scheduler)),
           manager_object_(manager),
@@ -96,6 +96,7 @@ class StepLoop {
           buffer_(nb::cast<StepColumnsBuffer*>(buffer)),
           replica_(replica),
           max_in_flight_(async_scheduling ? 2 : 1) {
+        if (lazy_decoding) scheduler_->enable_lazy_decoding();
         check_range_ = !covered.is_none() && !nb::cast<bool>(cost_model.attr("_warned"));
         if (!covered.is_none()) {
             const char* features[5] = {"num_tokens", "attention_pairs", "kv_tokens",
@@ -427,17 +428,17 @@ void bind_step_loop(nb::module_& m) {
                double step_overhead_s, double per_token_s, int64_t t_star_tokens,
                double half_pair_s, double per_kv_token_s, double per_decode_seq_s,
                nb::object cost_model, nb::object covered, nb::object buffer, int64_t replica,
-               bool async_scheduling) {
+               bool async_scheduling, bool lazy_decoding) {
                 StepCosts costs{step_overhead_s, per_token_s,     t_star_tokens,
                                 half_pair_s,     per_kv_token_s, per_decode_seq_s};
                 new (self) StepLoop(scheduler, manager, requests, costs, cost_model, covered,
-                                    buffer, replica, async_scheduling);
+                                    buffer, replica, async_scheduling, lazy_decoding);
             },
             nb::arg("scheduler"), nb::arg("manager"), nb::arg("requests"),
             nb::arg("step_overhead_s"), nb::arg("per_token_s"), nb::arg("t_star_tokens"),
             nb::arg("half_pair_s"), nb::arg("per_kv_token_s"), nb::arg("per_decode_seq_s"),
             nb::arg("cost_model"), nb::arg("covered").none(), nb::arg("buffer"),
-            nb::arg("replica"), nb::arg("async_scheduling"))
+            nb::arg("replica"), nb::arg("async_scheduling"), nb::arg("lazy_decoding") = true)
         .def_ro("num_steps", &StepLoop::num_steps)
         .def("stop_on_finish_of", &StepLoop::stop_on_finish_of);
 

@@ -1,6 +1,6 @@
 """Published step and first-token times of other inference engines (gpt-fast, TensorRT-LLM,
-LMDeploy TurboMind, Sarathi-Serve; `data/engine_steps/`) as real measurements for `prefixsim
-costmodel validate`."""
+LMDeploy TurboMind, Sarathi-Serve, TGI 1.0.3 on SageMaker; `data/engine_steps/`) as real
+measurements for `prefixsim costmodel validate`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,11 @@ from sim.costmodel.specs import get_gpu, get_model
 from sim.costmodel.validation import Exclusion, RealRow, ValidationRecord
 from sim.errors import InputError
 
-ENGINE_STEPS_CSV = Path(__file__).parent / "data" / "engine_steps" / "engine_steps.csv"
+ENGINE_STEPS_DIR = Path(__file__).parent / "data" / "engine_steps"
+ENGINE_STEPS_CSV = ENGINE_STEPS_DIR / "engine_steps.csv"
+# One file per later source, in engine_steps.csv's columns.
+TGI_SAGEMAKER_CSV = ENGINE_STEPS_DIR / "tgi_sagemaker.csv"
+ENGINE_STEP_FILES = (ENGINE_STEPS_CSV, TGI_SAGEMAKER_CSV)
 # What each value of the file's `source` column is in `costmodel validate`: an origin, held out
 # as a whole, whose quantities are reported as "<origin>: <quantity>" sources.
 SOURCES = {
@@ -32,6 +36,7 @@ SOURCES = {
     "TensorRT-LLM": "TensorRT-LLM (A100, kernel prior)",
     "LMDeploy": "LMDeploy TurboMind (A100, kernel prior)",
     "Sarathi-Serve": "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)",
+    "TGI-SageMaker": "TGI 1.0.3 on SageMaker (A10G, A100-40GB, no CUDA graphs)",
 }
 QUANTITIES = {
     "first_token": "first token",
@@ -48,6 +53,10 @@ HOSTS = (PYTHON_HOST, "c++")
 # A Python engine's `cuda_graphs`: without them every decode step launches each layer from the
 # host (the eager host time per layer); C++ engines say "n/a (...)".
 CUDA_GRAPHS = ("yes", "no")
+# Sources whose eager decode steps are compared with the shipped host time per layer but not
+# fitted to it: TGI 1.0.3's steps at TP 4-8 wait on a host cost per step, not per layer
+# (Llama-2-7B is slower than Llama-2-13B at TP 8), which the term does not model.
+EAGER_VALIDATION_ONLY = frozenset({"TGI-SageMaker"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +107,11 @@ class EngineStep:
         python_host = self.host == PYTHON_HOST
         eager = python_host and not self.cuda_graphs and self.quantity == "decode_step"
         return num_layers if eager else 0
+
+    @property
+    def fits_eager_host(self) -> bool:
+        """Its eager decode steps join the fit of the host time per layer."""
+        return self.source not in EAGER_VALIDATION_ONLY
 
     @property
     def shapes(self) -> list[BatchShape]:
@@ -163,12 +177,14 @@ def read_engine_steps(path: Path = ENGINE_STEPS_CSV) -> list[EngineStep]:
     return steps
 
 
-def engine_step_rows(path: Path = ENGINE_STEPS_CSV) -> tuple[list[RealRow], list[Exclusion]]:
-    """The used rows of `path` as real measurements, each predicted by the cost model a run would
+def engine_step_rows(
+    paths: tuple[Path, ...] = ENGINE_STEP_FILES,
+) -> tuple[list[RealRow], list[Exclusion]]:
+    """The used rows of `paths` as real measurements, each predicted by the cost model a run would
     pick for its GPU, model and TP (the shipped profile, else the roofline prior); the rest with
     the reason they are left out."""
     rows, exclusions = [], []
-    for step in read_engine_steps(path):
+    for step in (step for path in paths for step in read_engine_steps(path)):
         if step.used:
             rows.append(_real_row(step))
         else:
@@ -184,6 +200,10 @@ def _real_row(step: EngineStep) -> RealRow:
     shapes, at_real_rate = step.shapes, step.at_real_rate
     eager_layers = step.eager_layers(model.num_layers)
     host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
+    # A fitted row's host time is added at whatever per-layer time the fit gives; a row left out
+    # of that fit keeps the shipped per-layer time, which never saw it, as shipped and held out.
+    fitted_layers = eager_layers if step.fits_eager_host else 0
+    fixed_host_s = 0.0 if fitted_layers else host_s
     # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
     reference = kernel_reference(gpu, model, step.tp) if gpu.kernel_tables else None
     record = ValidationRecord(
@@ -207,9 +227,9 @@ def _real_row(step: EngineStep) -> RealRow:
         record,
         step.origin,
         gpu.key,
-        _time_at_factor(profile, shapes, at_real_rate),
+        _time_at_factor(profile, shapes, at_real_rate, fixed_host_s),
         fitted=step.fitted,
-        eager_layers=eager_layers,
+        eager_layers=fitted_layers,
     )
 
 
@@ -225,10 +245,10 @@ def _as_compared(profile: Profile, shapes: list[BatchShape], at_real_rate: bool)
 
 
 def _time_at_factor(
-    profile: Profile, shapes: list[BatchShape], at_real_rate: bool
+    profile: Profile, shapes: list[BatchShape], at_real_rate: bool, fixed_host_s: float
 ) -> Callable[[float], float]:
-    """The time of the steps `shapes` at any real-engine factor; a C++ engine's decode step
-    does not move."""
+    """The time of the steps `shapes` at any real-engine factor, plus `fixed_host_s`; a C++
+    engine's decode step does not move."""
     features = [step_features(shape) for shape in shapes]
 
     def steps_time_s(factor: float) -> float:
@@ -236,6 +256,6 @@ def _time_at_factor(
         if at_real_rate:
             coefficients = real_engine_coefficients(coefficients, factor)
         model = StepTimeModel(coefficients)
-        return sum(model.features_time_s(*step) for step in features)
+        return sum(model.features_time_s(*step) for step in features) + fixed_host_s
 
     return steps_time_s

@@ -276,6 +276,6 @@ def test_cli_writes_plot_and_records(tmp_path: Path) -> None:
     assert (tmp_path / "validation.png").stat().st_size > 20_000
     lines = (tmp_path / "validation_records.csv").read_text().splitlines()
     assert lines[0].startswith("source,profile,case,measured_s,predicted_s")
-    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 99 published engine steps
+    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 99 + 9 published engine steps
     # included) and 20 serving runs x 3 metrics as shipped and left one source out; Splitwise refit.
-    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 99 + 20 * 3) + 300
+    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 99 + 9 + 20 * 3) + 300

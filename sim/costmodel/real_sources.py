@@ -28,7 +28,8 @@ ENGINE_STEPS_DIR = Path(__file__).parent / "data" / "engine_steps"
 ENGINE_STEPS_CSV = ENGINE_STEPS_DIR / "engine_steps.csv"
 # One file per later source, in engine_steps.csv's columns.
 TGI_SAGEMAKER_CSV = ENGINE_STEPS_DIR / "tgi_sagemaker.csv"
-ENGINE_STEP_FILES = (ENGINE_STEPS_CSV, TGI_SAGEMAKER_CSV)
+VLLM01_CSV = ENGINE_STEPS_DIR / "vllm01_replicate.csv"
+ENGINE_STEP_FILES = (ENGINE_STEPS_CSV, TGI_SAGEMAKER_CSV, VLLM01_CSV)
 # What each value of the file's `source` column is in `costmodel validate`: an origin, held out
 # as a whole, whose quantities are reported as "<origin>: <quantity>" sources.
 SOURCES = {
@@ -37,6 +38,7 @@ SOURCES = {
     "LMDeploy": "LMDeploy TurboMind (A100, kernel prior)",
     "Sarathi-Serve": "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)",
     "TGI-SageMaker": "TGI 1.0.3 on SageMaker (A10G, A100-40GB, no CUDA graphs)",
+    "vLLM-0.1": "vLLM 0.1 (A100 TP 2, Ray workers, no CUDA graphs)",
 }
 QUANTITIES = {
     "first_token": "first token",

@@ -12,6 +12,7 @@ from sim.costmodel.model import StepTimeModel
 from sim.costmodel.real_sources import (
     ENGINE_STEPS_CSV,
     TGI_SAGEMAKER_CSV,
+    VLLM01_CSV,
     engine_step_rows,
     read_engine_steps,
 )
@@ -25,6 +26,7 @@ TRT_LLM = "TensorRT-LLM (A100, kernel prior)"
 LMDEPLOY = "LMDeploy TurboMind (A100, kernel prior)"
 SARATHI = "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)"
 TGI_SAGEMAKER = "TGI 1.0.3 on SageMaker (A10G, A100-40GB, no CUDA graphs)"
+VLLM01 = "vLLM 0.1 (A100 TP 2, Ray workers, no CUDA graphs)"
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +135,7 @@ def test_the_rows_are_among_the_real_measurements_validate_compares_with() -> No
     assert origins[LMDEPLOY] == 44
     assert origins[SARATHI] == 31
     assert origins[TGI_SAGEMAKER] == 9
+    assert origins[VLLM01] == 8
 
 
 def test_sarathi_serve_rows_are_figure_2s_batch_execution_times_in_ms() -> None:
@@ -294,3 +297,51 @@ def test_the_registry_holds_the_gpu_and_model_tgi_sagemaker_ran() -> None:
     assert gpu.bf16_dense_flops_per_s == 312e12
     model = get_model("Llama-2-13b-chat-hf")
     assert (model.key, model.num_layers, model.num_params) == ("llama-2-13b", 40, 13015864320)
+
+
+def test_vllm01_rows_are_benchmark_latency_over_its_tokens() -> None:
+    """vllm_notes.md's benchmark_latency runs of Llama-2-70B at TP 2: batches 1-64 of 32-token
+    prompts generating 128 tokens (7.503512 s at batch 1, 13.740530 s at 64: 58.621 and 107.348
+    ms per step), and batch 2 generating 2017 (139.349854 s: 69.088 ms); each a decode step at
+    the mean context of its run, no CUDA graphs."""
+    steps = {step.row: step for step in read_engine_steps(VLLM01_CSV)}
+    assert [step.batch_size for step in steps.values()] == [1, 2, 4, 8, 16, 32, 64, 2]
+    assert all(step.used and step.source == "vLLM-0.1" for step in steps.values())
+    assert all(
+        (step.gpu_key, step.model_key, step.tp) == ("a100", "llama-2-70b", 2)
+        for step in steps.values()
+    )
+    assert not any(step.cuda_graphs for step in steps.values())
+    assert steps["vllm01-llama-2-70b-tp2-b1"].measured_s == pytest.approx(7.503512 / 128, abs=5e-7)
+    assert steps["vllm01-llama-2-70b-tp2-b64"].measured_s == pytest.approx(
+        13.740530 / 128, abs=5e-7
+    )
+    assert steps["vllm01-llama-2-70b-tp2-b2-out4000"].measured_s == pytest.approx(
+        139.349854 / 2017, abs=5e-7
+    )
+    assert steps["vllm01-llama-2-70b-tp2-b64"].shapes == [BatchShape([], [], [96] * 64)]
+    assert steps["vllm01-llama-2-70b-tp2-b2-out4000"].shapes == [BatchShape([], [], [1040] * 2)]
+    with VLLM01_CSV.open(newline="") as handle:
+        vendored = list(csv.DictReader(handle))
+    commit = "43685b903da38e102e3fbc829331f5e37c268fd4"
+    assert all(row["source_url"].endswith(f"{commit}/vllm_notes.md") for row in vendored)
+    assert all("latency" in row["as_published"] for row in vendored)
+
+
+def test_vllm01_decode_steps_fit_the_eager_host_time_and_grow_with_the_batch() -> None:
+    """The shipped Llama-2-70B TP 2 profile plus 80 layers x 196.1 us predicts 67.69 ms at batch 1
+    (15.5 % above the 58.62 ms measured) and 69.23 ms at batch 64 (35.5 % below 107.35 ms): the
+    step grows by 0.77 ms per added sequence where the kernels add 0.02 ms, the host time per
+    sequence of a 2023 vLLM that no term models; these rows fit the per-layer host time."""
+    rows, exclusions = engine_step_rows((VLLM01_CSV,))
+    assert len(rows) == 8 and not exclusions
+    by_id = {row.record.case.split(":")[0]: row for row in rows}
+    one, many = by_id["vllm01-llama-2-70b-tp2-b1"], by_id["vllm01-llama-2-70b-tp2-b64"]
+    assert all(row.eager_layers == 80 and not row.fitted for row in rows)
+    assert one.record.profile == "a100/llama-2-70b/tp2"
+    host_s = 80 * load_engine_terms().eager_host_per_layer_s
+    assert one.record.predicted_s == pytest.approx(one.engine_s(1.42) + host_s)
+    assert one.record.relative_error == pytest.approx(0.155, abs=5e-4)
+    assert many.record.relative_error == pytest.approx(-0.355, abs=5e-4)
+    growth_ms = (many.record.measured_s - one.record.measured_s) / 63 * 1e3
+    assert growth_ms == pytest.approx(0.7735, abs=5e-4)

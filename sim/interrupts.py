@@ -32,18 +32,49 @@ class Interrupted(BaseException):
         return 128 + self.signal_number
 
 
+# How often a raised Interrupted is checked to be on its way up. Two checks in a row that find it
+# neither propagating nor being handled mean something swallowed it, and it is raised again.
+WATCH_INTERVAL_S = 0.2
+CHECKS_BEFORE_RAISING_AGAIN = 2
+
+_raised_signal = [0]  # the signal of the Interrupted being watched; 0 while none is
+_missed_checks = [0]
+
+
 def _raise_interrupted(signal_number: int, frame: FrameType | None) -> None:
     # Once is enough: a second Ctrl-C must not break off the cleanup the first one started.
     for handled in HANDLED_SIGNALS:
         signal.signal(handled, signal.SIG_IGN)
+    _watch(signal_number, first_check_s=WATCH_INTERVAL_S)
     raise Interrupted(signal_number)
 
 
-_swallowed_signal = [int(signal.SIGTERM)]  # the signal of the Interrupted a finalizer dropped
+def _watch(signal_number: int, first_check_s: float) -> None:
+    _raised_signal[0] = signal_number
+    signal.signal(signal.SIGALRM, _check_on_its_way)
+    signal.setitimer(signal.ITIMER_REAL, first_check_s, WATCH_INTERVAL_S)
 
 
-def _raise_again(signal_number: int, frame: FrameType | None) -> None:
-    raise Interrupted(_swallowed_signal[0])
+def _interrupted_in_flight() -> bool:
+    """Whether an Interrupted is propagating or being handled (cleanup code is running)."""
+    exception = sys.exception()
+    while exception is not None:
+        if isinstance(exception, Interrupted):
+            return True
+        exception = exception.__context__
+    return False
+
+
+def _check_on_its_way(signal_number: int, frame: FrameType | None) -> None:
+    # A signal landing inside an extension module's import, or a finalizer, can have its
+    # Interrupted swallowed there; without raising it again the run would go on for hours.
+    if _interrupted_in_flight():
+        _missed_checks[0] = 0
+        return
+    _missed_checks[0] += 1
+    if _missed_checks[0] >= CHECKS_BEFORE_RAISING_AGAIN:
+        _missed_checks[0] = 0
+        raise Interrupted(_raised_signal[0])
 
 
 def _deliver_again(unraisable: sys.UnraisableHookArgs) -> None:
@@ -53,9 +84,8 @@ def _deliver_again(unraisable: sys.UnraisableHookArgs) -> None:
         sys.__unraisablehook__(unraisable)
         return
     if threading.current_thread() is threading.main_thread():
-        _swallowed_signal[0] = unraisable.exc_value.signal_number
-        signal.signal(signal.SIGALRM, _raise_again)
-        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        _missed_checks[0] = CHECKS_BEFORE_RAISING_AGAIN - 1
+        _watch(unraisable.exc_value.signal_number, first_check_s=0.001)
 
 
 @contextlib.contextmanager
@@ -75,8 +105,9 @@ def signals_raise_interrupted() -> Iterator[None]:
         yield
     finally:
         sys.unraisablehook = previous_hook
-        if signal.getsignal(signal.SIGALRM) is _raise_again:
+        if signal.getsignal(signal.SIGALRM) is _check_on_its_way:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        _raised_signal[0] = _missed_checks[0] = 0
         for handled, handler in previous.items():
             signal.signal(handled, handler)
 

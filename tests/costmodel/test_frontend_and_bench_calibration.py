@@ -203,8 +203,8 @@ def test_empty_output_requests_are_part_of_the_load_but_not_of_the_means():
 
 @pytest.mark.slow
 def test_shipped_models_follow_real_serving_ttft_itl_and_e2e():
-    """The 20 vendored vLLM serving runs replayed as shipped: TTFT MAPE 5.0 %, ITL 2.9 %, E2E
-    2.8 % (measured in this branch; the figures docs/cost_model.md quotes). The engine-only
+    """The 20 vendored vLLM serving runs replayed as shipped: TTFT MAPE 5.1 %, ITL 2.8 %, E2E
+    2.7 % (measured in this branch; the figures docs/cost_model.md quotes). The engine-only
     replays at factors 1 and 2 reproduce the shipped replay at the shipped factor."""
     measurements = serving_measurements()
     assert len(measurements) == 60
@@ -213,9 +213,9 @@ def test_shipped_models_follow_real_serving_ttft_itl_and_e2e():
         rows = [m.shipped for m in measurements if m.shipped.source.endswith(metric)]
         return sum(abs(r.relative_error) for r in rows) / len(rows)
 
-    assert mape("TTFT") == pytest.approx(0.0498, abs=0.00005)
-    assert mape("ITL") == pytest.approx(0.0293, abs=0.00005)
-    assert mape("E2E") == pytest.approx(0.0281, abs=0.00005)
+    assert mape("TTFT") == pytest.approx(0.0505, abs=0.00005)
+    assert mape("ITL") == pytest.approx(0.0282, abs=0.00005)
+    assert mape("E2E") == pytest.approx(0.0269, abs=0.00005)
     terms, request_s = load_engine_terms(), load_shipped_frontend().frontend.request_s
     for m in measurements:
         at_shipped = m.engine_s(terms.factor(m.gpu_key)) + m.request_s_count * request_s

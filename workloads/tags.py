@@ -74,9 +74,16 @@ class TagSampler:
 
     def prompt_logprobs(self) -> bool:
         """Whether the next request asks for prompt logprobs (which skips the cache lookup)."""
-        if self._prompt_logprobs_fraction == 0:
-            return False
-        return bool(self._rng.random() < self._prompt_logprobs_fraction)
+        return self.prompt_logprobs_many(1)[0]
+
+    def prompt_logprobs_many(self, count: int) -> list[bool]:
+        """`prompt_logprobs` of the next `count` requests (numpy's `count` single draws and
+        one draw of `count` take the same values from the stream)."""
+        fraction = self._prompt_logprobs_fraction
+        if fraction == 0:
+            return [False] * count
+        draws: list[float] = self._rng.random(count).tolist()
+        return [draw < fraction for draw in draws]
 
 
 class TenantFields(TypedDict, total=False):

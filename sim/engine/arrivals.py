@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import simpy
 
@@ -120,10 +120,9 @@ class WorkloadDriver:
             session.pending.clear()
             return
         session.in_flight = True
-        delay = release_at - self.env.now
+        self.env.timeout(release_at - self.env.now, session).callbacks.append(self._release)
 
-        def release(_event: simpy.Event) -> None:
-            session.pending.popleft()
-            self._submit(spec)
-
-        self.env.timeout(delay).callbacks.append(release)
+    def _release(self, event: simpy.Event) -> None:
+        """The session's next turn is due (the event's value is the session)."""
+        session = cast(_Session, event.value)
+        self._submit(session.pending.popleft())

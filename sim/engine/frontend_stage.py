@@ -4,6 +4,7 @@ ingress time and records finished requests as the client sees them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import simpy
 
@@ -23,7 +24,7 @@ class FrontEndStage:
     tokenization.
     """
 
-    __slots__ = ("env", "frontend", "submit", "_api_arrivals", "_burst")
+    __slots__ = ("env", "frontend", "submit", "_api_arrivals", "_burst", "_burst_delay_s")
 
     def __init__(
         self,
@@ -35,7 +36,8 @@ class FrontEndStage:
         self.frontend = frontend
         self.submit = submit  # hands a spec to the engines at the given time
         self._api_arrivals: dict[str, float] = {}
-        self._burst: list[tuple[float, SpecLike]] = []
+        self._burst: list[SpecLike] = []
+        self._burst_delay_s = 0.0  # the slowest ingress of the burst
 
     def hand_off(self, spec: SpecLike) -> None:
         """`submit` the request once the API server has tokenized and forwarded it."""
@@ -48,18 +50,19 @@ class FrontEndStage:
         if not self._burst:
             # Runs after every other hand-off of this instant (same-time dispatches come first).
             self.env.timeout(0).callbacks.append(self._close_burst)
-        self._burst.append((delay_s, spec))
+            self._burst_delay_s = delay_s
+        elif delay_s > self._burst_delay_s:
+            self._burst_delay_s = delay_s
+        self._burst.append(spec)
 
     def _close_burst(self, _event: simpy.Event) -> None:
         burst, self._burst = self._burst, []
-        delay_s = max(delay for delay, _spec in burst)
+        self.env.timeout(self._burst_delay_s, burst).callbacks.append(self._submit_burst)
 
-        def submit_all(_event: simpy.Event) -> None:
-            now = float(self.env.now)
-            for _delay, spec in burst:
-                self.submit(spec, now)
-
-        self.env.timeout(delay_s).callbacks.append(submit_all)
+    def _submit_burst(self, event: simpy.Event) -> None:
+        now = float(self.env.now)
+        for spec in cast(list[SpecLike], event.value):
+            self.submit(spec, now)
 
     def record(self, request: Request, replica: int) -> RequestRecord:
         """The finished `request`'s record as the client sees it: arrival at the API server,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.requests import SpecLike, request_from_spec
+from sim.kvcache import Hasher
 from sim.routing import Router
 from sim.sched import Request
 
@@ -19,7 +20,15 @@ from sim.sched import Request
 class SessionBookkeeping:
     """Submits specs to the cluster and carries turn ends back to the driver (`bind` first)."""
 
-    __slots__ = ("cluster", "driver", "last_turns", "rejected", "reuse_turn_hashes", "router")
+    __slots__ = (
+        "cluster",
+        "driver",
+        "hasher",
+        "last_turns",
+        "rejected",
+        "reuse_turn_hashes",
+        "router",
+    )
 
     def __init__(self, router: Router) -> None:
         self.router = router
@@ -27,12 +36,14 @@ class SessionBookkeeping:
         self.rejected: list[str] = []  # request ids the cluster refused
         self.cluster: Cluster
         self.driver: WorkloadDriver
+        self.hasher: Hasher  # the cluster's
         self.reuse_turn_hashes: bool
 
     def bind(self, cluster: Cluster, driver: WorkloadDriver) -> None:
         """The cluster the turns go to and the driver that releases them."""
         self.cluster = cluster
         self.driver = driver
+        self.hasher = cluster.hasher
         self.reuse_turn_hashes = all(
             replica.scheduler.fast_decode_path for replica in cluster.replicas
         )
@@ -41,7 +52,7 @@ class SessionBookkeeping:
         """Submit `spec` at `now`; a rejected turn ends at once."""
         session_id = spec.session_id
         prefix_source = self.last_turns.get(session_id) if session_id is not None else None
-        request = request_from_spec(spec, self.cluster.hasher, now, prefix_source)
+        request = request_from_spec(spec, self.hasher, now, prefix_source)
         try:
             self.cluster.submit(request)
         except ValueError:

@@ -90,17 +90,19 @@ def simulate(
         on_session_end=sessions.session_ended,
     )
     sessions.bind(cluster, driver)
-    try:
-        with relaxed_garbage_collection():
+    # The recorders' closing conversions allocate many containers too: closed inside.
+    with relaxed_garbage_collection():
+        try:
             env.run()
-    except Exception as error:
-        # SimPy re-raises a process's exception as a fresh copy built from its args alone;
-        # the original (with its attributes, e.g. an InputError's file and line) is the cause.
-        original = error.__cause__
-        if type(original) is type(error):
-            raise original from None
-        raise
-    recorder.close(env.now)
+        except Exception as error:
+            # SimPy re-raises a process's exception as a fresh copy built from its args alone;
+            # the original (with its attributes, e.g. an InputError's file and line) is the
+            # cause.
+            original = error.__cause__
+            if type(original) is type(error):
+                raise original from None
+            raise
+        recorder.close(env.now)
     return SimulationResult(
         env.now,
         cluster.num_steps,

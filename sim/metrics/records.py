@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -13,6 +12,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from sim.metrics.exact_sums import run_fsums
 
 # "cleared": dropped by reset_prefix_cache rather than evicted. The cpu_* kinds are the CPU
 # offload tier's: a chunk became readable, was loaded back to the GPU, or was evicted.
@@ -381,6 +382,29 @@ class RequestColumns(RequestTimes[Float64Column]):
     def __len__(self) -> int:
         return len(self.request_id)
 
+    def by_replica(self) -> Iterator[tuple[int, RequestColumns]]:
+        """Each replica's requests, in order, replicas ascending."""
+        replicas = self.replica
+        if len(replicas) and (replicas == replicas[0]).all():
+            return iter(((int(replicas[0]), self),))
+        return (
+            (int(replica), self._select(replicas == replica)) for replica in np.unique(replicas)
+        )
+
+    def _select(self, which: npt.NDArray[np.bool_]) -> RequestColumns:
+        """The requests where the mask `which` is true, in order."""
+        positions = np.flatnonzero(which).tolist()
+        columns: dict[str, Any] = {}
+        for field in fields(RequestColumns):
+            values = getattr(self, field.name)
+            if field.name == "inter_token_latencies_s":  # per gap: each request's run of them
+                columns[field.name] = values[np.repeat(which, self.num_gaps)]
+            elif isinstance(values, list):
+                columns[field.name] = [values[position] for position in positions]
+            else:
+                columns[field.name] = values[which]
+        return RequestColumns(**columns)
+
     @property
     def _prefill_done_at(self) -> Float64Column:
         return self.prefill_done_at
@@ -399,11 +423,7 @@ class RequestColumns(RequestTimes[Float64Column]):
 
     def gap_sums_s(self) -> Float64Column:
         """Each request's inter-token gaps summed exactly (math.fsum), 0 without gaps."""
-        gaps = self.inter_token_latencies_s.data
-        ends = np.cumsum(self.num_gaps).tolist()
-        starts = [0, *ends[:-1]]
-        sums = (math.fsum(gaps[start:end]) for start, end in zip(starts, ends, strict=True))
-        return np.fromiter(sums, dtype=np.float64, count=len(self))
+        return np.array(run_fsums(self.inter_token_latencies_s, self.num_gaps), dtype=np.float64)
 
     @property
     def itl_max_s(self) -> Float64Column:

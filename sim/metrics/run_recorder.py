@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from sim.metrics.events import EventsWriter
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import FanOutRecorder, Recorder
+from sim.metrics.records import RequestColumns, RequestRecord
 from sim.metrics.scraper import MetricsScraper
 from sim.metrics.summary import SummaryRecorder
 from sim.metrics.traces import RequestsWriter, StepsWriter
@@ -16,6 +19,46 @@ STEPS_FILE = "steps.parquet"
 EVENTS_FILE = "events.parquet"
 METRICS_FILE = "metrics.parquet"
 SUMMARY_FILE = "summary.json"
+
+# Finished requests reach the request-fed recorders this many at a time.
+REQUEST_BATCH = 4096
+
+
+class RequestBatchRecorder(Recorder, Protocol):
+    """A recorder that also counts finished requests a RequestColumns batch at a time."""
+
+    def add_requests(self, requests: RequestColumns) -> None: ...
+
+
+class RunRecorder(FanOutRecorder):
+    """A run's recorders. Finished requests are gathered here and handed to the ones fed by
+    requests as one RequestColumns batch, converted once for all of them (none of their files
+    depends on how requests are batched)."""
+
+    def __init__(
+        self, recorders: Sequence[Recorder], request_recorders: Sequence[RequestBatchRecorder]
+    ) -> None:
+        super().__init__(recorders)
+        self.request_recorders = tuple(request_recorders)
+        self._requests: list[RequestRecord] = []
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        """Buffer the request; a full buffer goes to the request-fed recorders."""
+        self._requests.append(request)
+        if len(self._requests) >= REQUEST_BATCH:
+            self._hand_over_requests()
+
+    def close(self, end_at: float) -> None:
+        """Hand over the buffered requests, then close every recorder."""
+        self._hand_over_requests()
+        super().close(end_at)
+
+    def _hand_over_requests(self) -> None:
+        if self._requests:
+            requests = RequestColumns.from_records(self._requests)
+            self._requests = []
+            for recorder in self.request_recorders:
+                recorder.add_requests(requests)
 
 
 def make_run_recorder(
@@ -30,30 +73,29 @@ def make_run_recorder(
     goodput: GoodputSlos | None = None,
     offload: bool = False,
 ) -> Recorder:
-    """Build the fan-out writing requests, steps, events (unless events=False), metrics, summary."""
+    """Build the recorders writing requests, steps, events (unless events=False), metrics,
+    summary."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    requests_writer = RequestsWriter(out_dir / REQUESTS_FILE)
+    scraper = MetricsScraper(
+        out_dir / METRICS_FILE,
+        scrape_interval_s,
+        max_model_len=max_model_len,
+        num_replicas=num_replicas,
+    )
+    summary = SummaryRecorder(
+        out_dir / SUMMARY_FILE,
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        goodput=goodput,
+        offload=offload,
+    )
     recorders: list[Recorder] = [
-        RequestsWriter(out_dir / REQUESTS_FILE),
+        requests_writer,
         StepsWriter(out_dir / STEPS_FILE, num_replicas=num_replicas),
     ]
     if events:
         recorders.append(EventsWriter(out_dir / EVENTS_FILE))
-    recorders.append(
-        MetricsScraper(
-            out_dir / METRICS_FILE,
-            scrape_interval_s,
-            max_model_len=max_model_len,
-            num_replicas=num_replicas,
-        )
-    )
-    recorders.append(
-        SummaryRecorder(
-            out_dir / SUMMARY_FILE,
-            warmup_s=warmup_s,
-            duration_s=duration_s,
-            goodput=goodput,
-            offload=offload,
-        )
-    )
-    return FanOutRecorder(recorders)
+    recorders += [scraper, summary]
+    return RunRecorder(recorders, [requests_writer, scraper, summary])

@@ -131,13 +131,26 @@ class MetricsScraper(NullRecorder):
             self._count_requests(request.replica)
             self._hand_over_complete()
 
-    def _count_requests(self, replica: int) -> None:
-        """Fill the scrapes the replica's buffered requests pass and count them."""
-        buffer = self._request_buffers[replica]
-        if not buffer:
+    def add_requests(self, requests: RequestColumns) -> None:
+        """Count a batch of finished requests (in finishing order, any replicas), after those
+        buffered one at a time."""
+        if not len(requests):
             return
-        self._request_buffers[replica] = []
-        requests = RequestColumns.from_records(buffer)
+        self._last_hook_at = max(self._last_hook_at, float(requests.finished_at.max()))
+        for replica, replica_requests in requests.by_replica():
+            self._count_requests(replica)
+            self._count(replica, replica_requests)
+        self._hand_over_complete()
+
+    def _count_requests(self, replica: int) -> None:
+        """Count the replica's buffered requests."""
+        buffer = self._request_buffers[replica]
+        if buffer:
+            self._request_buffers[replica] = []
+            self._count(replica, RequestColumns.from_records(buffer))
+
+    def _count(self, replica: int, requests: RequestColumns) -> None:
+        """Fill the scrapes the replica's requests pass and count them."""
         stream = self._request_streams[replica]
         cuts = self._advance(stream, requests.finished_at)
         self._fill_passed(stream, self.state.requests[replica].advance(requests, cuts))

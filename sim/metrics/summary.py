@@ -221,12 +221,22 @@ class SummaryRecorder(NullRecorder):
         if len(self._requests) >= REQUEST_BATCH:
             self._count_requests()
 
+    def add_requests(self, requests: RequestColumns) -> None:
+        """Count a batch of finished requests, after those buffered one at a time."""
+        self._count_requests()
+        self._count(requests)
+
     def _count_requests(self) -> None:
-        """Add the buffered requests' latencies and token counts (the measured ones)."""
-        if not self._requests:
+        """Count the buffered requests."""
+        if self._requests:
+            requests = RequestColumns.from_records(self._requests)
+            self._requests = []
+            self._count(requests)
+
+    def _count(self, requests: RequestColumns) -> None:
+        """Add the requests' latencies and token counts (the measured ones)."""
+        if not len(requests):
             return
-        requests = RequestColumns.from_records(self._requests)
-        self._requests = []
         self.last_arrival_at = max(self.last_arrival_at, float(requests.arrival_at.max()))
         measured = requests.arrival_at >= self.warmup_s
         self.num_requests_in_warmup += len(requests) - int(measured.sum())
@@ -244,8 +254,10 @@ class SummaryRecorder(NullRecorder):
         if self.goodput is not None:
             self.num_good_requests += int(self.goodput.good(requests)[measured].sum())
         self.tpots_s.frombytes(requests.tpot_s[measured & requests.has_tpot].tobytes())
-        gaps = requests.inter_token_latencies_s[np.repeat(measured, requests.num_gaps)]
-        self.inter_token_latencies_s.frombytes(gaps.tobytes())
+        gaps = requests.inter_token_latencies_s
+        if not measured.all():  # a gap per output token: masked only where needed
+            gaps = gaps[np.repeat(measured, requests.num_gaps)]
+        self.inter_token_latencies_s.frombytes(gaps.data.cast("B"))
 
     def summary(self, end_at: float) -> dict[str, SummaryValue]:
         """The summary document for a run that ended at end_at (values not yet rounded)."""

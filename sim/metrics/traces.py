@@ -87,10 +87,19 @@ class RequestsWriter(NullRecorder):
         self._write()
         self.sink.close()
 
+    def add_requests(self, requests: RequestColumns) -> None:
+        """Buffer a batch of rows, after those buffered one at a time."""
+        self._write()
+        self._write_columns(requests)
+
     def _write(self) -> None:
         if self._requests:
             requests = RequestColumns.from_records(self._requests)
             self._requests = []
+            self._write_columns(requests)
+
+    def _write_columns(self, requests: RequestColumns) -> None:
+        if len(requests):
             self.sink.extend_columns(
                 [_request_column(requests, field) for field in REQUESTS_SCHEMA]
             )

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from step_helpers import steps_of
 
+import sim.metrics.run_recorder as run_recorder_module
 import sim.metrics.scraper as scraper_module
 import sim.metrics.summary as summary_module
 from sim.metrics import (
@@ -229,7 +230,8 @@ def test_requests_counted_in_any_batches_leave_every_file_unchanged(
     seed: int, num_replicas: int, num_steps: int, batch: tuple[int, int]
 ) -> None:
     # Recorders count finished requests in bulk: counted a request at a time (or in twos or
-    # threes, or whenever they pass a scrape), every file and summary is the reference's.
+    # threes, or whenever they pass a scrape; the run recorder's batches of every replica
+    # split by replica), every file and summary is the reference's.
     requests_per_batch, scrapes_per_batch = batch
     rng = random.Random(seed)
     hooks = _steps_and_requests(rng, num_replicas, num_steps)
@@ -241,6 +243,7 @@ def test_requests_counted_in_any_batches_leave_every_file_unchanged(
             patch.object(scraper_module, "REQUEST_BATCH", requests_per_batch),
             patch.object(scraper_module, "REQUEST_BATCH_SCRAPES", scrapes_per_batch),
             patch.object(summary_module, "REQUEST_BATCH", requests_per_batch),
+            patch.object(run_recorder_module, "REQUEST_BATCH", requests_per_batch),
         ):
             batched, batched_raw = _run(Path(tmp) / "batched", num_replicas, hooks, end_at, rng)
     assert batched == reference

@@ -93,3 +93,38 @@ def test_two_requests_in_numbers() -> None:
     assert columns.itl_max_s.tolist() == [0.0, 0.3]
     assert columns.gap_sums_s().tolist() == [0.0, 0.6]
     assert np.array_equal(columns.num_gaps, [0, 3])
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=st.lists(requests(), max_size=8))
+def test_by_replica_keeps_each_replicas_requests_and_gaps_in_order(
+    records: list[RequestRecord],
+) -> None:
+    columns = RequestColumns.from_records(records)
+    split = list(columns.by_replica())
+    assert [replica for replica, _ in split] == sorted({record.replica for record in records})
+    for replica, part in split:
+        own = [record for record in records if record.replica == replica]
+        expected = RequestColumns.from_records(own)
+        assert part.request_id == expected.request_id
+        assert part.session_id == expected.session_id
+        assert part.tenant == expected.tenant
+        for name in ("arrival_at", "finished_at", "prefill_done_at", "num_gaps", "replica"):
+            assert getattr(part, name).tolist() == getattr(expected, name).tolist(), name
+        assert part.inter_token_latencies_s.tolist() == expected.inter_token_latencies_s.tolist()
+
+
+def test_by_replica_in_numbers() -> None:
+    # r1 and r3 on replica 1 (gaps 0.1 / 0.3, 0.4), r2 on replica 0 (gap 0.2).
+    records = [
+        build_request(request_id="r1", replica=1, inter_token_latencies_s=[0.1]),
+        build_request(request_id="r2", replica=0, inter_token_latencies_s=[0.2]),
+        build_request(request_id="r3", replica=1, inter_token_latencies_s=[0.3, 0.4]),
+    ]
+    split = list(RequestColumns.from_records(records).by_replica())
+    assert [(replica, part.request_id) for replica, part in split] == [
+        (0, ["r2"]),
+        (1, ["r1", "r3"]),
+    ]
+    assert split[1][1].inter_token_latencies_s.tolist() == [0.1, 0.3, 0.4]
+    assert split[1][1].num_gaps.tolist() == [1, 2]

@@ -68,7 +68,7 @@ class SessionBuilder(ABC):
         # Every turn's tags are drawn, even those past the context limit, so that the next
         # session's draws do not depend on where this one ends.
         tags = tenant_fields(self._tags.tenant())
-        prompt_logprobs = [self._tags.prompt_logprobs() for _ in range(num_turns)]
+        prompt_logprobs = self._tags.prompt_logprobs_many(num_turns)
         request_ids = [turn_request_id(session_id, turn) for turn in range(num_turns)]
         common = config.common
         turn_slots: list[SlotPieces]

@@ -1,0 +1,77 @@
+"""math.fsum of many runs of floats at once, without a Python float per value.
+
+Every finite float is an integer multiple of 2**low, `low` taken from the smallest nonzero
+magnitude among them, so the values scaled by 2**-low are integers. Cut into limbs of a few
+dozen bits (exact: each limb is some of the value's own bits), each limb is summed per run in
+int64 without rounding. A run's exact sum is then one Python int, and `float()` of an int
+rounds to nearest, ties to even, as fsum rounds its exact sum: the results are fsum's, bit for
+bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+# Scaled values stay far from float overflow, and every result far from the subnormals,
+# where scaling back by 2**low would round a second time.
+_MAX_SPAN_BITS = 900
+_LOWEST_EXPONENT = -900
+
+
+def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> list[float]:
+    """math.fsum of each run of `values`: the first counts[0] of them, then the next
+    counts[1], and so on (a run of none sums to 0.0)."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    least = float(values.min(initial=math.inf))
+    magnitudes = values if least >= 0.0 else np.abs(values)
+    largest = float(magnitudes.max(initial=0.0))
+    if largest == 0.0:
+        return [0.0] * len(counts)
+    smallest = least
+    if not least > 0.0:  # zeros or negative values: the smallest nonzero magnitude
+        smallest = float(magnitudes.min(where=magnitudes > 0.0, initial=math.inf))
+    low = math.frexp(smallest)[1] - 53
+    span = math.frexp(largest)[1] - low
+    if not math.isfinite(largest) or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
+        return [math.fsum(values[start:end]) for start, end in zip(starts, ends, strict=True)]
+    # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
+    limb_bits = 62 - len(values).bit_length()
+    # Scaling by powers of two is exact here (no overflow, no subnormal).
+    rest = values * math.ldexp(1.0, -low)  # integers, |rest| < 2**span
+    limb = np.empty_like(rest)
+    down, up = math.ldexp(1.0, -limb_bits), math.ldexp(1.0, limb_bits)
+    nonempty = counts > 0
+    run_starts = starts[nonempty]
+    limb_sums: list[list[int]] = []
+    for _ in range(-(-span // limb_bits) - 1):
+        np.multiply(rest, down, out=limb)
+        np.trunc(limb, out=limb)  # the upper limbs; the remainder keeps rest's sign: exact
+        np.multiply(limb, up, out=limb)
+        np.subtract(rest, limb, out=limb)
+        limb_sums.append(_run_sums(limb, run_starts, nonempty))
+        rest -= limb
+        rest *= down
+    limb_sums.append(_run_sums(rest, run_starts, nonempty))
+    totals = limb_sums.pop()
+    while limb_sums:
+        lower = limb_sums.pop()
+        totals = [(upper << limb_bits) + part for upper, part in zip(totals, lower, strict=True)]
+    return [math.ldexp(float(total), low) for total in totals]
+
+
+def _run_sums(
+    limbs: npt.NDArray[np.float64],
+    run_starts: npt.NDArray[np.int64],
+    nonempty: npt.NDArray[np.bool_],
+) -> list[int]:
+    """Each run's sum of `limbs` (integers), summed in int64; `run_starts` are where the
+    runs with values (`nonempty`) start."""
+    sums = np.zeros(len(nonempty), dtype=np.int64)
+    if len(run_starts):
+        sums[nonempty] = np.add.reduceat(limbs.astype(np.int64), run_starts)
+    totals: list[int] = sums.tolist()
+    return totals

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -123,6 +124,51 @@ def trace_block_content_id(namespace: str, hash_id: int) -> str:
     return f"{namespace}#{hash_id}"
 
 
+class StreamBatch:
+    """The first tokens of several content identities, all made in one numpy pass when one is
+    first read: a trace request's answer and the tail of its prompt past the last full engine
+    block are a few dozen tokens each, for which numpy's per-call cost outweighs the work.
+    Streams are added before any is read; they are uncached, shared and read-only."""
+
+    __slots__ = ("vocab_size", "_content_ids", "_skips", "_lengths", "_starts", "_tokens")
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self._content_ids: list[str] = []
+        self._skips: list[int] = []
+        self._lengths: list[int] = []
+        self._starts: list[int] = []
+        self._tokens: TokenArray | None = None
+
+    def add(self, content_id: str, num_tokens: int, skip: int = 0) -> int:
+        """Adds `num_tokens` of `content_id`'s stream from position `skip` on; its index for
+        `stream`."""
+        if self._tokens is not None:
+            raise ValueError("StreamBatch.add: the batch's streams are made already")
+        self._content_ids.append(content_id)
+        self._skips.append(skip)
+        self._lengths.append(num_tokens)
+        return len(self._lengths) - 1
+
+    def stream(self, index: int) -> TokenArray:
+        """The tokens of the `index`-th stream added (a read-only view)."""
+        tokens = self._tokens
+        if tokens is None:
+            # From position `skip` on, a stream is the stream of seed + skip * golden.
+            seeds = content_seeds(self._content_ids)
+            seeds += np.asarray(self._skips, dtype=np.uint64) * _GOLDEN
+            tokens = self._tokens = _shared(_streams(seeds, self._lengths, self.vocab_size))
+            self._starts = [0, *itertools.accumulate(self._lengths)]
+            self._content_ids.clear()
+            self._skips.clear()
+        return tokens[self._starts[index] : self._starts[index + 1]]
+
+
+# A batched trace prompt's tail starts at a multiple of this, so it serves the engine block
+# sizes that divide it (vLLM's 1 to 128); larger ones make their tails alone.
+BATCHED_TAIL_ALIGNMENT = 128
+
+
 @functools.lru_cache(maxsize=64)
 def namespace_key(namespace: str) -> int:
     """The 64-bit key of a trace namespace, which a trace block's identity pairs with its id."""
@@ -141,6 +187,35 @@ class TracePrompt:
     trace_block_size: int
     num_tokens: int
     tokens: SyntheticTokens
+    # The tokens from `tail_start` on, made with other requests' (see `batched`).
+    tail: StreamBatch | None = None
+    tail_index: int = 0
+    tail_start: int = 0
+
+    @classmethod
+    def batched(
+        cls,
+        namespace: str,
+        block_ids: list[int],
+        trace_block_size: int,
+        num_tokens: int,
+        tokens: SyntheticTokens,
+        batch: StreamBatch,
+    ) -> TracePrompt:
+        """A TracePrompt whose tail past its last multiple of BATCHED_TAIL_ALIGNMENT tokens
+        within its last block is made in `batch`'s one pass: a request made from block ids holds
+        the tokens past its last full engine block, that tail at any block size dividing it."""
+        last_block_start = (len(block_ids) - 1) * trace_block_size
+        tail_start = max(
+            last_block_start, num_tokens // BATCHED_TAIL_ALIGNMENT * BATCHED_TAIL_ALIGNMENT
+        )
+        if not block_ids or tail_start == num_tokens:
+            return cls(namespace, block_ids, trace_block_size, num_tokens, tokens)
+        content_id = trace_block_content_id(namespace, block_ids[-1])
+        index = batch.add(content_id, num_tokens - tail_start, tail_start - last_block_start)
+        return cls(
+            namespace, block_ids, trace_block_size, num_tokens, tokens, batch, index, tail_start
+        )
 
     @property
     def namespace_key(self) -> int:
@@ -179,7 +254,11 @@ class TracePrompt:
 
     def token_bytes(self, start: int) -> bytes:
         """Tokens from `start` to the end as little-endian int64 bytes (what a request holds)."""
-        return self.token_array(start).astype("<i8", copy=False).tobytes()
+        if self.tail is not None and start >= self.tail_start:
+            tokens = self.tail.stream(self.tail_index)[start - self.tail_start :]
+        else:
+            tokens = self.token_array(start)
+        return tokens.astype("<i8", copy=False).tobytes()
 
     def segments(self) -> list[Segment]:
         """One segment per block, each a read-only view of the prompt made in one pass."""

@@ -10,6 +10,8 @@ import pytest
 from wl_helpers import num_shared_blocks
 
 from workloads.api import SyntheticTokens, read_mooncake
+from workloads.synthetic_tokens import TracePrompt
+from workloads.traces.blocks import TRACE_BATCH_SIZE
 
 ARXIV = "mooncake/arxiv_mooncake_trace_first1000.jsonl"
 ARXIV_NAMESPACE = "arxiv_mooncake_trace_first1000"
@@ -126,3 +128,22 @@ def test_prompt_tokens_are_pinned_and_each_block_is_its_cached_stream(traces_dir
             assert segment.tokens.tolist() == block.tolist()
             assert not segment.tokens.flags.writeable
     assert digest.hexdigest() == "f99ff5d158b138811f7828a5254592d03e19d28d7ae5fd066ef27510f0e5aa36"
+
+
+def test_requests_made_in_batches_hold_the_tokens_each_makes_alone(traces_dir) -> None:
+    """The first 300 arXiv requests (batches of 256 and 44): each answer is its own stream
+    `<namespace>/output/<index>` and each prompt tail past a 16- or 64-token block is the
+    prompt's tokens there, as the request would make them alone."""
+    tokens = SyntheticTokens()
+    specs = list(read_mooncake(traces_dir / ARXIV, max_requests=300))
+    assert len(specs) == 300 > TRACE_BATCH_SIZE
+    for index, spec in enumerate(specs):
+        answer = tokens.streams([f"{ARXIV_NAMESPACE}/output/{index}"], [spec.num_output_tokens])
+        assert spec.output_token_array().tolist() == answer.tolist()
+        prompt = spec.trace_prompt()
+        alone = TracePrompt(
+            prompt.namespace, prompt.block_ids, 512, prompt.num_tokens, tokens
+        ).token_array()
+        for block_size in (16, 64):
+            start = prompt.num_tokens // block_size * block_size
+            assert prompt.token_bytes(start) == alone[start:].tobytes()

@@ -71,6 +71,17 @@ def test_unsorted_mooncake_timestamps_are_rejected(tmp_path) -> None:
         list(read_mooncake(trace))
 
 
+def test_the_requests_before_a_bad_line_come_before_its_error(tmp_path) -> None:
+    """Requests are read ahead in batches, yet the two good lines before a bad third are
+    handed out before the bad line's error, as reading line by line would."""
+    trace = tmp_path / "third.jsonl"
+    trace.write_text(f"{GOOD}\n{GOOD}\nnot json\n")
+    specs = read_mooncake(trace)
+    assert [next(specs).request_id, next(specs).request_id] == ["third-0", "third-1"]
+    with pytest.raises(WorkloadError, match=r"third\.jsonl:3: "):
+        next(specs)
+
+
 def test_empty_files_directories_and_missing_files(tmp_path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")

@@ -127,7 +127,7 @@ def read_azure(
     return counted_trace_specs(
         iter_azure_records(path),
         options,
-        lambda index, record: _prompt(options, index, record),
+        lambda index, record, _batch: _prompt(options, index, record),
         lambda record: record.generated_tokens,
     )
 

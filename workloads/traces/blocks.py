@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from workloads.spec import RequestSpec, Segment, TokenArray, TraceRequestSpec
-from workloads.synthetic_tokens import SyntheticTokens, TracePrompt
+from workloads.synthetic_tokens import StreamBatch, SyntheticTokens, TracePrompt
 from workloads.traces.fields import ReplayOptions
 
 
@@ -25,24 +25,22 @@ _Record = TypeVar("_Record", bound=_CountedRecord)
 def answer_tokens(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> list[int]:
     """`tokens.output_tokens(content_id, num_tokens)`, uncached: a trace request's answer is its
     own, and caching millions of short answers would hold memory for nothing."""
-    return answer_array(tokens, content_id, num_tokens).tolist()
-
-
-def answer_array(tokens: SyntheticTokens, content_id: str, num_tokens: int) -> TokenArray:
-    """answer_tokens as an int64 array."""
-    return tokens.streams([content_id], [num_tokens])
+    return tokens.streams([content_id], [num_tokens]).tolist()
 
 
 class TraceRequestContent:
     """A trace request's prompt (block ids) and answer (a count), made into tokens only when
-    read: the content of a TraceRequestSpec."""
+    read: the content of a TraceRequestSpec. The answer is made in `batch`'s one pass."""
 
-    __slots__ = ("prompt", "answer_id", "num_answer_tokens")
+    __slots__ = ("prompt", "num_answer_tokens", "_batch", "_answer_index")
 
-    def __init__(self, prompt: TracePrompt, answer_id: str, num_answer_tokens: int) -> None:
+    def __init__(
+        self, prompt: TracePrompt, answer_id: str, num_answer_tokens: int, batch: StreamBatch
+    ) -> None:
         self.prompt = prompt
-        self.answer_id = answer_id
         self.num_answer_tokens = num_answer_tokens
+        self._batch = batch
+        self._answer_index = batch.add(answer_id, num_answer_tokens)
 
     def segments(self, turn: int) -> list[Segment]:
         """One segment per trace block."""
@@ -58,11 +56,11 @@ class TraceRequestContent:
 
     def output_tokens(self, turn: int) -> list[int]:
         """The answer's unique tokens."""
-        return answer_tokens(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
+        return self.output_array(turn).tolist()
 
     def output_array(self, turn: int) -> TokenArray:
-        """The answer's unique tokens as an array."""
-        return answer_array(self.prompt.tokens, self.answer_id, self.num_answer_tokens)
+        """The answer's unique tokens as an array (read-only)."""
+        return self._batch.stream(self._answer_index)
 
     def num_output_tokens(self, turn: int) -> int:
         """The answer length."""
@@ -93,25 +91,54 @@ def trace_request_spec(
     )
 
 
+# Trace requests whose answers and prompt tails are made in one pass (see StreamBatch).
+TRACE_BATCH_SIZE = 256
+
+
 def counted_trace_specs(
     records: Iterator[_Record],
     options: ReplayOptions,
-    prompt_of: Callable[[int, _Record], TracePrompt | list[Segment]],
+    prompt_of: Callable[[int, _Record, StreamBatch], TracePrompt | list[Segment]],
     num_output_tokens_of: Callable[[_Record], int],
 ) -> Iterator[RequestSpec]:
     """The specs of trace records that give their output as a count: unique output tokens,
     arrivals scaled by the replay's speedup, each record's line as an extra. A prompt of block
-    ids makes a TraceRequestSpec, whose tokens are made only when read."""
+    ids makes a TraceRequestSpec, whose tokens are made only when read, with those of the
+    TRACE_BATCH_SIZE requests read with it (`prompt_of` adds its prompt's to the batch)."""
+    numbered = enumerate(itertools.islice(records, options.max_requests))
+    while True:
+        batch = StreamBatch(options.tokens.vocab_size)
+        specs: list[RequestSpec] = []
+        try:
+            for index, record in itertools.islice(numbered, TRACE_BATCH_SIZE):
+                specs.append(
+                    _counted_spec(options, index, record, prompt_of, num_output_tokens_of, batch)
+                )
+        except Exception:
+            # What was read before the bad record comes first, as reading one by one gives it.
+            yield from specs
+            raise
+        if not specs:
+            return
+        yield from specs
+
+
+def _counted_spec(
+    options: ReplayOptions,
+    index: int,
+    record: _Record,
+    prompt_of: Callable[[int, _Record, StreamBatch], TracePrompt | list[Segment]],
+    num_output_tokens_of: Callable[[_Record], int],
+    batch: StreamBatch,
+) -> RequestSpec:
     namespace = options.namespace
-    for index, record in enumerate(itertools.islice(records, options.max_requests)):
-        prompt = prompt_of(index, record)
-        arrival_at = record.arrival_s / options.speedup
-        answer_id = f"{namespace}/output/{index}"
-        num_output_tokens = num_output_tokens_of(record)
-        extras: dict[str, str | int | float] = {"trace_line": record.line}
-        if isinstance(prompt, TracePrompt):
-            content = TraceRequestContent(prompt, answer_id, num_output_tokens)
-            yield TraceRequestSpec(content, f"{namespace}-{index}", arrival_at, extras=extras)
-        else:
-            output = answer_tokens(options.tokens, answer_id, num_output_tokens)
-            yield trace_request_spec(namespace, index, arrival_at, prompt, output, extras)
+    prompt = prompt_of(index, record, batch)
+    arrival_at = record.arrival_s / options.speedup
+    answer_id = f"{namespace}/output/{index}"
+    num_output_tokens = num_output_tokens_of(record)
+    extras: dict[str, str | int | float] = {"trace_line": record.line}
+    if isinstance(prompt, TracePrompt):
+        content = TraceRequestContent(prompt, answer_id, num_output_tokens, batch)
+        return TraceRequestSpec(content, f"{namespace}-{index}", arrival_at, extras=extras)
+    output = answer_tokens(options.tokens, answer_id, num_output_tokens)
+    return trace_request_spec(namespace, index, arrival_at, prompt, output, extras)

@@ -114,12 +114,13 @@ def read_mooncake(
     return counted_trace_specs(
         records,
         options,
-        lambda _, record: TracePrompt(
+        lambda _, record, batch: TracePrompt.batched(
             options.namespace,
             record.hash_ids,
             trace_block_size,
             record.input_length,
             options.tokens,
+            batch,
         ),
         lambda record: record.output_length,
     )

@@ -119,6 +119,10 @@ class CacheRequest:
         self.num_prompt_tokens = len(self.all_token_ids)
         self.trace_blocks = None
         self._prefix_source = prefix_source
+        if prefix_source is not None:
+            # A source lends to the next turn only: holding its own source too would keep a
+            # whole session's prompts alive (its hashes, if ever read, are made from scratch).
+            prefix_source._prefix_source = None
         self._block_hashes = None
 
     @property

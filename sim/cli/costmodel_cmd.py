@@ -206,7 +206,8 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
         f"real-engine terms fitted on every real source (shipped in engine_terms.yaml and "
         f"frontend.yaml): prefill compute factor {per_gpu}, other GPUs {fit.pooled:.3f}; "
         f"front end request_s {request_ms}; engines without CUDA graphs: host time per layer "
-        f"{report.eager_host_per_layer_s * 1e6:.1f} us per decode step"
+        f"{report.eager_host_per_layer_s * 1e6:.1f} us per decode step, floor per layer "
+        f"{report.eager_prefill_floor_per_layer_s * 1e6:.0f} us under prefill steps"
     )
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
 

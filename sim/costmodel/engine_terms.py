@@ -13,7 +13,9 @@ measurements, never to kernel tables.
 An engine without CUDA graphs (vLLM before 0.2.5, `--enforce-eager`) launches every layer's
 kernels from Python in every decode step too; the host time of those launches that the GPU work
 does not hide is a fixed time per decoder layer, added to decode-only steps of such engines. It is
-fitted to published eager vs CUDA-graph step times and eager engines' decode steps.
+fitted to published eager vs CUDA-graph step times and eager engines' decode steps. Its prefill
+steps cannot finish before the host has issued every layer: a floor of a host time per layer under
+them (the longer of the two), fitted to eager engines' prefill steps.
 """
 
 from __future__ import annotations
@@ -40,13 +42,16 @@ FACTOR_GRID = np.round(np.arange(1.0, 3.0005, 0.005), 3)
 @dataclass(frozen=True, slots=True)
 class EngineTerms:
     """Prefill compute factors per GPU key; `pooled` (fitted on every GPU's rows together) for
-    GPUs without real measurements; the eager engines' host time per layer and decode step."""
+    GPUs without real measurements; the eager engines' host time per layer and decode step, and
+    their floor per layer under a prefill step."""
 
     factors: dict[str, float]
     pooled: float
     provenance: str
     eager_host_per_layer_s: float
     eager_provenance: str
+    eager_prefill_floor_per_layer_s: float
+    eager_prefill_floor_provenance: str
 
     def factor(self, gpu_key: str) -> float:
         return self.factors.get(gpu_key, self.pooled)
@@ -57,13 +62,15 @@ def load_engine_terms() -> EngineTerms:
     """The shipped terms and where they came from."""
     document = yaml.safe_load(ENGINE_TERMS_PATH.read_text())
     factors = {str(gpu): float(value) for gpu, value in document["per_gpu"].items()}
-    eager = document["eager_host"]
+    eager, floor = document["eager_host"], document["eager_prefill_floor"]
     return EngineTerms(
         factors,
         float(document["pooled"]),
         str(document["provenance"]),
         float(eager["per_layer_s"]),
         str(eager["provenance"]),
+        float(floor["per_layer_s"]),
+        str(floor["provenance"]),
     )
 
 
@@ -88,28 +95,42 @@ def engine_coefficients(
     return real_engine_coefficients(coefficients, load_engine_terms().factor(gpu_key))
 
 
-class EagerDecodeModel:
+class EagerEngineModel:
     """A step model of an engine without CUDA graphs: decode-only steps add the host time of
-    launching `num_layers` layers from Python; steps with a prefill chunk are as `inner` says
-    (every engine the factor was fitted on runs prefill eagerly)."""
+    launching `num_layers` layers from Python; a step with a prefill chunk takes the longer of
+    `inner`'s time (every engine the factor was fitted on runs prefill eagerly) and the host's
+    floor of `num_layers` x `prefill_floor_per_layer_s`."""
 
-    __slots__ = ("inner", "decode_host_s")
+    __slots__ = ("inner", "decode_host_s", "prefill_floor_s")
 
-    def __init__(self, inner: CostModel, num_layers: int, per_layer_s: float) -> None:
+    def __init__(
+        self,
+        inner: CostModel,
+        num_layers: int,
+        per_layer_s: float,
+        prefill_floor_per_layer_s: float,
+    ) -> None:
         self.inner = inner
         self.decode_host_s = num_layers * per_layer_s
+        self.prefill_floor_s = num_layers * prefill_floor_per_layer_s
 
     def step_time_s(self, batch: BatchShape) -> float:
         step_s = self.inner.step_time_s(batch)
-        return step_s if batch.prefill_new_tokens else step_s + self.decode_host_s
+        if batch.prefill_new_tokens:
+            return max(step_s, self.prefill_floor_s)
+        return step_s + self.decode_host_s
 
 
 def eager_engine_model(inner: CostModel, num_layers: int, profile_source: str) -> CostModel:
     """`inner` as an engine without CUDA graphs runs it: kernel-only models get the shipped host
-    time per layer on decode steps; calibrated models are fitted to their engine already."""
+    time per layer on decode steps and the shipped floor under prefill steps; calibrated models
+    are fitted to their engine already."""
     if profile_source not in KERNEL_ONLY_SOURCES:
         return inner
-    return EagerDecodeModel(inner, num_layers, load_engine_terms().eager_host_per_layer_s)
+    terms = load_engine_terms()
+    return EagerEngineModel(
+        inner, num_layers, terms.eager_host_per_layer_s, terms.eager_prefill_floor_per_layer_s
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +154,33 @@ def fit_eager_host_per_layer_s(rows: Sequence[EagerFitRow]) -> float:
     return max(
         0.0, float(np.sum(weights * layers * (measured - base)) / np.sum(weights * layers**2))
     )
+
+
+@dataclass(frozen=True, slots=True)
+class FloorFitRow:
+    """A measurement of an engine without CUDA graphs spanning prefill steps: `steps_s` are the
+    steps' predicted times without the floor, `num_layers` the layers the host launches in each."""
+
+    steps_s: tuple[float, ...]
+    num_layers: int
+    measured_s: float
+
+
+# Floors per layer tried when fitting: 1 us steps up to 2 ms (0.8 ms fits the slowest host seen).
+FLOOR_GRID_S = np.arange(0, 2001) * 1e-6
+
+
+def fit_prefill_floor_per_layer_s(rows: Sequence[FloorFitRow]) -> float:
+    """The floor per layer h on FLOOR_GRID_S minimising sum((sum_i max(step_i, layers * h) /
+    measured - 1)^2): rows whose steps all outlast the floor do not move it."""
+    assert rows, "no rows to fit"
+    losses = np.zeros(len(FLOOR_GRID_S))
+    for row in rows:
+        floors = row.num_layers * FLOOR_GRID_S
+        predicted = sum(np.maximum(step_s, floors) for step_s in row.steps_s)
+        losses += (predicted / row.measured_s - 1) ** 2
+    # The smallest floor among equal losses: a floor no row binds is none.
+    return float(FLOOR_GRID_S[int(np.argmin(losses))])
 
 
 @dataclass(frozen=True, slots=True)

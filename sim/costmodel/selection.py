@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from sim.costmodel.engine_terms import EagerDecodeModel, load_engine_terms
+from sim.costmodel.engine_terms import EagerEngineModel, load_engine_terms
 from sim.costmodel.frontend import NO_FRONTEND, FrontEnd, resolve_frontend
 from sim.costmodel.loader import auto_cost_model_spec, load_cost_model
 from sim.costmodel.model import CostModel
@@ -32,8 +32,10 @@ class CostModelChoice:
     name: str  # the profile's name, its file, or the constant/linear spec
     provenance: str
     cuda_graphs: bool = True  # the deployment's engine replays decode steps as CUDA graphs
-    # The host time per layer added to decode steps (docs/cost_model.md §5.8); None: not added.
+    # The host time per layer added to decode steps and the floor per layer under prefill steps
+    # (docs/cost_model.md §5.8); None: not applied.
     eager_host_per_layer_s: float | None = None
+    eager_prefill_floor_per_layer_s: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """What summary.json and the report say about the cost model."""
@@ -43,6 +45,7 @@ class CostModelChoice:
             "provenance": self.provenance,
             "cuda_graphs": self.cuda_graphs,
             "eager_host_per_layer_s": self.eager_host_per_layer_s,
+            "eager_prefill_floor_per_layer_s": self.eager_prefill_floor_per_layer_s,
             "frontend_request_s": self.frontend.request_s,
             "frontend_per_prompt_token_s": self.frontend.per_prompt_token_s,
             "frontend_first_token_s": self.frontend.first_token_s,
@@ -62,11 +65,13 @@ def choose_cost_model(
     """Resolve a scenario's `cost_model` ('auto' included) and `frontend` strings for an engine
     with or without CUDA graphs."""
     choice = _choose(spec, frontend_spec, get_gpu(gpu), get_model(model), tp, cuda_graphs)
-    eager = isinstance(choice.model, EagerDecodeModel)
+    eager = isinstance(choice.model, EagerEngineModel)
+    terms = load_engine_terms()
     return replace(
         choice,
         cuda_graphs=cuda_graphs,
-        eager_host_per_layer_s=load_engine_terms().eager_host_per_layer_s if eager else None,
+        eager_host_per_layer_s=terms.eager_host_per_layer_s if eager else None,
+        eager_prefill_floor_per_layer_s=terms.eager_prefill_floor_per_layer_s if eager else None,
     )
 
 

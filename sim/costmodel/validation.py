@@ -20,15 +20,18 @@ from sim.costmodel.engine_terms import (
     EagerFitRow,
     EngineFit,
     FitRow,
+    FloorFitRow,
     best_offset_s,
+    eager_engine_model,
     engine_coefficients,
     fit_eager_host_per_layer_s,
     fit_engine_terms,
+    fit_prefill_floor_per_layer_s,
     load_engine_terms,
     real_engine_coefficients,
 )
 from sim.costmodel.fit import Measurement, StepFeatures, fit_step_form
-from sim.costmodel.model import StepCoefficients, StepTimeModel
+from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_coefficients, roofline_profile
 from sim.costmodel.shapes import held_out_shapes
@@ -163,14 +166,37 @@ class RealRow:
     # Decoder layers an engine without CUDA graphs launches from the host in this decode step (0:
     # a CUDA-graph or prefill step); every such row is fitted to the host time per layer.
     eager_layers: int = 0
+    # Decoder layers an engine without CUDA graphs launches in each of this measurement's prefill
+    # steps (0: not such a measurement): each step lasts at least that many layers' host floor.
+    floor_layers: int = 0
+    # The steps' times at a factor, where the measurement spans several (a chunked prefill);
+    # None: one step, `engine_s`.
+    steps_s: Callable[[float], tuple[float, ...]] | None = None
 
-    @property
-    def fit_row(self) -> FitRow:
-        return FitRow(self.gpu_key, self.engine_s, self.record.measured_s, self.request_s_count > 0)
+    def time_s(self, factor: float, floor_per_layer_s: float) -> float:
+        """The predicted engine time at `factor`, each eager prefill step at least its floor."""
+        if not self.floor_layers:
+            return self.engine_s(factor)
+        floor_s = self.floor_layers * floor_per_layer_s
+        return sum(max(step_s, floor_s) for step_s in self._steps_at(factor))
+
+    def _steps_at(self, factor: float) -> tuple[float, ...]:
+        return self.steps_s(factor) if self.steps_s else (self.engine_s(factor),)
+
+    def fit_row(self, floor_per_layer_s: float) -> FitRow:
+        def engine_s(factor: float) -> float:
+            return self.time_s(factor, floor_per_layer_s)
+
+        return FitRow(self.gpu_key, engine_s, self.record.measured_s, self.request_s_count > 0)
 
     def eager_fit_row(self, fit: EngineFit) -> EagerFitRow:
         return EagerFitRow(
             self.engine_s(fit.factor(self.gpu_key)), self.eager_layers, self.record.measured_s
+        )
+
+    def floor_fit_row(self, fit: EngineFit) -> FloorFitRow:
+        return FloorFitRow(
+            self._steps_at(fit.factor(self.gpu_key)), self.floor_layers, self.record.measured_s
         )
 
 
@@ -180,6 +206,7 @@ class ValidationReport:
     exclusions: list[Exclusion]
     fit_on_all: EngineFit  # the real-engine factor and request_s fitted on every real source
     eager_host_per_layer_s: float  # fitted on every real source's eager decode steps
+    eager_prefill_floor_per_layer_s: float  # fitted on every real source's eager prefill steps
 
     def summaries(self, key: str = "source") -> list[ErrorSummary]:
         """Error statistics per source (or per `key`="profile" within the kernel held-out rows)."""
@@ -219,15 +246,16 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
     fitted without it. `served` are real serving runs replayed by a layer above this one."""
     profiles = _shipped_profiles()
     real_rows, exclusions = _real_rows(profiles, served or [])
-    fit_on_all = fit_engine_terms([row.fit_row for row in real_rows if row.fitted])
+    on_all = fit_real_engine_terms(real_rows)
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + [row.record for row in real_rows]
         + leave_one_source_out_records(real_rows)
         + _splitwise_refit_records(_splitwise_cases()[0], profiles),
         exclusions,
-        fit_on_all,
-        fit_eager_host(real_rows, fit_on_all),
+        on_all.fit,
+        on_all.eager_host_per_layer_s,
+        on_all.prefill_floor_per_layer_s,
     )
 
 
@@ -274,15 +302,39 @@ def held_out_at_request_s(
     the constant the serving runs cannot tell from the factor (a diagnosis; the shipped fit
     leaves request_s free)."""
     origin = _origin(source)
-    fit = fit_engine_terms(
-        [row.fit_row for row in rows if row.fitted and row.origin != origin], request_s
-    )
+    terms = fit_real_engine_terms([row for row in rows if row.origin != origin], request_s)
+    fit, floor_s = terms.fit, terms.prefill_floor_per_layer_s
     held_out = [
-        replace(row.record, predicted_s=row.engine_s(fit.factor(row.gpu_key)))
+        replace(row.record, predicted_s=row.time_s(fit.factor(row.gpu_key), floor_s))
         for row in rows
         if row.record.source == source
     ]
     return fit, _summarize(source, held_out)
+
+
+@dataclass(frozen=True, slots=True)
+class RealEngineTerms:
+    """The real-engine terms fitted on a set of real measurements."""
+
+    fit: EngineFit  # the prefill factors and the front end's request_s
+    eager_host_per_layer_s: float
+    prefill_floor_per_layer_s: float
+
+
+# Rounds of fitting the factor with the floor, then the floor at the factor: the second round
+# settles both (the floor binds only steps whose compute the factor barely moves).
+_FLOOR_ROUNDS = 2
+
+
+def fit_real_engine_terms(rows: list[RealRow], request_s: float | None = None) -> RealEngineTerms:
+    """The factors (and request_s, unless given) on `rows`' prefill measurements, each eager
+    prefill step at least the floor, alternating with the floor fitted at those factors; then the
+    decode host time per layer at the factors."""
+    floor_s = 0.0
+    for _ in range(_FLOOR_ROUNDS):
+        fit = fit_engine_terms([row.fit_row(floor_s) for row in rows if row.fitted], request_s)
+        floor_s = fit_prefill_floor(rows, fit)
+    return RealEngineTerms(fit, fit_eager_host(rows, fit), floor_s)
 
 
 def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
@@ -290,6 +342,13 @@ def fit_eager_host(rows: list[RealRow], fit: EngineFit) -> float:
     none of them is one (nothing measures the term then)."""
     eager = [row.eager_fit_row(fit) for row in rows if row.eager_layers]
     return fit_eager_host_per_layer_s(eager) if eager else 0.0
+
+
+def fit_prefill_floor(rows: list[RealRow], fit: EngineFit) -> float:
+    """The floor per layer fitted on `rows`' fitted eager prefill measurements, at `fit`'s
+    factors; 0 when there are none."""
+    eager = [row.floor_fit_row(fit) for row in rows if row.floor_layers and row.fitted]
+    return fit_prefill_floor_per_layer_s(eager) if eager else 0.0
 
 
 def _in_breakdown(record: ValidationRecord, held_out: bool) -> bool:
@@ -312,9 +371,9 @@ def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
     records = []
     for origin in sorted({row.origin for row in rows}):
         held_out = [row for row in rows if row.origin == origin]
-        training = [row for row in rows if row.origin != origin]
-        fit = fit_engine_terms([row.fit_row for row in training if row.fitted])
-        eager_s = fit_eager_host(training, fit)
+        fitted = fit_real_engine_terms([row for row in rows if row.origin != origin])
+        fit, eager_s = fitted.fit, fitted.eager_host_per_layer_s
+        floor_s = fitted.prefill_floor_per_layer_s
         served = any(row.request_s_count for row in held_out)
         for row in held_out:
             factor = fit.factor(row.gpu_key)
@@ -322,12 +381,14 @@ def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
             terms = f"x{factor:.3f} prefill compute"
             if row.eager_layers:
                 terms += f", eager host {eager_s * 1e6:.0f} us/layer"
+            if row.floor_layers:
+                terms += f", eager prefill floor {floor_s * 1e6:.0f} us/layer"
             records.append(
                 replace(
                     row.record,
                     source=row.record.source + (SERVED_LOSO_SUFFIX if served else LOSO_SUFFIX),
                     held_out_terms=terms,
-                    predicted_s=row.engine_s(factor)
+                    predicted_s=row.time_s(factor, floor_s)
                     + row.request_s_count * request_s
                     + row.eager_layers * eager_s,
                     table_predicted_s=None,
@@ -420,7 +481,7 @@ def eager_tp_sweep_rows() -> list[RealRow]:
                 float(row["eager_ms_per_step"]) * 1e-3,
                 None,
                 with_roofline=False,
-                eager_layers=model.num_layers,
+                eager_num_layers=model.num_layers,
             )
             rows.append(
                 RealRow(
@@ -542,8 +603,8 @@ def _splitwise_rows(
         reference = kernel_reference(get_gpu(case.gpu_key), model, case.tp)
         profile = profiles[(case.gpu_key, case.model_key, case.tp)]
         # Splitwise's stack ran without CUDA graphs (data/splitwise/README.md): its decode steps
-        # launch every layer from the host.
-        eager_layers = model.num_layers if case.source == SPLITWISE_DECODE_SOURCE else 0
+        # launch every layer from the host, and its prefill steps wait for the host to do so.
+        is_decode = case.source == SPLITWISE_DECODE_SOURCE
         record = _record(
             case.source,
             profile,
@@ -551,7 +612,7 @@ def _splitwise_rows(
             case.shape,
             case.measured_s,
             reference.step_time_s(case.shape),
-            eager_layers=eager_layers,
+            eager_num_layers=model.num_layers,
         )
         rows.append(
             RealRow(
@@ -559,8 +620,9 @@ def _splitwise_rows(
                 _origin(case.source),
                 case.gpu_key,
                 _step_time_at_factor(profile.coefficients, case.shape),
-                fitted=case.source == SPLITWISE_PREFILL_SOURCE,
-                eager_layers=eager_layers,
+                fitted=not is_decode,
+                eager_layers=model.num_layers if is_decode else 0,
+                floor_layers=0 if is_decode else model.num_layers,
             )
         )
     return rows
@@ -651,10 +713,13 @@ def _published_rows(
             gpu_key, model_key = setup
             tp = int(row["tp"])
             profile = profiles[(gpu_key, model_key, tp)]
-            reference = kernel_reference(get_gpu(gpu_key), get_model(model_key), tp)
+            model = get_model(model_key)
+            reference = kernel_reference(get_gpu(gpu_key), model, tp)
             # "unknown" cached tokens are taken as none cached.
             num_cached = int(row["cached_tokens"]) if row["cached_tokens"].isdigit() else 0
             prefill = BatchShape([int(row["input_tokens"]) - num_cached], [num_cached], [])
+            # Splitwise's stack runs without CUDA graphs (its prefill steps have the host floor).
+            eager_num_layers = model.num_layers if is_splitwise else 0
             record = _record(
                 source,
                 profile,
@@ -662,6 +727,7 @@ def _published_rows(
                 prefill,
                 float(row["value_ms"]) * 1e-3,
                 reference.step_time_s(prefill),
+                eager_num_layers=eager_num_layers,
             )
             rows.append(
                 RealRow(
@@ -670,6 +736,7 @@ def _published_rows(
                     gpu_key,
                     _step_time_at_factor(profile.coefficients, prefill),
                     fitted=not is_splitwise,
+                    floor_layers=eager_num_layers,
                 )
             )
     return rows, exclusions
@@ -684,11 +751,11 @@ def _record(
     table_predicted_s: float | None,
     with_roofline: bool = True,
     real_engine: bool = True,
-    eager_layers: int = 0,
+    eager_num_layers: int = 0,
 ) -> ValidationRecord:
     """`profile` against one measurement: as a run uses it (`real_engine`; an engine without
-    CUDA graphs when `eager_layers` is set), or its kernel-only coefficients (the kernel-table
-    comparison)."""
+    CUDA graphs of `eager_num_layers` layers when that is set), or its kernel-only coefficients
+    (the kernel-table comparison)."""
     in_range = profile.covered is None or not profile.covered.violations(
         *step_features(shape), longest_context(shape)
     )
@@ -697,22 +764,29 @@ def _record(
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
     # Built without its covered ranges: rows outside them are flagged, not warned about.
     model = StepTimeModel(coefficients)
-    host_s = eager_layers * load_engine_terms().eager_host_per_layer_s
+    roofline = _roofline_model(profile.gpu, profile.model, profile.tp, real_engine)
     return ValidationRecord(
         source=source,
         profile=profile.name,
         case=case,
         measured_s=measured_s,
-        predicted_s=model.step_time_s(shape) + host_s,
+        predicted_s=_as_run(model, profile.source, eager_num_layers).step_time_s(shape),
         table_predicted_s=table_predicted_s,
         roofline_predicted_s=(
-            _roofline_model(profile.gpu, profile.model, profile.tp, real_engine).step_time_s(shape)
-            + host_s
+            _as_run(roofline, "roofline", eager_num_layers).step_time_s(shape)
             if with_roofline
             else None
         ),
         in_fitted_range=in_range,
     )
+
+
+def _as_run(model: CostModel, profile_source: str, eager_num_layers: int) -> CostModel:
+    """`model` as a run uses it: an engine without CUDA graphs of `eager_num_layers` layers, or
+    with CUDA graphs when that is 0."""
+    if not eager_num_layers:
+        return model
+    return eager_engine_model(model, eager_num_layers, profile_source)
 
 
 @functools.cache

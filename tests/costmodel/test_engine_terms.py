@@ -13,12 +13,14 @@ from sim.costmodel import (
     real_engine_coefficients,
 )
 from sim.costmodel.engine_terms import (
-    EagerDecodeModel,
+    EagerEngineModel,
     EagerFitRow,
     FitRow,
+    FloorFitRow,
     eager_engine_model,
     fit_eager_host_per_layer_s,
     fit_engine_terms,
+    fit_prefill_floor_per_layer_s,
     load_engine_terms,
 )
 from sim.costmodel.loader import load_cost_model
@@ -45,11 +47,11 @@ def test_the_factor_slows_prefill_compute_and_leaves_decode_steps_alone():
 
 def test_only_kernel_only_profiles_get_their_gpus_shipped_factor():
     terms = load_engine_terms()
-    assert terms.factors == {"a100": 1.42, "h100": 1.66} and terms.pooled == 1.48
+    assert terms.factors == {"a100": 1.41, "h100": 1.605} and terms.pooled == 1.445
     h100 = engine_coefficients(KERNELS, "kernel-derived", "h100")
-    assert h100.per_token_s == pytest.approx(2e-5 * 1.66)
+    assert h100.per_token_s == pytest.approx(2e-5 * 1.605)
     roofline_l40s = engine_coefficients(KERNELS, "roofline", "l40s")
-    assert roofline_l40s.per_token_s == pytest.approx(2e-5 * 1.48)
+    assert roofline_l40s.per_token_s == pytest.approx(2e-5 * 1.445)
     assert engine_coefficients(KERNELS, "calibrated", "h100") == KERNELS
 
 
@@ -84,34 +86,73 @@ def test_request_s_is_fitted_with_the_factor_on_rows_measured_through_a_front_en
 def test_an_engine_without_cuda_graphs_adds_its_layers_host_time_to_decode_steps_only():
     """80 layers x 0.2 ms = 16 ms on the 8.43 ms decode step of the first test (24.43 ms); the
     24.5005 ms prefill and a step mixing that prefill with the decodes keep the kernel time
-    (prefill runs eagerly in every engine the prefill factor was fitted on)."""
+    (prefill runs eagerly in every engine the prefill factor was fitted on) while it outlasts
+    the host's floor (80 layers x 0.25 ms = 20 ms)."""
     kernels = StepTimeModel(KERNELS)
-    eager = EagerDecodeModel(kernels, 80, 0.0002)
+    eager = EagerEngineModel(kernels, 80, 0.0002, 0.00025)
     assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02443)
     assert eager.step_time_s(PREFILL_1000) == pytest.approx(0.0245005)
     mixed = BatchShape([1000], [0], [1000] * 10)
     assert eager.step_time_s(mixed) == kernels.step_time_s(mixed)
 
 
-def test_only_kernel_only_models_get_the_shipped_eager_host_time():
-    """Shipped: 196.1 us per layer. A kernel-derived or roofline model of 32 layers adds
-    6.28 ms per decode step; a calibrated model is fitted to its own engine and stays as is."""
-    assert load_engine_terms().eager_host_per_layer_s == 0.0001961
+def test_an_engine_without_cuda_graphs_waits_for_its_host_under_a_short_prefill():
+    """A 100-token prefill streams the weights: 4 + 20 x 200 tokens (T*) us + 5.05 us of
+    attention = 8.00505 ms on the GPU. The host issues 80 layers at 0.25 ms each (20 ms) before
+    the step can end, so the eager engine takes 20 ms; a floor of 0.05 ms per layer (4 ms) is
+    under the GPU time and changes nothing; a decode step never gets the floor."""
+    kernels = StepTimeModel(KERNELS)
+    short = BatchShape([100], [0], [])
+    assert kernels.step_time_s(short) == pytest.approx(0.00800505)
+    assert EagerEngineModel(kernels, 80, 0.0002, 0.00025).step_time_s(short) == 0.02
+    low_floor = EagerEngineModel(kernels, 80, 0.0002, 0.00005)
+    assert low_floor.step_time_s(short) == kernels.step_time_s(short)
+    assert low_floor.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02443)
+
+
+def test_the_floor_per_layer_is_the_least_relative_squares_fit_of_the_steps_it_binds():
+    """Rows (steps, layers, measured): one 30 ms step of 60 layers measured 48 ms needs a floor
+    of 0.8 ms per layer; a 200 ms step measured 210 ms outlasts any floor up to 3.33 ms and does
+    not move it; a chunked prefill of two 10 ms steps of 60 layers measured 60 ms (30 ms each)
+    needs 0.5 ms. Both bind from 0.5 ms on, where the loss (1250 h - 1)^2 + (2000 h - 1)^2 is
+    least at h = 3250 / 5562500 = 0.584 ms (1 us grid); no row binding any floor gives 0."""
+    one_short = FloorFitRow((0.030,), 60, 0.048)
+    long = FloorFitRow((0.200,), 60, 0.210)
+    chunked = FloorFitRow((0.010, 0.010), 60, 0.060)
+    assert fit_prefill_floor_per_layer_s([one_short]) == pytest.approx(0.0008)
+    assert fit_prefill_floor_per_layer_s([one_short, long]) == pytest.approx(0.0008)
+    assert fit_prefill_floor_per_layer_s([chunked]) == pytest.approx(0.0005)
+    assert fit_prefill_floor_per_layer_s([one_short, chunked]) == pytest.approx(0.000584)
+    assert fit_prefill_floor_per_layer_s([FloorFitRow((0.100,), 60, 0.090)]) == 0.0
+
+
+def test_only_kernel_only_models_get_the_shipped_eager_terms():
+    """Shipped: 196.4 us per layer on decode steps, a floor of 687 us per layer under prefill
+    steps. A kernel-derived or roofline model of 32 layers adds 6.28 ms per decode step and takes
+    at least 21.98 ms per prefill step (the 100-token prefill's 8.01 ms GPU time is under it);
+    a calibrated model is fitted to its own engine and stays as is."""
+    terms = load_engine_terms()
+    assert terms.eager_host_per_layer_s == 0.0001964
+    assert terms.eager_prefill_floor_per_layer_s == 0.000687
     kernels = StepTimeModel(KERNELS)
     for source in ("kernel-derived", "roofline"):
         eager = eager_engine_model(kernels, 32, source)
-        assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843 + 32 * 0.0001961)
+        assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843 + 32 * 0.0001964)
+        assert eager.step_time_s(BatchShape([100], [0], [])) == pytest.approx(0.021984)
     assert eager_engine_model(kernels, 32, "calibrated") is kernels
 
 
 def test_a_deployment_without_cuda_graphs_loads_the_profile_with_the_eager_term():
-    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 196.1 us = 6.28 ms
-    slower without CUDA graphs; a 1000-token prefill is not."""
+    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 196.4 us = 6.28 ms
+    slower without CUDA graphs; a 1000-token prefill (35 ms) outlasts the 32 x 687 us = 21.98 ms
+    floor and is not; a 100-token prefill is the floor."""
     graphs = load_cost_model("h100/llama-3.1-8b/tp1")
     eager = load_cost_model("h100/llama-3.1-8b/tp1", cuda_graphs=False)
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(0.0062752)
+    assert decode_extra_s == pytest.approx(0.0062848)
     assert eager.step_time_s(PREFILL_1000) == graphs.step_time_s(PREFILL_1000)
+    short = BatchShape([100], [0], [])
+    assert graphs.step_time_s(short) < 0.021984 == pytest.approx(eager.step_time_s(short))
 
 
 def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
@@ -125,8 +166,8 @@ def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
 
 def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     """deployment.cuda_graphs false on Llama-3.1-8B (32 layers) on one H100: the run's step model
-    adds 32 x 196.1 us = 6.28 ms to every decode-only step, and its summary says so; the default
-    keeps CUDA graphs."""
+    adds 32 x 196.4 us = 6.28 ms to every decode-only step and holds every prefill step to at
+    least 32 x 687 us, and its summary says so; the default keeps CUDA graphs."""
     path = tmp_path / "eager.yaml"
     path.write_text(
         "name: eager\nseed: 1\nduration_s: 10\n"
@@ -138,11 +179,13 @@ def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     eager_scenario = load_scenario(path, ["deployment.cuda_graphs=false"]).scenario
     eager_choice = scenario_cost_model_choice(eager_scenario, tmp_path)
     graphs, eager = graphs_choice.model, eager_choice.model
-    assert isinstance(eager, EagerDecodeModel) and not isinstance(graphs, EagerDecodeModel)
+    assert isinstance(eager, EagerEngineModel) and not isinstance(graphs, EagerEngineModel)
     # summary.json says which: the deployment's setting and the host time added.
     assert graphs_choice.summary()["cuda_graphs"] is True
     assert graphs_choice.summary()["eager_host_per_layer_s"] is None
     assert eager_choice.summary()["cuda_graphs"] is False
-    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001961
+    assert graphs_choice.summary()["eager_prefill_floor_per_layer_s"] is None
+    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001964
+    assert eager_choice.summary()["eager_prefill_floor_per_layer_s"] == 0.000687
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(32 * 0.0001961)
+    assert decode_extra_s == pytest.approx(32 * 0.0001964)

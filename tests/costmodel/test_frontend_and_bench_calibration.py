@@ -63,7 +63,7 @@ def test_no_front_end_leaves_ttft_to_the_engine():
 def test_requests_parquet_splits_ttft_into_queue_front_end_prefill_and_first_decode(tmp_path):
     """A 5 req/s chat scenario on the shipped H100 profile with the shipped front end: every
     row's queue + front end + prefill + first decode equals its TTFT, and the front end is the
-    shipped 12.73 ms + 1.3 us per prompt token."""
+    shipped 14.45 ms + 1.3 us per prompt token."""
     scenario = Scenario.model_validate(
         {
             "name": "ttft-parts",
@@ -82,19 +82,19 @@ def test_requests_parquet_splits_ttft_into_queue_front_end_prefill_and_first_dec
     for row in rows:
         parts = row["queue_s"] + row["frontend_s"] + row["prefill_s"] + row["first_decode_s"]
         assert parts == pytest.approx(row["ttft_s"], abs=1e-12)
-        assert row["frontend_s"] == pytest.approx(0.01273 + 1.3e-6 * row["num_prompt_tokens"])
+        assert row["frontend_s"] == pytest.approx(0.01445 + 1.3e-6 * row["num_prompt_tokens"])
         assert row["queue_s"] >= -1e-12 and row["prefill_s"] > 0
     cost_model = result.summary["cost_model"]
     assert cost_model["kind"] == "shipped"
     assert cost_model["name"] == "h100/llama-3.1-8b/tp1"
-    assert cost_model["validated_error"]["vllm_serving_ttft_loso_mape"] == 0.057
+    assert cost_model["validated_error"]["vllm_serving_ttft_loso_mape"] == 0.058
     report = write_report(result.run_dir).report_path.read_text()
-    assert "## Cost model\n\n- **shipped** `h100/llama-3.1-8b/tp1`: front end 12.7 ms" in report
-    assert "vllm serving ttft loso 5.7%" in report
+    assert "## Cost model\n\n- **shipped** `h100/llama-3.1-8b/tp1`: front end 14.4 ms" in report
+    assert "vllm serving ttft loso 5.8%" in report
 
 
 def test_shipped_front_end_is_the_documented_one():
-    assert load_shipped_frontend().frontend == FrontEnd(0.01273, 1.3e-6, 0.0)
+    assert load_shipped_frontend().frontend == FrontEnd(0.01445, 1.3e-6, 0.0)
 
 
 def test_calibration_from_the_shipped_bench_serve_example_reproduces_its_means(tmp_path):
@@ -203,8 +203,8 @@ def test_empty_output_requests_are_part_of_the_load_but_not_of_the_means():
 
 @pytest.mark.slow
 def test_shipped_models_follow_real_serving_ttft_itl_and_e2e():
-    """The 20 vendored vLLM serving runs replayed as shipped: TTFT MAPE 5.0 %, ITL 2.9 %, E2E
-    2.8 % (measured in this branch; the figures docs/cost_model.md quotes). The engine-only
+    """The 20 vendored vLLM serving runs replayed as shipped: TTFT MAPE 5.1 %, ITL 2.8 %, E2E
+    2.7 % (measured in this branch; the figures docs/cost_model.md quotes). The engine-only
     replays at factors 1 and 2 reproduce the shipped replay at the shipped factor."""
     measurements = serving_measurements()
     assert len(measurements) == 60
@@ -213,9 +213,9 @@ def test_shipped_models_follow_real_serving_ttft_itl_and_e2e():
         rows = [m.shipped for m in measurements if m.shipped.source.endswith(metric)]
         return sum(abs(r.relative_error) for r in rows) / len(rows)
 
-    assert mape("TTFT") == pytest.approx(0.0498, abs=0.00005)
-    assert mape("ITL") == pytest.approx(0.0293, abs=0.00005)
-    assert mape("E2E") == pytest.approx(0.0281, abs=0.00005)
+    assert mape("TTFT") == pytest.approx(0.0505, abs=0.00005)
+    assert mape("ITL") == pytest.approx(0.0282, abs=0.00005)
+    assert mape("E2E") == pytest.approx(0.0269, abs=0.00005)
     terms, request_s = load_engine_terms(), load_shipped_frontend().frontend.request_s
     for m in measurements:
         at_shipped = m.engine_s(terms.factor(m.gpu_key)) + m.request_s_count * request_s

@@ -1,5 +1,6 @@
 """Published step times of other engines (data/engine_steps/) as `costmodel validate` rows."""
 
+import csv
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from sim.costmodel.engine_terms import load_engine_terms, real_engine_coefficien
 from sim.costmodel.model import StepTimeModel
 from sim.costmodel.real_sources import (
     ENGINE_STEPS_CSV,
+    TGI_SAGEMAKER_CSV,
+    VLLM01_CSV,
     engine_step_rows,
     read_engine_steps,
 )
@@ -22,11 +25,13 @@ GPT_FAST = "gpt-fast (A100, CUDA graphs)"
 TRT_LLM = "TensorRT-LLM (A100, kernel prior)"
 LMDEPLOY = "LMDeploy TurboMind (A100, kernel prior)"
 SARATHI = "Sarathi-Serve (A100 PCIe, vLLM-derived, no CUDA graphs)"
+TGI_SAGEMAKER = "TGI 1.0.3 on SageMaker (A10G, A100-40GB, no CUDA graphs)"
+VLLM01 = "vLLM 0.1 (A100 TP 2, Ray workers, no CUDA graphs)"
 
 
 @pytest.fixture(scope="module")
 def rows_by_id() -> dict[str, RealRow]:
-    rows, _ = engine_step_rows()
+    rows, _ = engine_step_rows((ENGINE_STEPS_CSV,))
     return {row.record.case.split(":")[0]: row for row in rows}
 
 
@@ -48,7 +53,7 @@ def test_the_file_holds_109_rows_of_which_99_are_used_per_source_and_quantity() 
 
 
 def test_every_unused_row_is_an_exclusion_with_its_reason() -> None:
-    rows, exclusions = engine_step_rows()
+    rows, exclusions = engine_step_rows((ENGINE_STEPS_CSV,))
     assert len(rows) == 99
     reasons = Counter((exclusion.source, exclusion.reason[:24]) for exclusion in exclusions)
     assert reasons == {
@@ -109,13 +114,13 @@ def test_cpp_decode_steps_are_at_the_kernel_prior_and_prefills_and_python_steps_
     # A C++ engine's decode step does not move with the real-engine factor.
     assert lmdeploy.engine_s(1.0) == lmdeploy.engine_s(2.0) == lmdeploy.record.predicted_s
     # Its first token is prefill compute: TensorRT-LLM's 2048 tokens of Llama-2-70B at TP 8 are
-    # 225.1 ms at the kernel coefficients, 313.9 ms at the shipped A100 factor (1.42) as a run's
+    # 225.1 ms at the kernel coefficients, 311.8 ms at the shipped A100 factor (1.41) as a run's
     # prefill would be; measured 249.2 ms.
     trt = rows_by_id["trtllm09-llama-2-70b-tp8-2048"]
     assert trt.engine_s(1.0) == pytest.approx(0.22506, abs=5e-6)
     assert trt.record.predicted_s == trt.engine_s(load_engine_terms().factor("a100"))
-    assert trt.record.predicted_s == pytest.approx(0.31389, abs=5e-6)
-    # A Python engine is predicted at the shipped A100 factor (1.42), as a run is; a batch-1
+    assert trt.record.predicted_s == pytest.approx(0.31177, abs=5e-6)
+    # A Python engine is predicted at the shipped A100 factor (1.41), as a run is; a batch-1
     # decode step streams the weights, so the factor moves it only by the rounding of T* / factor.
     gpt_fast = rows_by_id["gptfast-llama-2-70b-tp8"]
     a100_factor = load_engine_terms().factor("a100")
@@ -129,6 +134,8 @@ def test_the_rows_are_among_the_real_measurements_validate_compares_with() -> No
     assert origins[TRT_LLM] == 10
     assert origins[LMDEPLOY] == 44
     assert origins[SARATHI] == 31
+    assert origins[TGI_SAGEMAKER] == 9
+    assert origins[VLLM01] == 8
 
 
 def test_sarathi_serve_rows_are_figure_2s_batch_execution_times_in_ms() -> None:
@@ -154,19 +161,26 @@ def test_sarathi_serve_prefills_fit_the_factor_and_its_decode_steps_the_eager_ho
     rows_by_id: dict[str, RealRow],
 ) -> None:
     """A vLLM-derived Python engine without CUDA graphs: its prefills measure the real-engine
-    factor (A100 PCIe has no factor of its own: the pooled 1.48), its decode steps launch all 60
-    of Yi-34B's layers from the host (60 x 196.1 us = 11.77 ms on the roofline's 27.31 ms at
-    batch 1). No kernel tables for the A100 PCIe: no layer-sum to compare with."""
+    factor (A100 PCIe has no factor of its own: the pooled 1.445) and wait for the host's floor
+    (60 layers x 687 us = 41.22 ms over the roofline's 30.23 ms for 128 tokens; measured 48.09),
+    its decode steps launch all 60 of Yi-34B's layers from the host (60 x 196.4 us = 11.78 ms on
+    the roofline's 27.17 ms at batch 1). No kernel tables for the A100 PCIe: no layer-sum to
+    compare with."""
     terms = load_engine_terms()
     prefill = rows_by_id["sarathi-yi-34b-tp2-prefill-16384"]
     assert (prefill.fitted, prefill.eager_layers, prefill.gpu_key) == (True, 0, "a100-pcie")
+    assert prefill.floor_layers == 60
     assert prefill.record.predicted_s == pytest.approx(prefill.engine_s(terms.factor("a100-pcie")))
+    short = rows_by_id["sarathi-yi-34b-tp2-prefill-128"]
+    assert short.engine_s(1.445) == pytest.approx(0.030230, abs=1e-6)
+    assert short.time_s(1.445, 0.000687) == pytest.approx(0.04122)
+    assert short.record.predicted_s == pytest.approx(0.04122)
     assert prefill.engine_s(1.0) == pytest.approx(3.07521, abs=5e-6)
     assert prefill.engine_s(1.5) == pytest.approx(4.61089, abs=5e-6)
     decode = rows_by_id["sarathi-yi-34b-tp2-decode-b1"]
-    assert (decode.fitted, decode.eager_layers) == (False, 60)
-    assert decode.engine_s(1.48) == pytest.approx(0.027313, abs=1e-6)
-    assert decode.record.predicted_s == pytest.approx(0.027313 + 60 * 0.0001961, abs=1e-6)
+    assert (decode.fitted, decode.eager_layers, decode.floor_layers) == (False, 60, 0)
+    assert decode.engine_s(1.445) == pytest.approx(0.027171, abs=1e-6)
+    assert decode.record.predicted_s == pytest.approx(0.027171 + 60 * 0.0001964, abs=1e-6)
     sarathi = [row for row in rows_by_id.values() if row.origin == SARATHI]
     assert sum(row.fitted for row in sarathi) == 7  # not the chunked prefills: validation only
     assert all(row.record.table_predicted_s is None for row in sarathi)
@@ -216,7 +230,8 @@ def test_a_chunked_prefill_is_predicted_as_the_sum_of_its_steps(
 ) -> None:
     """The row's time at a factor is its four chunk steps' times added, each from the roofline
     prior of Yi-34B TP 2 on A100 PCIe at that factor (a Python engine); as shipped (the pooled
-    1.48) 463.8 ms against 435.7 measured (+6.5 %). Validation only: not fitted."""
+    1.445) 453.2 ms against 435.7 measured (+4.0 %): each chunk (110-116 ms) outlasts the host's
+    floor of 41.2 ms. Validation only: not fitted."""
     row = rows_by_id["sarathi-yi-34b-tp2-chunked-2047-c512"]
     step = next(s for s in read_engine_steps() if s.row == "sarathi-yi-34b-tp2-chunked-2047-c512")
     prior = roofline_profile(get_gpu("a100-pcie"), get_model("yi-34b"), 2).coefficients
@@ -224,6 +239,119 @@ def test_a_chunked_prefill_is_predicted_as_the_sum_of_its_steps(
         model = StepTimeModel(real_engine_coefficients(prior, factor))
         chunks_s = sum(model.step_time_s(shape) for shape in step.shapes)
         assert row.engine_s(factor) == pytest.approx(chunks_s)
-    assert row.record.predicted_s == pytest.approx(0.46382, abs=5e-5)
-    assert row.record.relative_error == pytest.approx(0.0646, abs=5e-4)
-    assert (row.fitted, row.eager_layers) == (False, 0)
+    assert row.steps_s is not None and len(row.steps_s(1.445)) == 4
+    assert row.time_s(1.445, 0.000687) == pytest.approx(row.engine_s(1.445))
+    assert row.record.predicted_s == pytest.approx(0.45322, abs=5e-5)
+    assert row.record.relative_error == pytest.approx(0.0403, abs=5e-4)
+    assert (row.fitted, row.eager_layers, row.floor_layers) == (False, 0, 60)
+
+
+def test_tgi_sagemaker_rows_are_the_one_user_runs_median_time_per_token() -> None:
+    """results/sagemaker.csv's 9 unquantized runs with 1 virtual user (batch 1): Llama-2-7B on 1,
+    4 and 8 A10G, Llama-2-13B on 4 and 8, Llama-2-70B on 8, and the three on 8 A100-40GB; the
+    'Latency (ms/token) med' column to the microsecond (41.348543 ms for Llama-2-70B on p4d),
+    each a decode step of one sequence at context 44 + 25, every row with its source."""
+    steps = {step.row: step for step in read_engine_steps(TGI_SAGEMAKER_CSV)}
+    assert len(steps) == 9
+    assert all(step.used and step.source == "TGI-SageMaker" for step in steps.values())
+    assert all(step.host == "python" and not step.cuda_graphs for step in steps.values())
+    assert Counter((step.gpu_key, step.tp) for step in steps.values()) == {
+        ("a10g", 1): 1,
+        ("a10g", 4): 2,
+        ("a10g", 8): 3,
+        ("a100-40gb", 8): 3,
+    }
+    assert steps["tgi-sm-llama-2-70b-a100-40gb-tp8"].measured_s == pytest.approx(0.041349)
+    assert steps["tgi-sm-llama-2-7b-a10g-tp4"].measured_s == pytest.approx(0.016813)
+    assert steps["tgi-sm-llama-2-7b-a10g-tp1"].measured_s == pytest.approx(0.030962)
+    assert all(step.shapes == [BatchShape([], [], [69])] for step in steps.values())
+    with TGI_SAGEMAKER_CSV.open(newline="") as handle:
+        vendored = list(csv.DictReader(handle))
+    commit = "4373a85992198f116af57c7dd18d2f07f6d03bae"
+    assert all(row["source_url"].endswith(f"{commit}/results/sagemaker.csv") for row in vendored)
+    assert all("Virtual Users=1" in row["quote_location"] for row in vendored)
+    assert all(row["as_published"] and row["notes"] for row in vendored)
+
+
+def test_tgi_sagemaker_steps_get_the_shipped_eager_host_time_and_stay_out_of_its_fit() -> None:
+    """Llama-2-70B on 8 A100-40GB (1,555 GB/s, no kernel tables: the roofline prior) is predicted
+    as the roofline step, 19.855 ms, plus 80 layers x 196.4 us = 35.567 ms, 14.0 % below the 41.35
+    ms measured; Llama-2-7B at TP 8 (23.50 ms, slower than Llama-2-13B's 21.63 ms) 58.2 % below:
+    a host cost per step the per-layer term does not carry, so the rows validate only (no eager
+    layers for the fit, the host time inside their prediction at every factor)."""
+    rows, exclusions = engine_step_rows((TGI_SAGEMAKER_CSV,))
+    assert len(rows) == 9 and not exclusions
+    by_id = {row.record.case.split(":")[0]: row for row in rows}
+    assert all(row.origin == TGI_SAGEMAKER for row in rows)
+    assert not any(row.fitted or row.eager_layers for row in rows)
+    host_s = 80 * load_engine_terms().eager_host_per_layer_s
+    big = by_id["tgi-sm-llama-2-70b-a100-40gb-tp8"]
+    assert big.record.profile == "a100-40gb/llama-2-70b/tp8"
+    assert big.record.table_predicted_s is None
+    assert big.record.predicted_s == pytest.approx(big.engine_s(1.445))
+    assert big.engine_s(1.445) - host_s == pytest.approx(0.019855, abs=1e-6)
+    assert big.record.predicted_s == pytest.approx(0.035567, abs=1e-6)
+    assert big.record.relative_error == pytest.approx(-0.1398, abs=5e-4)
+    small = by_id["tgi-sm-llama-2-7b-a100-40gb-tp8"]
+    assert small.record.relative_error == pytest.approx(-0.5823, abs=5e-4)
+    assert small.record.measured_s > by_id["tgi-sm-llama-2-13b-a100-40gb-tp8"].record.measured_s
+
+
+def test_the_registry_holds_the_gpu_and_model_tgi_sagemaker_ran() -> None:
+    """AWS p4d's A100-SXM4-40GB (the datasheet's 40GB column: 1,555 GB/s, 40960 MiB, 312 TFLOP/s
+    bf16, no kernel tables) and Llama-2-13B (40 layers, 13,015,864,320 parameters)."""
+    gpu = get_gpu("A100-SXM4-40GB")
+    assert (gpu.key, gpu.name, gpu.kernel_tables) == ("a100-40gb", "A100-40GB-SXM", None)
+    assert gpu.memory_bandwidth_bytes_per_s == 1.555e12
+    assert gpu.memory_bytes == 40960 * 2**20
+    assert gpu.bf16_dense_flops_per_s == 312e12
+    model = get_model("Llama-2-13b-chat-hf")
+    assert (model.key, model.num_layers, model.num_params) == ("llama-2-13b", 40, 13015864320)
+
+
+def test_vllm01_rows_are_benchmark_latency_over_its_tokens() -> None:
+    """vllm_notes.md's benchmark_latency runs of Llama-2-70B at TP 2: batches 1-64 of 32-token
+    prompts generating 128 tokens (7.503512 s at batch 1, 13.740530 s at 64: 58.621 and 107.348
+    ms per step), and batch 2 generating 2017 (139.349854 s: 69.088 ms); each a decode step at
+    the mean context of its run, no CUDA graphs."""
+    steps = {step.row: step for step in read_engine_steps(VLLM01_CSV)}
+    assert [step.batch_size for step in steps.values()] == [1, 2, 4, 8, 16, 32, 64, 2]
+    assert all(step.used and step.source == "vLLM-0.1" for step in steps.values())
+    assert all(
+        (step.gpu_key, step.model_key, step.tp) == ("a100", "llama-2-70b", 2)
+        for step in steps.values()
+    )
+    assert not any(step.cuda_graphs for step in steps.values())
+    assert steps["vllm01-llama-2-70b-tp2-b1"].measured_s == pytest.approx(7.503512 / 128, abs=5e-7)
+    assert steps["vllm01-llama-2-70b-tp2-b64"].measured_s == pytest.approx(
+        13.740530 / 128, abs=5e-7
+    )
+    assert steps["vllm01-llama-2-70b-tp2-b2-out4000"].measured_s == pytest.approx(
+        139.349854 / 2017, abs=5e-7
+    )
+    assert steps["vllm01-llama-2-70b-tp2-b64"].shapes == [BatchShape([], [], [96] * 64)]
+    assert steps["vllm01-llama-2-70b-tp2-b2-out4000"].shapes == [BatchShape([], [], [1040] * 2)]
+    with VLLM01_CSV.open(newline="") as handle:
+        vendored = list(csv.DictReader(handle))
+    commit = "43685b903da38e102e3fbc829331f5e37c268fd4"
+    assert all(row["source_url"].endswith(f"{commit}/vllm_notes.md") for row in vendored)
+    assert all("latency" in row["as_published"] for row in vendored)
+
+
+def test_vllm01_decode_steps_fit_the_eager_host_time_and_grow_with_the_batch() -> None:
+    """The shipped Llama-2-70B TP 2 profile plus 80 layers x 196.4 us predicts 67.54 ms at batch 1
+    (15.2 % above the 58.62 ms measured) and 69.07 ms at batch 64 (35.7 % below 107.35 ms): the
+    step grows by 0.77 ms per added sequence where the kernels add 0.02 ms, the host time per
+    sequence of a 2023 vLLM that no term models; these rows fit the per-layer host time."""
+    rows, exclusions = engine_step_rows((VLLM01_CSV,))
+    assert len(rows) == 8 and not exclusions
+    by_id = {row.record.case.split(":")[0]: row for row in rows}
+    one, many = by_id["vllm01-llama-2-70b-tp2-b1"], by_id["vllm01-llama-2-70b-tp2-b64"]
+    assert all(row.eager_layers == 80 and not row.fitted for row in rows)
+    assert one.record.profile == "a100/llama-2-70b/tp2"
+    host_s = 80 * load_engine_terms().eager_host_per_layer_s
+    assert one.record.predicted_s == pytest.approx(one.engine_s(1.41) + host_s)
+    assert one.record.relative_error == pytest.approx(0.1521, abs=5e-4)
+    assert many.record.relative_error == pytest.approx(-0.3566, abs=5e-4)
+    growth_ms = (many.record.measured_s - one.record.measured_s) / 63 * 1e3
+    assert growth_ms == pytest.approx(0.7735, abs=5e-4)

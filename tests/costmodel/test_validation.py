@@ -9,6 +9,7 @@ from sim.calibration.serving_validation import SERVING_SOURCE, serving_measureme
 from sim.cli import main
 from sim.costmodel.engine_terms import load_engine_terms
 from sim.costmodel.frontend import load_shipped_frontend
+from sim.costmodel.real_sources import QUANTITIES, SOURCES
 from sim.costmodel.validation import (
     EAGER_PAIRS_CSV,
     EAGER_PAIRS_SOURCE,
@@ -35,6 +36,8 @@ from sim.costmodel.validation import (
     validate_shipped_profiles,
 )
 
+SARATHI_FIRST_TOKEN = f"{SOURCES['Sarathi-Serve']}: {QUANTITIES['first_token']}"
+
 
 @pytest.fixture(scope="module")
 def report() -> ValidationReport:
@@ -60,33 +63,36 @@ def test_every_profile_is_within_10_percent_on_held_out_kernel_shapes(
 def test_the_shipped_real_engine_terms_are_the_fit_on_every_real_source(
     report: ValidationReport,
 ) -> None:
-    """engine_terms.yaml and frontend.yaml's request_s hold what validate fits (A100 1.42,
-    H100 1.66, pooled 1.48; request_s 12.73 ms; eager host time 196.1 us per layer)."""
+    """engine_terms.yaml and frontend.yaml's request_s hold what validate fits (A100 1.41,
+    H100 1.605, pooled 1.445; request_s 14.45 ms; eager host time 196.4 us per layer on decode
+    steps, floor 687 us per layer under prefill steps)."""
     fit = report.fit_on_all
     terms = load_engine_terms()
     assert fit.factors == terms.factors and fit.pooled == terms.pooled
     assert fit.request_s == pytest.approx(load_shipped_frontend().frontend.request_s, abs=5e-5)
     assert report.eager_host_per_layer_s == pytest.approx(terms.eager_host_per_layer_s, abs=5e-8)
+    assert report.eager_prefill_floor_per_layer_s == terms.eager_prefill_floor_per_layer_s
 
 
 def test_real_sources_as_shipped(report: ValidationReport) -> None:
-    """With the real-engine factor, Splitwise prefill and the serving runs' TTFT centre on the
-    measurements; with the eager host time per layer, so do Splitwise's decode steps (a 2023
+    """With the real-engine factor and the eager prefill floor, Splitwise prefill and the serving
+    runs' TTFT centre on the measurements; with the eager host time per layer, so do Splitwise's
+    decode steps (a 2023
     stack without CUDA graphs; 38 % below without the term), while the published eager vs
     CUDA-graph pairs scatter around it (32 %: 0.03-0.59 ms per layer from engine to engine), and
     TGI 1.2's TP sweep is host-bound where the term is additive (24 %: TP 1 too slow, TP 4 too
     fast)."""
     summaries = _summaries(report)
     expected = {
-        SPLITWISE_PREFILL_SOURCE: (150, 0.1413, -0.0124),
-        SPLITWISE_DECODE_SOURCE: (150, 0.1205, 0.0072),
-        EAGER_PAIRS_SOURCE: (9, 0.3195, -0.1595),
-        EAGER_TP_SWEEP_SOURCE: (6, 0.2380, 0.0335),
-        PUBLISHED_SPLITWISE_SOURCE: (56, 0.1710, -0.0161),
-        PUBLISHED_OTHER_SOURCE: (3, 0.4264, 0.1751),
-        f"{SERVING_SOURCE}: TTFT": (20, 0.0498, -0.0096),
-        f"{SERVING_SOURCE}: ITL": (20, 0.0293, 0.0196),
-        f"{SERVING_SOURCE}: E2E": (20, 0.0281, 0.0184),
+        SPLITWISE_PREFILL_SOURCE: (150, 0.1085, -0.0144),
+        SPLITWISE_DECODE_SOURCE: (150, 0.1203, 0.0064),
+        EAGER_PAIRS_SOURCE: (9, 0.3195, -0.1591),
+        EAGER_TP_SWEEP_SOURCE: (6, 0.2380, 0.0355),
+        PUBLISHED_SPLITWISE_SOURCE: (56, 0.1088, 0.0110),
+        PUBLISHED_OTHER_SOURCE: (3, 0.4106, 0.1668),
+        f"{SERVING_SOURCE}: TTFT": (20, 0.0505, -0.0101),
+        f"{SERVING_SOURCE}: ITL": (20, 0.0282, 0.0164),
+        f"{SERVING_SOURCE}: E2E": (20, 0.0269, 0.0158),
     }
     for source, (rows, mape, median) in expected.items():
         summary = summaries[source]
@@ -99,20 +105,24 @@ def test_real_sources_as_shipped(report: ValidationReport) -> None:
 
 def test_leave_one_source_out(report: ValidationReport) -> None:
     """Each source predicted by the terms fitted without it: the serving runs within 10 % on
-    TTFT (5.7 %), ITL and E2E; Splitwise prefill 16.3 % with the factor fitted on the serving
+    TTFT (5.8 %), ITL and E2E; Splitwise prefill 13.9 % with the factor fitted on the serving
     runs, the other published TTFTs and the first tokens of TensorRT-LLM, LMDeploy and
-    Sarathi-Serve (A100 1.25, H100 1.495; 22.9 % with the serving runs alone); Splitwise decode
+    Sarathi-Serve (A100 1.25, H100 1.495; 22.9 % with the serving runs alone) and the eager
+    prefill floor on Sarathi-Serve's (802 us per layer; 16.3 % without the floor), its published
+    TTFTs 12.6 % (17.7 %); Sarathi-Serve's first tokens 10.1 % with Splitwise's floor (682 us);
+    Splitwise decode
     12.1 % with the eager host time fitted on the published pairs, TGI's TP sweep and
     Sarathi-Serve's decode steps (192 us per layer; 156 us without Sarathi-Serve); the pairs
     32.0 % and TGI 23.8 % with it fitted on the others."""
     summaries = _summaries(report)
     expected = {
-        SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX: 0.1626,
+        SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX: 0.1386,
         SPLITWISE_DECODE_SOURCE + LOSO_SUFFIX: 0.1210,
-        PUBLISHED_SPLITWISE_SOURCE + LOSO_SUFFIX: 0.1770,
+        PUBLISHED_SPLITWISE_SOURCE + LOSO_SUFFIX: 0.1259,
+        SARATHI_FIRST_TOKEN + LOSO_SUFFIX: 0.1005,
         EAGER_PAIRS_SOURCE + LOSO_SUFFIX: 0.3198,
-        EAGER_TP_SWEEP_SOURCE + LOSO_SUFFIX: 0.2380,
-        f"{SERVING_SOURCE}: TTFT{SERVED_LOSO_SUFFIX}": 0.0568,
+        EAGER_TP_SWEEP_SOURCE + LOSO_SUFFIX: 0.2381,
+        f"{SERVING_SOURCE}: TTFT{SERVED_LOSO_SUFFIX}": 0.0581,
         f"{SERVING_SOURCE}: ITL{SERVED_LOSO_SUFFIX}": 0.0284,
         f"{SERVING_SOURCE}: E2E{SERVED_LOSO_SUFFIX}": 0.0272,
     }
@@ -126,6 +136,17 @@ def test_leave_one_source_out(report: ValidationReport) -> None:
     assert held_out_terms == {
         "x1.250 prefill compute, eager host 192 us/layer",
         "x1.495 prefill compute, eager host 192 us/layer",
+    }
+    prefill_terms = {
+        record.held_out_terms
+        for record in report.records
+        if record.source
+        in (SPLITWISE_PREFILL_SOURCE + LOSO_SUFFIX, SARATHI_FIRST_TOKEN + LOSO_SUFFIX)
+    }
+    assert prefill_terms == {
+        "x1.250 prefill compute, eager prefill floor 802 us/layer",
+        "x1.495 prefill compute, eager prefill floor 802 us/layer",
+        "x1.450 prefill compute, eager prefill floor 682 us/layer",
     }
 
 
@@ -158,10 +179,40 @@ def test_each_eager_source_is_predicted_by_the_host_time_fitted_without_it() -> 
     ]
 
 
+def test_each_eager_prefill_is_held_to_the_floor_fitted_without_its_source() -> None:
+    """Source P: a 30 ms prefill step of 60 layers measured 48 ms (floor 0.8 ms per layer);
+    source S: 20 ms of 80 layers measured 56 ms (0.7 ms). Each also has a prefill step far
+    above any floor, measured at its kernel time (factor 1). P with S's 0.7 ms: 42 ms, 12.5 %
+    too fast; S with P's 0.8 ms: 64 ms, 14.29 % too slow; their long steps stay exact."""
+
+    def rows(source: str, step_s: float, layers: int, measured_s: float) -> list[RealRow]:
+        short = ValidationRecord(source, "p", "short", measured_s, step_s, None, None, True)
+        long = ValidationRecord(source, "p", "long", 1.0, 1.0, None, None, True)
+        return [
+            RealRow(short, source, "h100", lambda _f: step_s, fitted=True, floor_layers=layers),
+            RealRow(long, source, "h100", lambda f: 1.0 * f, fitted=True, floor_layers=layers),
+        ]
+
+    held_out = leave_one_source_out_records(
+        rows("P", 0.030, 60, 0.048) + rows("S", 0.020, 80, 0.056)
+    )
+    errors = {(r.source, r.case): round(r.relative_error, 4) for r in held_out}
+    assert errors == {
+        ("P" + LOSO_SUFFIX, "short"): -0.125,
+        ("P" + LOSO_SUFFIX, "long"): 0.0,
+        ("S" + LOSO_SUFFIX, "short"): 0.1429,
+        ("S" + LOSO_SUFFIX, "long"): 0.0,
+    }
+    assert {r.held_out_terms for r in held_out} == {
+        "x1.000 prefill compute, eager prefill floor 700 us/layer",
+        "x1.000 prefill compute, eager prefill floor 800 us/layer",
+    }
+
+
 def test_the_eager_pairs_load_with_their_sources() -> None:
     """17 vendored rows, each with its thread and where in it the numbers are; 9 fitted (Python
     engines, dense decoders). metaseq's OPT-175B (96 layers) on 8 A100s: 95 ms per token eager,
-    66 ms with CUDA graphs, predicted 66 + 96 x 0.1961 = 84.83 ms as shipped."""
+    66 ms with CUDA graphs, predicted 66 + 96 x 0.1964 = 84.85 ms as shipped."""
     with EAGER_PAIRS_CSV.open(newline="") as handle:
         vendored = list(csv.DictReader(handle))
     assert len(vendored) == 17
@@ -172,15 +223,16 @@ def test_the_eager_pairs_load_with_their_sources() -> None:
     metaseq = next(row for row in rows if row.record.case.startswith("metaseq-opt175b"))
     assert metaseq.eager_layers == 96
     assert metaseq.record.measured_s == pytest.approx(0.095)
-    assert metaseq.engine_s(1.66) == pytest.approx(0.066)
-    assert metaseq.record.predicted_s == pytest.approx(0.0848256)
+    assert metaseq.engine_s(1.605) == pytest.approx(0.066)
+    assert metaseq.record.predicted_s == pytest.approx(0.0848544)
 
 
 def test_the_tgi_tp_sweep_loads_with_its_source() -> None:
     """TGI 1.2 (before its CUDA graphs) serving CodeLlama-34B (48 layers) one request at a time
     at TP 1, 2 and 4 on A100 and H100: 46.79, 29.39, 32.06 and 27.98, 28.02, 31.77 ms per token,
     flat from TP 2 to 4 where the GPU work halves. H100 TP 4 is predicted as the roofline step
-    (9.36 ms) plus 48 x 0.1961 ms = 18.77 ms as shipped."""
+    (9.33 ms at H100's factor: T* / factor rounds differently from the weight floor) plus
+    48 x 0.1964 ms = 18.76 ms as shipped."""
     with EAGER_TP_SWEEP_CSV.open(newline="") as handle:
         vendored = list(csv.DictReader(handle))
     assert [row["tp"] for row in vendored] == ["1", "2", "4"] * 2
@@ -192,8 +244,8 @@ def test_the_tgi_tp_sweep_loads_with_its_source() -> None:
     assert all(row.eager_layers == 48 for row in rows)
     h100_tp4 = rows[-1]
     assert h100_tp4.record.profile == "h100/codellama-34b/tp4"
-    assert h100_tp4.engine_s(1.66) == pytest.approx(0.009358, abs=5e-6)
-    assert h100_tp4.record.predicted_s == pytest.approx(0.009358 + 48 * 0.0001961, abs=5e-6)
+    assert h100_tp4.engine_s(1.605) == pytest.approx(0.009334, abs=5e-6)
+    assert h100_tp4.record.predicted_s == pytest.approx(0.009334 + 48 * 0.0001964, abs=5e-6)
 
 
 def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
@@ -203,8 +255,8 @@ def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
     per_setup = {s.name: s for s in report.setup_summaries(held_out=True)}
     expected_setups = {
         "a100/llama-2-70b/tp8": (19, 0.2507, -0.2330),
-        "h100/llama-2-70b/tp8": (19, 0.1316, -0.1025),
-        "h100/llama-2-70b/tp4": (19, 0.1107, 0.0962),
+        "h100/llama-2-70b/tp8": (19, 0.1315, -0.1025),
+        "h100/llama-2-70b/tp4": (19, 0.1107, 0.0963),
     }
     for setup, (rows, mape, median) in expected_setups.items():
         summary = per_setup[f"{held_out} | {setup}"]
@@ -218,8 +270,9 @@ def test_held_out_errors_per_setup_and_batch(report: ValidationReport) -> None:
 
 def test_splitwise_prefill_held_out_per_prompt_tokens_in_the_step(report: ValidationReport) -> None:
     """Splitwise prefill left out, by total prompt tokens in the step (docs §7): 512-2048 tokens,
-    where every source agrees on the factor, 9.1 %; 128-256 tokens (the eager host floor) 32.5 %
-    and 4096 or more (the TP-dependent step up) 24.3 %, both too fast, regimes no other source
+    where every source agrees on the factor, 8.2 % (9.1 % without the floor); 128-256 tokens on
+    the eager host floor fitted on Sarathi-Serve's 128-token prefill 15.4 % (32.5 % without it);
+    4096 or more (the TP-dependent step up) 24.3 % too fast, a regime no other source
     measures."""
     by_tokens: dict[str, list[float]] = {}
     for record in report.records:
@@ -233,19 +286,19 @@ def test_splitwise_prefill_held_out_per_prompt_tokens_in_the_step(report: Valida
         regime: (len(errors), round(sum(abs(e) for e in errors) / len(errors), 4))
         for regime, errors in by_tokens.items()
     }
-    assert summary == {"128-256": (16, 0.3253), "512-2048": (88, 0.0913), "4096+": (46, 0.2425)}
+    assert summary == {"128-256": (16, 0.1536), "512-2048": (88, 0.0815), "4096+": (46, 0.2425)}
 
 
 def test_splitwise_prefill_held_out_hangs_on_the_front_end_constant() -> None:
-    """Left free, the fit without Splitwise settles on request_s about 20 ms (16.3 %); held at
-    12.73 ms (what the fit on every source gives), the same non-Splitwise rows give A100 1.26
+    """Left free, the fit without Splitwise settles on request_s about 20 ms (13.9 %); held at
+    14.45 ms (what the fit on every source gives), the same non-Splitwise rows give A100 1.26
     (its own factor from the first tokens of the C++ engines and the A100 serving runs), H100
-    1.665 and Splitwise prefill 15.6 %; at 0 ms 17.7 %, at 20 ms 16.2 %."""
+    1.625 and Splitwise prefill 13.8 %; at 0 ms 16.6 %, at 20 ms 13.8 %."""
     rows = real_measurement_rows(serving_measurements())
     expected = {
-        0.0: ({"a100": 1.37, "h100": 1.95}, 1.4, 0.1770),
-        0.01273: ({"a100": 1.26, "h100": 1.665}, 1.33, 0.1562),
-        0.02: ({"a100": 1.25, "h100": 1.5}, 1.25, 0.1622),
+        0.0: ({"a100": 1.37, "h100": 1.95}, 1.39, 0.1661),
+        0.01445: ({"a100": 1.26, "h100": 1.625}, 1.275, 0.1377),
+        0.02: ({"a100": 1.25, "h100": 1.5}, 1.25, 0.1384),
     }
     for request_s, (factors, pooled, mape) in expected.items():
         fit, summary = held_out_at_request_s(rows, SPLITWISE_PREFILL_SOURCE, request_s)
@@ -276,6 +329,7 @@ def test_cli_writes_plot_and_records(tmp_path: Path) -> None:
     assert (tmp_path / "validation.png").stat().st_size > 20_000
     lines = (tmp_path / "validation_records.csv").read_text().splitlines()
     assert lines[0].startswith("source,profile,case,measured_s,predicted_s")
-    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 99 published engine steps
-    # included) and 20 serving runs x 3 metrics as shipped and left one source out; Splitwise refit.
-    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 99 + 20 * 3) + 300
+    # Kernel tables; real rows (eager pairs, TGI's TP sweep and the 99 + 9 + 8 published engine
+    # steps included) and 20 serving runs x 3 metrics as shipped and left one source out; Splitwise
+    # refit.
+    assert len(lines) == 1 + 2700 + 2 * (150 + 150 + 56 + 3 + 9 + 6 + 99 + 9 + 8 + 20 * 3) + 300

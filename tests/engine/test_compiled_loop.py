@@ -73,13 +73,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 # (requests finished, preemptions, rejected) from summary.json, by scenario and async scheduling.
 EXPECTED_COUNTS = {
-    ("four-replicas-round-robin", True): (359, 69, 0),
-    ("four-replicas-round-robin", False): (365, 76, 0),
-    ("three-replicas-session-affinity", True): (276, 58, 0),
-    ("preempting-no-frontend", True): (115, 44, 0),
+    ("four-replicas-round-robin", True): (360, 72, 0),
+    ("four-replicas-round-robin", False): (370, 70, 0),
+    ("three-replicas-session-affinity", True): (274, 55, 0),
+    ("preempting-no-frontend", True): (115, 49, 0),
     ("preempting-no-frontend", False): (116, 45, 0),
-    ("queue-limits", True): (155, 18, 57),
-    ("queue-limits", False): (152, 26, 63),
+    ("queue-limits", True): (154, 30, 63),
+    ("queue-limits", False): (159, 25, 58),
     ("trace-eight-replicas", True): (111, 0, 3),
 }
 

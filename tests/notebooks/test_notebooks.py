@@ -109,7 +109,7 @@ def test_capacity_notebook_report_and_plan_give_one_capacity(
     """Small scale (70 s of arrivals after a 40 s warm-up, 2 s think time; rates 3-12, seeds 1
     and 2): 8 sessions/s is stable with TTFT p99 0.115 s at worst, 10 reaches no steady state
     (its queue grows by over 390 % of its mean in both seeds). plan, on the same file and seeds,
-    finds 9.25 (seeds 1 and 2: 9.25 and 9.5), inside the sweep's bracket; the report's stability
+    finds 9.5 (seeds 1 and 2: 9.5 each), inside the sweep's bracket; the report's stability
     verdict brackets the same boundary. (Real-engine prefill factor on: before it, 10 and 12.)"""
     notebook, results_dir = execute_at_small_scale(
         "capacity_planning_study.ipynb", tmp_path, monkeypatch
@@ -117,11 +117,11 @@ def test_capacity_notebook_report_and_plan_give_one_capacity(
     capacity = json.loads((results_dir / "capacity_planning_study.json").read_text())
     assert capacity["swept_capacity"] == 8.0
     assert capacity["first_failing"] == 10.0
-    assert capacity["plan_answer"] == 9.25
-    assert capacity["plan_ci95"][0] == 9.375  # seeds 1 and 2: 9.25 and 9.5
+    assert capacity["plan_answer"] == 9.5
+    assert capacity["plan_ci95"][0] == 9.5  # seeds 1 and 2: 9.5 each
     conclusion = _output_texts([c for c in notebook.cells if c.cell_type == "code"][-1])
     assert "Up to 8 sessions/s" in conclusion
-    assert "`prefixsim plan` on the same scenario and seeds finds 9.25 arrivals/s" in conclusion
+    assert "`prefixsim plan` on the same scenario and seeds finds 9.5 arrivals/s" in conclusion
 
     report = write_report(results_dir / "arrival-rate", tmp_path / "report")
     text = report.report_path.read_text()

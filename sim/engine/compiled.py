@@ -56,15 +56,6 @@ def _event_ids(env: simpy.Environment) -> _EventIds:
     return ids
 
 
-def _queue_top(env: simpy.Environment) -> tuple[float, int, int]:
-    """(time, priority, id) of the next event SimPy will fire; time inf when none is left."""
-    queue = env._queue
-    if not queue:
-        return inf, 0, 0
-    at, priority, event_id, _event = queue[0]
-    return at, priority, event_id
-
-
 def _schedule_at(
     env: simpy.Environment,
     at: float,
@@ -92,6 +83,8 @@ class CompiledReplicas:
         "_cluster",
         "_finished",
         "_handed",
+        "_ids",
+        "_on_step",
     )
 
     def __init__(self, env: simpy.Environment, step_buffer: StepBuffer) -> None:
@@ -102,13 +95,18 @@ class CompiledReplicas:
         self._cluster = ClusterLoop()
         self._finished: list[tuple[int, Any]] = []
         self._handed: set[int] = set()  # ids of wakes handed to SimPy, not yet due
+        self._ids = _event_ids(env)
+        # Every replica of a clock reports to the same progress callback: the first one's.
+        self._on_step: Callable[[float], None] | None = None
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
         """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the
         Python loop's process would (SimPy's urgent start event)."""
+        if not self.engines:
+            self._on_step = engine.on_step
         self.engines[engine.replica] = engine
         env = self.env
-        index = self._cluster.add(loop, float(env.now), next(_event_ids(env)), URGENT)
+        index = self._cluster.add(loop, float(env.now), next(self._ids), URGENT)
         self._hand_next_wake_to_simpy()
         return index
 
@@ -117,7 +115,7 @@ class CompiledReplicas:
         cluster = self._cluster
         if not cluster.is_idle(index):
             return
-        cluster.wake(index, float(self.env.now), next(_event_ids(self.env)))
+        cluster.wake(index, float(self.env.now), next(self._ids))
         self._hand_next_wake_to_simpy()
 
     def _on_wake(self, event_id: int) -> Callable[[simpy.Event], None]:
@@ -135,10 +133,12 @@ class CompiledReplicas:
         """Run every wake due before SimPy's next event."""
         env = self.env
         cluster = self._cluster
-        ids = _event_ids(env)
+        ids = self._ids
+        queue = env._queue
         while True:
             cluster.next_event_id = ids.next_id
-            at_top, priority, top_id = _queue_top(env)
+            # (time, priority, id) of the next event SimPy will fire; time inf when none is left.
+            at_top, priority, top_id = queue[0][:3] if queue else (inf, 0, 0)
             stop, at, event_id = cluster.run(
                 float(env.now), at_top, priority, top_id, self._finished
             )
@@ -168,23 +168,22 @@ class CompiledReplicas:
 
     def _hand_over(self) -> None:
         """Finished requests to their replicas' recorders and callbacks, in finishing order."""
-        finished, self._finished = self._finished, []
-        for replica, request in finished:
-            self.engines[replica].hand_over_finished(request)
-        if finished or len(self.columns):
-            self._report_progress()
-        if len(self.columns) >= self.step_buffer.capacity:
+        finished = self._finished
+        if finished:
+            self._finished = []
+            engines = self.engines
+            for replica, request in finished:
+                engines[replica].hand_over_finished(request)
+        num_steps = len(self.columns)
+        on_step = self._on_step
+        if on_step is not None and (finished or num_steps):
+            on_step(self._cluster.last_at)
+        if num_steps >= self.step_buffer.capacity:
             self._flush_steps()
 
     def _flush_steps(self) -> None:
         if len(self.columns):
             self.step_buffer.recorder.on_steps(_step_columns(self.columns.take()))
-
-    def _report_progress(self) -> None:
-        # Every replica of a clock reports to the same progress callback.
-        on_step = next(iter(self.engines.values())).on_step
-        if on_step is not None:
-            on_step(self._cluster.last_at)
 
 
 def _step_columns(arrays: dict[str, Any]) -> StepColumns:

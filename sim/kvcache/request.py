@@ -62,9 +62,9 @@ class CacheRequest:
     `all_token_ids` is an int64 `array('q')`, not a list: no Python int per token, and the
     compiled hasher reads it as one buffer. It holds the tokens from position
     `num_symbolic_tokens` on: a request made from a SymbolicPrompt never holds the tokens of
-    the blocks its trace block ids identify (nothing reads tokens of hashed blocks). Those
-    blocks' hashes are computed when `block_hashes` is first read; the compiled scheduler
-    computes them itself and never reads it.
+    the blocks its trace block ids identify (nothing reads tokens of hashed blocks). The
+    prompt's block hashes are computed when `block_hashes` is first read; the compiled
+    scheduler computes them itself and never reads it.
     """
 
     __slots__ = (
@@ -80,6 +80,7 @@ class CacheRequest:
         "num_symbolic_tokens",
         "trace_blocks",
         "_hasher",
+        "_prefix_source",
     )
 
     def __init__(
@@ -109,6 +110,7 @@ class CacheRequest:
             self.num_symbolic_tokens = prompt_token_ids.num_symbolic_tokens
             self.num_prompt_tokens = self.num_symbolic_tokens + len(self.all_token_ids)
             self.trace_blocks: TraceBlocks | None = prompt_token_ids.blocks
+            self._prefix_source: CacheRequest | None = None
             self._block_hashes: list[bytes] | None = None
             return
         # From an array('q') this is one copy of the buffer (no per-token work).
@@ -116,19 +118,12 @@ class CacheRequest:
         self.num_symbolic_tokens = 0
         self.num_prompt_tokens = len(self.all_token_ids)
         self.trace_blocks = None
-        block_hashes: list[bytes] = []
-        if (
-            prefix_source is not None
-            and not prefix_source.num_symbolic_tokens
-            and prefix_source.hash_keys == hash_keys
-            and prefix_source._hasher.hashes_like(hasher)
-        ):
-            num_shared = num_shared_full_blocks(
-                self.all_token_ids, prefix_source.all_token_ids, hasher.block_size
-            )
-            block_hashes = prefix_source.block_hashes[:num_shared]
-        hasher.extend(block_hashes, self.all_token_ids, hash_keys)
-        self._block_hashes = block_hashes
+        self._prefix_source = prefix_source
+        if prefix_source is not None:
+            # A source lends to the next turn only: holding its own source too would keep a
+            # whole session's prompts alive (its hashes, if ever read, are made from scratch).
+            prefix_source._prefix_source = None
+        self._block_hashes = None
 
     @property
     def block_hashes(self) -> list[bytes]:
@@ -141,16 +136,28 @@ class CacheRequest:
 
     def _identify_blocks(self) -> list[bytes]:
         blocks = self.trace_blocks
-        assert blocks is not None  # only a request made from a SymbolicPrompt has none yet
-        block_hashes: list[bytes] = []
         hasher = self._hasher
-        hasher.extend_trace_blocks(
-            block_hashes,
-            blocks.namespace_key,
-            blocks.block_ids,
-            blocks.trace_block_size,
-            self.num_symbolic_tokens,
-        )
+        block_hashes: list[bytes] = []
+        if blocks is not None:
+            hasher.extend_trace_blocks(
+                block_hashes,
+                blocks.namespace_key,
+                blocks.block_ids,
+                blocks.trace_block_size,
+                self.num_symbolic_tokens,
+            )
+        else:
+            source, self._prefix_source = self._prefix_source, None
+            if (
+                source is not None
+                and not source.num_symbolic_tokens
+                and source.hash_keys == self.hash_keys
+                and source._hasher.hashes_like(hasher)
+            ):
+                num_shared = num_shared_full_blocks(
+                    self.all_token_ids, source.all_token_ids, hasher.block_size
+                )
+                block_hashes = source.block_hashes[:num_shared]
         hasher.extend(block_hashes, self.all_token_ids, self.hash_keys, self.num_symbolic_tokens)
         return block_hashes
 

@@ -232,6 +232,22 @@ def test_hashes_lent_by_a_prefix_source_equal_hashing_from_scratch(keys):
     assert lent.block_hashes[:4] == turn_1.block_hashes
 
 
+def test_hashes_made_at_the_first_read_cover_outputs_appended_before_it():
+    # The hashes are made when first read: turn 2 (64 + 26 tokens) gains 22 outputs first, as the
+    # compiled scheduler appends them (tokens only),
+    # so its 112 tokens hash as 7 full blocks, the first 4 lent by turn 1 (64 tokens).
+    hasher = BlockHasher("sha256", 16)
+    turn_1 = CacheRequest("t1", list(range(64)), hasher)
+    prompt_2 = [*range(64), *range(900, 926)]
+    lent = CacheRequest("t2", prompt_2, hasher, prefix_source=turn_1)
+    fresh = CacheRequest("t2", prompt_2, BlockHasher("sha256", 16))
+    lent.all_token_ids.extend(range(700, 722))
+    fresh.append_output_token_ids(list(range(700, 722)))
+    assert len(lent.block_hashes) == 7
+    assert lent.block_hashes == fresh.block_hashes
+    assert lent.block_hashes[:4] == turn_1.block_hashes
+
+
 @pytest.mark.parametrize(
     ("source_keys", "source_hasher"),
     [

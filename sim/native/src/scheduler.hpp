@@ -344,9 +344,13 @@ struct ReqState {
         last_token_at = get_time(object, snames.last_token_at);
     }
 
-    // The hashes of a prompt of trace blocks whose Python request has made none: the blocks
-    // its block ids identify (CacheRequest._identify_blocks), computed here.
+    // The hashes of a prompt whose Python request has made none (CacheRequest._identify_blocks),
+    // computed here: the blocks its trace block ids identify, if any, then its tokens' blocks.
     void identify_prompt_blocks(nb::handle blocks) {
+        if (blocks.is_none()) {
+            hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
+            return;
+        }
         std::vector<int64_t> block_ids;
         read_int64s(get(blocks, snames.block_ids), block_ids);
         if (std::any_of(block_ids.begin(), block_ids.end(), [](int64_t id) { return id < 0; })) {

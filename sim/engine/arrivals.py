@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import simpy
 
+from sim.engine.clock import call_later
 from sim.engine.requests import SpecLike
 from sim.errors import InputError
 
@@ -120,7 +121,7 @@ class WorkloadDriver:
             session.pending.clear()
             return
         session.in_flight = True
-        self.env.timeout(release_at - self.env.now, session).callbacks.append(self._release)
+        call_later(self.env, release_at - self.env.now, self._release, session)
 
     def _release(self, event: simpy.Event) -> None:
         """The session's next turn is due (the event's value is the session)."""

@@ -59,6 +59,7 @@ class Cluster:
         # One buffer and one set of compiled loops keep the replicas' steps in order.
         compiled_replicas = CompiledReplicas(env, step_buffer)
         self.router = router
+        self.compiled_replicas = compiled_replicas
         self.replicas: list[EngineCore] = []
         for index in range(num_replicas):
             self.replicas.append(
@@ -83,6 +84,11 @@ class Cluster:
             SchedulerReplica(index, engine.scheduler) for index, engine in enumerate(self.replicas)
         ]
         self.num_routed = [0] * num_replicas
+
+    def run_clock(self) -> None:
+        """Run the clock until no event is left (`env.run()`, with the compiled loops' wakes
+        run without a SimPy event each)."""
+        self.compiled_replicas.run_clock()
 
     @property
     def hasher(self) -> Hasher:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import fields
-from heapq import heappush
+from heapq import heappop
 from math import inf
 from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL, URGENT, EventPriority
 
+from sim.engine.clock import call_at
 from sim.metrics import StepBuffer, StepColumns
 from sim.native import ClusterLoop, StepColumnsBuffer, StepLoop
 
@@ -56,21 +57,6 @@ def _event_ids(env: simpy.Environment) -> _EventIds:
     return ids
 
 
-def _schedule_at(
-    env: simpy.Environment,
-    at: float,
-    event_id: int,
-    callback: Callable[[simpy.Event], None],
-    priority: EventPriority = NORMAL,
-) -> None:
-    """An event that fires at `at` in the place of SimPy's event `event_id`."""
-    event = simpy.Event(env)
-    event._ok = True
-    event._value = None
-    event.callbacks.append(callback)
-    heappush(env._queue, (at, priority, event_id, event))
-
-
 class CompiledReplicas:
     """The compiled step loops of one clock's replicas (every replica of a Cluster, or one
     EngineCore), run together so that their steps interleave as the replicas' processes do."""
@@ -85,6 +71,8 @@ class CompiledReplicas:
         "_handed",
         "_ids",
         "_on_step",
+        "_driving",
+        "_next_wake",
     )
 
     def __init__(self, env: simpy.Environment, step_buffer: StepBuffer) -> None:
@@ -98,6 +86,10 @@ class CompiledReplicas:
         self._ids = _event_ids(env)
         # Every replica of a clock reports to the same progress callback: the first one's.
         self._on_step: Callable[[float], None] | None = None
+        # While `run_clock` runs the clock, wakes are run from its loop, not handed to SimPy:
+        # the earliest pending wake as (at, priority, event id), None when every replica idles.
+        self._driving = False
+        self._next_wake: tuple[float, int, int] | None = None
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
         """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the
@@ -118,12 +110,39 @@ class CompiledReplicas:
         cluster.wake(index, float(self.env.now), next(self._ids))
         self._hand_next_wake_to_simpy()
 
-    def _on_wake(self, event_id: int) -> Callable[[simpy.Event], None]:
-        def wake_due(_event: simpy.Event) -> None:
-            self._handed.discard(event_id)
-            self._advance()
+    def run_clock(self) -> None:
+        """Run the clock until no event is left, as `env.run()` does, each wake due before
+        SimPy's next event run here instead of as a SimPy event: the same order, without an
+        event per wake."""
+        env = self.env
+        queue = env._queue
+        self._driving = True
+        self._next_wake = self._cluster.next_wake()
+        try:
+            while True:
+                wake = self._next_wake
+                if wake is not None and (not queue or wake < queue[0][:3]):
+                    env._now = wake[0]  # where SimPy's event for the wake would set it
+                    self._advance()
+                    continue
+                if not queue:
+                    return
+                # Environment.step, inline.
+                env._now, _, _, event = heappop(queue)
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):
+                    failure = event._value
+                    error = type(failure)(*failure.args)
+                    error.__cause__ = failure
+                    raise error
+        finally:
+            self._driving = False
 
-        return wake_due
+    def _on_wake(self, event: simpy.Event) -> None:
+        self._handed.discard(event._value)  # the wake's event id
+        self._advance()
 
     def _on_finish(self, _event: simpy.Event) -> None:
         self._hand_over()
@@ -139,14 +158,17 @@ class CompiledReplicas:
             cluster.next_event_id = ids.next_id
             # (time, priority, id) of the next event SimPy will fire; time inf when none is left.
             at_top, priority, top_id = queue[0][:3] if queue else (inf, 0, 0)
-            stop, at, event_id = cluster.run(
-                float(env.now), at_top, priority, top_id, self._finished
-            )
+            stop, at, event_id = cluster.run(env._now, at_top, priority, top_id, self._finished)
             ids.next_id = cluster.next_event_id
-            if stop == _FINISHED and at != env.now:
-                # Finishes are handed over at their time, where the replica's process was.
-                _schedule_at(env, at, event_id, self._on_finish)
-                return
+            if stop == _FINISHED and at != env._now:
+                # Finishes are handed over at their time, where the replica's process was: as
+                # an event (at, NORMAL, event_id). One due before SimPy's next event would be
+                # the next SimPy runs, so it runs here, the clock set as SimPy would set it.
+                if queue and (at, NORMAL, event_id) > (at_top, priority, top_id):
+                    call_at(env, at, event_id, self._on_finish)
+                    self._next_wake = None  # the loops go on from that event
+                    return
+                env._now = at
             self._hand_over()
             if stop != _FINISHED:
                 break
@@ -156,15 +178,17 @@ class CompiledReplicas:
         env = self.env
         cluster = self._cluster
         wake = cluster.next_wake()
+        if self._driving:
+            self._next_wake = wake
         if wake is None:
             self._flush_steps()
             if cluster.last_at > env.now:  # the clock ends where the last step ended
-                _schedule_at(env, cluster.last_at, cluster.last_id, _ignore)
+                call_at(env, cluster.last_at, cluster.last_id, _ignore)
             return
         at, priority, event_id = wake
-        if event_id not in self._handed:
+        if not self._driving and event_id not in self._handed:
             self._handed.add(event_id)
-            _schedule_at(env, at, event_id, self._on_wake(event_id), EventPriority(priority))
+            call_at(env, at, event_id, self._on_wake, event_id, EventPriority(priority))
 
     def _hand_over(self) -> None:
         """Finished requests to their replicas' recorders and callbacks, in finishing order."""

@@ -9,6 +9,7 @@ from typing import cast
 import simpy
 
 from sim.costmodel import FrontEnd
+from sim.engine.clock import call_later
 from sim.engine.core import request_record
 from sim.engine.requests import SpecLike
 from sim.metrics import RequestRecord
@@ -49,7 +50,7 @@ class FrontEndStage:
         self._api_arrivals[spec.request_id] = now
         if not self._burst:
             # Runs after every other hand-off of this instant (same-time dispatches come first).
-            self.env.timeout(0).callbacks.append(self._close_burst)
+            call_later(self.env, 0, self._close_burst)
             self._burst_delay_s = delay_s
         elif delay_s > self._burst_delay_s:
             self._burst_delay_s = delay_s
@@ -57,7 +58,7 @@ class FrontEndStage:
 
     def _close_burst(self, _event: simpy.Event) -> None:
         burst, self._burst = self._burst, []
-        self.env.timeout(self._burst_delay_s, burst).callbacks.append(self._submit_burst)
+        call_later(self.env, self._burst_delay_s, self._submit_burst, burst)
 
     def _submit_burst(self, event: simpy.Event) -> None:
         now = float(self.env.now)

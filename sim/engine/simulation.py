@@ -93,7 +93,7 @@ def simulate(
     # The recorders' closing conversions allocate many containers too: closed inside.
     with relaxed_garbage_collection():
         try:
-            env.run()
+            cluster.run_clock()
         except Exception as error:
             # SimPy re-raises a process's exception as a fresh copy built from its args alone;
             # the original (with its attributes, e.g. an InputError's file and line) is the

@@ -66,7 +66,9 @@ class SpecLike(Protocol):
     @property
     def priority(self) -> int: ...
 
-    def prompt_token_array(self) -> array[int]: ...
+    def prompt_token_array(self) -> array[int]:
+        """The prompt's tokens, a new int64 array('q') per call (the request keeps it)."""
+        ...
 
     def trace_prompt(self) -> TraceBlocks | None: ...
 
@@ -121,6 +123,7 @@ def request_from_spec(
         session_id=spec.session_id,
         tenant=spec.tenant,
         prefix_source=prefix_source,
+        owns_prompt=True,
     )
 
 
@@ -133,4 +136,5 @@ def cache_request_from_spec(spec: SpecLike, hasher: Hasher) -> CacheRequest:
         hasher,
         hash_keys=keys,
         skip_reading_prefix_cache=spec.prompt_logprobs,
+        owns_prompt=True,
     )

@@ -92,10 +92,12 @@ class CacheRequest:
         hash_keys: HashKeys = NO_HASH_KEYS,
         skip_reading_prefix_cache: bool = False,
         prefix_source: CacheRequest | None = None,
+        owns_prompt: bool = False,
     ) -> None:
         """`prefix_source` is an earlier request likely to share a prefix with this one (a
         session's previous turn): the hashes of the full blocks they share are copied, not
-        recomputed. The hashes are the same either way."""
+        recomputed. The hashes are the same either way. `owns_prompt`: `prompt_token_ids` is
+        an array('q') made for this request alone, kept as its tokens rather than copied."""
         self.request_id = request_id
         self.num_computed_tokens = 0
         self.status = RequestStatus.WAITING
@@ -114,7 +116,11 @@ class CacheRequest:
             self._block_hashes: list[bytes] | None = None
             return
         # From an array('q') this is one copy of the buffer (no per-token work).
-        self.all_token_ids = array("q", prompt_token_ids)
+        self.all_token_ids = (
+            prompt_token_ids
+            if owns_prompt and type(prompt_token_ids) is array and prompt_token_ids.typecode == "q"
+            else array("q", prompt_token_ids)
+        )
         self.num_symbolic_tokens = 0
         self.num_prompt_tokens = len(self.all_token_ids)
         self.trace_blocks = None

@@ -49,6 +49,7 @@ class Request(CacheRequest):
         session_id: str | None = None,
         tenant: str | None = None,
         prefix_source: CacheRequest | None = None,
+        owns_prompt: bool = False,
     ) -> None:
         super().__init__(
             request_id,
@@ -57,6 +58,7 @@ class Request(CacheRequest):
             hash_keys=hash_keys,
             skip_reading_prefix_cache=skip_reading_prefix_cache,
             prefix_source=prefix_source,
+            owns_prompt=owns_prompt,
         )
         if not planned_output_token_ids:
             raise ValueError(f"request {request_id!r} must generate at least one token")

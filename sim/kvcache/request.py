@@ -28,10 +28,11 @@ class RequestStatus(enum.Enum):
     FINISHED_LENGTH_CAPPED = "FINISHED_LENGTH_CAPPED"
     FINISHED_ABORTED = "FINISHED_ABORTED"
 
-    @property
-    def is_finished(self) -> bool:
-        """True for every FINISHED_* state."""
-        return self.value.startswith("FINISHED")
+    is_finished: bool  # True for every FINISHED_* state
+
+    def __init__(self, value: str) -> None:
+        # A member attribute, not a property: the Python scheduler reads it per request per step.
+        self.is_finished = value.startswith("FINISHED")
 
 
 @dataclass(slots=True, frozen=True)
@@ -175,7 +176,7 @@ class CacheRequest:
     @property
     def num_output_tokens(self) -> int:
         """Output tokens appended so far."""
-        return self.num_tokens - self.num_prompt_tokens
+        return self.num_symbolic_tokens + len(self.all_token_ids) - self.num_prompt_tokens
 
     def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
         """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""

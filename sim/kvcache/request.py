@@ -180,10 +180,13 @@ class CacheRequest:
 
     def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
         """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""
-        block_hashes = self.block_hashes  # before the tokens grow, if made at this read
+        block_hashes = self._block_hashes
+        if block_hashes is None:
+            block_hashes = self.block_hashes  # made before the tokens grow
         token_ids_so_far = self.all_token_ids
         token_ids_so_far.extend(token_ids)
         start = self.num_symbolic_tokens
-        if (start + len(token_ids_so_far)) // self._hasher.block_size <= len(block_hashes):
+        hasher = self._hasher
+        if (start + len(token_ids_so_far)) // hasher.block_size <= len(block_hashes):
             return 0  # no block became full
-        return self._hasher.extend(block_hashes, token_ids_so_far, self.hash_keys, start)
+        return hasher.extend(block_hashes, token_ids_so_far, self.hash_keys, start)

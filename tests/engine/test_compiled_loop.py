@@ -30,6 +30,7 @@ from test_fast_path_equivalence import PROFILE, chat
 import sim.engine.core as core_module
 from sim.config import Scenario
 from sim.engine import EngineCore, request_from_spec, simulate
+from sim.engine.cluster import Cluster
 from sim.engine.compiled import CompiledReplicas
 from sim.routing import make_router
 from sim.runner import RunResult, run_scenario
@@ -278,3 +279,22 @@ def test_compiled_and_python_loops_hand_the_recorder_the_same_hooks(
     assert compiled.steps == python.steps
     assert list(compiled.requests.items()) == list(python.requests.items())
     assert compiled.block_events == python.block_events
+
+
+def test_the_clock_run_by_the_cluster_and_by_simpy_write_identical_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # simulate() runs the clock itself (Cluster.run_clock: the compiled wakes run without a
+    # SimPy event each); SimPy's own env.run() hands every wake to SimPy as an event instead.
+    # Four replicas with chat sessions and the front end on: the same files either way.
+    driven = run_with_loop(
+        "four-replicas-round-robin", True, True, tmp_path / "driven", monkeypatch
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(Cluster, "run_clock", lambda cluster: cluster.compiled_replicas.env.run())
+        handed = run_with_loop(
+            "four-replicas-round-robin", True, True, tmp_path / "handed", monkeypatch
+        )
+
+    assert_same_run_files(driven.run_dir, handed.run_dir)
+    assert driven.summary["num_requests"] == 360

@@ -82,17 +82,17 @@ class SpecLike(Protocol):
 def hash_keys_from_spec(spec: SpecLike) -> HashKeys:
     """What besides tokens enters the spec's block hashes; a bad cache_salt is rejected exactly
     as vLLM's OpenAI API rejects it."""
-    problem = cache_salt_problem(spec.cache_salt)
-    if problem is not None:
-        raise InputError(f"request {spec.request_id!r}: {problem}")
-    lora = spec.lora
-    if lora is None and spec.cache_salt is None:
+    lora, cache_salt = spec.lora, spec.cache_salt
+    if lora is None and cache_salt is None:
         # The shared constant: the compiled hasher recognises it by identity.
         return NO_HASH_KEYS
+    problem = cache_salt_problem(cache_salt)
+    if problem is not None:
+        raise InputError(f"request {spec.request_id!r}: {problem}")
     return HashKeys(
         lora_name=lora.name if lora is not None else None,
         lora_path=lora.path if lora is not None else None,
-        cache_salt=spec.cache_salt,
+        cache_salt=cache_salt,
     )
 
 

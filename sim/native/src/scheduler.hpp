@@ -225,8 +225,12 @@ template <typename Value>
 void extend_with(nb::handle sequence, const Value* values, size_t count) {
     if (count == 0) return;
     if (is_array_of(sequence, std::is_same_v<Value, double> ? 'd' : 'q')) {
-        call_method(sequence, snames.frombytes,
-                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(Value)));
+        // A read-only view of the values: frombytes copies them once, into the array.
+        nb::object view = nb::steal(PyMemoryView_FromMemory(
+            reinterpret_cast<char*>(const_cast<Value*>(values)), Py_ssize_t(count * sizeof(Value)),
+            PyBUF_READ));
+        if (!view.is_valid()) throw nb::python_error();
+        call_method(sequence, snames.frombytes, view);
         return;
     }
     nb::list items;
@@ -247,6 +251,11 @@ struct StatusObjects {
 };
 
 StatusObjects status_objects;
+
+// Vectors of requests the scheduler let go of (ReqState takes and gives them).
+SparePool<double> spare_doubles;
+SparePool<int64_t> spare_int64s;
+SparePool<Digest> spare_digests;
 
 // One request as the scheduler keeps it. What a step reads and writes comes first (one or
 // two cache lines). Output tokens are counted per step and written into `tokens` (from the
@@ -298,7 +307,12 @@ struct ReqState {
     bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
 
     // Read a request the scheduler is given (add_request).
-    explicit ReqState(nb::handle object) : request(nb::borrow(object)) {
+    explicit ReqState(nb::handle object)
+        : new_itls(spare_doubles.take()),
+          tokens(spare_int64s.take()),
+          planned(spare_int64s.take()),
+          hashes(spare_digests.take()),
+          request(nb::borrow(object)) {
         request_id = get(object, snames.request_id);
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
@@ -315,6 +329,14 @@ struct ReqState {
             native->hashes_natively(get(object, snames.hash_keys))) {
             hasher = native;
         }
+        if (hasher != nullptr) {
+            // Room for the hashes of every block the request can fill, and for its latencies:
+            // decoding never grows these.
+            int64_t max_num_tokens =
+                std::max(num_tokens_, num_prompt_tokens + int64_t(planned.size()));
+            hashes.reserve(size_t(max_num_tokens / hasher->block_size() + 1));
+        }
+        new_itls.reserve(planned.size());
         if (hasher != nullptr && get(object, snames.block_hash_list).is_none()) {
             identify_prompt_blocks(get(object, snames.trace_blocks));
         } else {
@@ -344,6 +366,16 @@ struct ReqState {
         last_token_at = get_time(object, snames.last_token_at);
     }
 
+    ReqState(const ReqState&) = delete;
+    ReqState& operator=(const ReqState&) = delete;
+
+    ~ReqState() {
+        spare_doubles.give(new_itls);
+        spare_int64s.give(tokens);
+        spare_int64s.give(planned);
+        spare_digests.give(hashes);
+    }
+
     // The hashes of a prompt whose Python request has made none (CacheRequest._identify_blocks),
     // computed here: the blocks its trace block ids identify, if any, then its tokens' blocks.
     void identify_prompt_blocks(nb::handle blocks) {
@@ -366,9 +398,10 @@ struct ReqState {
 
     // Write the outputs sampled since into `tokens`.
     void write_tokens() {
-        for (int64_t index = token_offset + int64_t(tokens.size()); index < num_tokens_; ++index) {
-            tokens.push_back(planned[size_t(index - num_prompt_tokens)]);
-        }
+        int64_t from = token_offset + int64_t(tokens.size());
+        if (from >= num_tokens_) return;
+        tokens.insert(tokens.end(), planned.begin() + (from - num_prompt_tokens),
+                      planned.begin() + (num_tokens_ - num_prompt_tokens));
     }
 
     // Bring the Python request up to date.
@@ -891,7 +924,11 @@ class SchedulerCore {
             }
             if (output.partial[i]) continue;
             int64_t num_output_tokens = request.num_output_tokens();
+            int64_t num_hashes = request.num_hashes_;
             request.append_tokens(1, block_size);
+            if (request.num_hashes_ > num_hashes && manager_->enable_caching()) {
+                manager_->prefetch_slot(request.hashes.back());
+            }
             if (std::isnan(request.last_token_at)) {
                 request.first_token_at = now;
                 // The front end's queue limit reads it (EngineCore._queue_limit_problem).

@@ -244,7 +244,10 @@ class NativeHasher {
           xxh3_128_digest_(xxh3_128_digest) {
         if (block_size < 1) throw nb::value_error("block_size must be >= 1");
         tokens_.resize(size_t(block_size));
+        identity_input_.resize(sizeof(Digest::bytes) + size_t(block_size) * sizeof(int64_t));
     }
+
+    int64_t block_size() const { return block_size_; }
 
     // Whether this hasher hashes blocks carrying `keys` itself (no extra keys, a block that
     // fits one pickle frame) rather than through the reference hasher.
@@ -382,6 +385,13 @@ class NativeHasher {
     // The hash of one block of block_size tokens, chained to `parent`.
     Digest hash_block(const Digest& parent, const int64_t* tokens) {
         size_t num_tokens = size_t(block_size_);
+        if (identity_ && xxh3_128 != nullptr) {
+            // Parent and tokens side by side in a buffer sized once: no growth checks.
+            size_t token_bytes = num_tokens * sizeof(int64_t);
+            std::memcpy(identity_input_.data(), parent.bytes, parent.size);
+            std::memcpy(identity_input_.data() + parent.size, tokens, token_bytes);
+            return canonical_digest(xxh3_128(identity_input_.data(), parent.size + token_bytes));
+        }
         if (identity_) {
             buffer_.assign(reinterpret_cast<const char*>(parent.bytes), parent.size);
             buffer_.append(reinterpret_cast<const char*>(tokens), num_tokens * sizeof(int64_t));
@@ -480,13 +490,14 @@ class NativeHasher {
                 nb::steal(PyBytes_FromStringAndSize(buffer_.data(), Py_ssize_t(buffer_.size())));
             return digest_of(xxh3_128_digest_(data).ptr());
         }
-        Xxh128 hash = xxh3_128(buffer_.data(), buffer_.size());
+        return canonical_digest(xxh3_128(buffer_.data(), buffer_.size()));
+    }
+
+    static Digest canonical_digest(const Xxh128& hash) {
         Digest digest;
         digest.size = 16;
-        for (int i = 0; i < 8; ++i) {
-            digest.bytes[i] = uint8_t(hash.high64 >> (56 - 8 * i));
-            digest.bytes[8 + i] = uint8_t(hash.low64 >> (56 - 8 * i));
-        }
+        const uint64_t words[2] = {__builtin_bswap64(hash.high64), __builtin_bswap64(hash.low64)};
+        std::memcpy(digest.bytes, words, sizeof(words));
         return digest;
     }
 
@@ -510,6 +521,7 @@ class NativeHasher {
     nb::object xxh3_128_digest_;
     std::vector<int64_t> tokens_;
     std::string buffer_;
+    std::vector<char> identity_input_;  // scratch of hash_block: a parent's bytes, then tokens
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -690,6 +702,34 @@ class DigestTable {
     int64_t size_ = 0;
     size_t mask_ = 0;
     int shift_ = 32;
+};
+
+// Vectors let go of, kept with their room for the next owner: requests come and go at a
+// steady rate with like sizes, so a new one's vectors need no allocation, nor grow as it runs.
+// Only a few, of bounded room, are kept.
+template <typename T>
+class SparePool {
+  public:
+    std::vector<T> take() {
+        if (spares_.empty()) return {};
+        std::vector<T> spare = std::move(spares_.back());
+        spares_.pop_back();
+        return spare;
+    }
+
+    void give(std::vector<T>& values) {
+        if (spares_.size() >= kMaxSpares || values.capacity() == 0 ||
+            values.capacity() * sizeof(T) > kMaxBytes) {
+            return;
+        }
+        values.clear();
+        spares_.push_back(std::move(values));
+    }
+
+  private:
+    static constexpr size_t kMaxSpares = 32;
+    static constexpr size_t kMaxBytes = size_t(1) << 18;
+    std::vector<std::vector<T>> spares_;
 };
 
 struct RequestBlocks {
@@ -924,7 +964,10 @@ class CacheCore {
         }
 
         auto found = requests_.find(id);
-        if (found == requests_.end()) found = requests_.emplace(std::string(id), RequestBlocks()).first;
+        if (found == requests_.end()) {
+            found = requests_.emplace(std::string(id), RequestBlocks{spare_block_lists_.take(), 0})
+                        .first;
+        }
         RequestBlocks& state = found->second;
         if (!hits.empty()) {
             touch(hits);
@@ -995,6 +1038,7 @@ class CacheCore {
         std::vector<int32_t> blocks = std::move(found->second.blocks);
         requests_.erase(found);
         free_blocks_reversed(blocks);
+        spare_block_lists_.give(blocks);
     }
 
     // A deferred free (spec §13.9): forget the request's blocks now, release them later.
@@ -1102,6 +1146,12 @@ class CacheCore {
         auto found = requests_.find(request_id);
         if (found == requests_.end()) throw nb::key_error("request holds no blocks");
         return found->second;
+    }
+
+    // Start loading the prefix-map slot caching `digest` will probe (a block a decode filled,
+    // cached a step later).
+    void prefetch_slot(const Digest& digest) const {
+        cached_.prefetch(DigestTable::fingerprint_of(digest));
     }
 
     // The lookup memo forgets hashes stored at `source` (C++ storage about to be released).
@@ -1268,8 +1318,16 @@ class CacheCore {
     void free_blocks_reversed(const std::vector<int32_t>& blocks) {
         unhashed_.clear();
         make_room(int64_t(blocks.size()));
-        for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-            int32_t block = *it;
+        // The blocks' lines are fetched a few ahead, so their cache misses overlap.
+        size_t num_blocks = blocks.size();
+        for (size_t i = 0; i < std::min(num_blocks, kFetchAhead); ++i) {
+            __builtin_prefetch(&blocks_[size_t(blocks[num_blocks - 1 - i])]);
+        }
+        for (size_t i = 0; i < num_blocks; ++i) {
+            if (i + kFetchAhead < num_blocks) {
+                __builtin_prefetch(&blocks_[size_t(blocks[num_blocks - 1 - i - kFetchAhead])]);
+            }
+            int32_t block = blocks[num_blocks - 1 - i];
             if (block == null_block_) continue;
             if (--blocks_[block].ref_cnt != 0) continue;
             if (enable_caching_ && blocks_[block].hashed) {
@@ -1295,6 +1353,7 @@ class CacheCore {
     size_t queue_mask_ = 0;
     int64_t front_ = 0, back_ = 0;
     std::vector<int32_t> unhashed_;  // scratch of free_blocks_reversed
+    SparePool<int32_t> spare_block_lists_;  // of requests that freed their blocks
     int32_t null_block_;
     int64_t num_free_ = 0;
     int64_t num_cached_free_ = 0;  // free-queue blocks that still carry a hash (evictable)

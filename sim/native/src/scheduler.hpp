@@ -196,6 +196,45 @@ void read_int64s(nb::handle sequence, std::vector<int64_t>& out) {
     }
 }
 
+// A sequence of int64 read in place when it is an int64 buffer (array('q'), numpy), else
+// copied into `copy`; the buffer is held (so cannot be resized) while the span lives.
+struct Int64Span {
+    const int64_t* data = nullptr;
+    size_t size = 0;
+
+    Int64Span(nb::handle sequence, std::vector<int64_t>& copy) {
+        if (!PyList_Check(sequence.ptr()) && PyObject_CheckBuffer(sequence.ptr())) {
+            if (PyObject_GetBuffer(sequence.ptr(), &view_, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+                std::string_view format = view_.format == nullptr ? "B" : view_.format;
+                if (view_.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
+                                            format == "<l" || format == "=q" || format == "=l")) {
+                    data = static_cast<const int64_t*>(view_.buf);
+                    size = size_t(view_.len / 8);
+                    held_ = true;
+                    return;
+                }
+                PyBuffer_Release(&view_);
+            } else {
+                PyErr_Clear();
+            }
+        }
+        read_int64s(sequence, copy);
+        data = copy.data();
+        size = copy.size();
+    }
+
+    Int64Span(const Int64Span&) = delete;
+    Int64Span& operator=(const Int64Span&) = delete;
+
+    ~Int64Span() {
+        if (held_) PyBuffer_Release(&view_);
+    }
+
+  private:
+    Py_buffer view_{};
+    bool held_ = false;
+};
+
 void call_method(nb::handle object, const Field& method, nb::handle argument) {
     PyObject* result = PyObject_CallMethodOneArg(object.ptr(), method.name, argument.ptr());
     if (result == nullptr) throw nb::python_error();
@@ -225,8 +264,12 @@ template <typename Value>
 void extend_with(nb::handle sequence, const Value* values, size_t count) {
     if (count == 0) return;
     if (is_array_of(sequence, std::is_same_v<Value, double> ? 'd' : 'q')) {
-        call_method(sequence, snames.frombytes,
-                    nb::bytes(reinterpret_cast<const char*>(values), count * sizeof(Value)));
+        // A read-only view of the values: frombytes copies them once, into the array.
+        nb::object view = nb::steal(PyMemoryView_FromMemory(
+            reinterpret_cast<char*>(const_cast<Value*>(values)), Py_ssize_t(count * sizeof(Value)),
+            PyBUF_READ));
+        if (!view.is_valid()) throw nb::python_error();
+        call_method(sequence, snames.frombytes, view);
         return;
     }
     nb::list items;
@@ -247,6 +290,11 @@ struct StatusObjects {
 };
 
 StatusObjects status_objects;
+
+// Vectors of requests the scheduler let go of (ReqState takes and gives them).
+SparePool<double> spare_doubles;
+SparePool<int64_t> spare_int64s;
+SparePool<Digest> spare_digests;
 
 // One request as the scheduler keeps it. What a step reads and writes comes first (one or
 // two cache lines). Output tokens are counted per step and written into `tokens` (from the
@@ -271,9 +319,9 @@ struct ReqState {
     int64_t running_rank = 0;  // running requests run in increasing rank (SchedulerCore::stepped_)
     std::vector<double> new_itls;  // inter-token latencies not yet in the Python request
     int64_t num_computed_prefill_tokens = 0;
-    // The tokens from position token_offset on (the request's num_symbolic_tokens: the tokens
-    // of the blocks its trace block ids identify are never made), the first tokens.size()
-    // of them written.
+    // The tokens from position token_offset on (the request's num_symbolic_tokens, as the
+    // tokens of the blocks its trace block ids identify are never made; with the C++ hasher,
+    // the end of the prompt's last full block), the first tokens.size() of them written.
     std::vector<int64_t> tokens;
     int64_t token_offset = 0;
     std::vector<int64_t> planned;  // planned_output_token_ids
@@ -298,25 +346,37 @@ struct ReqState {
     bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
 
     // Read a request the scheduler is given (add_request).
-    explicit ReqState(nb::handle object) : request(nb::borrow(object)) {
+    explicit ReqState(nb::handle object)
+        : new_itls(spare_doubles.take()),
+          tokens(spare_int64s.take()),
+          planned(spare_int64s.take()),
+          hashes(spare_digests.take()),
+          request(nb::borrow(object)) {
         request_id = get(object, snames.request_id);
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
         read_int64s(get(object, snames.planned_output_token_ids), planned);
         token_offset = get_int(object, snames.num_symbolic_tokens);
-        // Room for every output up front: the prompt is copied once.
-        tokens.reserve(size_t(num_prompt_tokens - token_offset) + planned.size());
-        read_int64s(get(object, snames.all_token_ids), tokens);
-        num_tokens_ = synced_tokens = token_offset + int64_t(tokens.size());
+        std::vector<int64_t> copied;  // the tokens, when they are not an int64 buffer
+        Int64Span known(get(object, snames.all_token_ids), copied);
+        num_tokens_ = synced_tokens = token_offset + int64_t(known.size);
         nb::object python_hasher = get(object, snames.hasher);
         NativeHasher* native = nullptr;
         if (nb::try_cast<NativeHasher*>(python_hasher, native) && native != nullptr &&
             native->hashes_natively(get(object, snames.hash_keys))) {
             hasher = native;
         }
+        if (hasher != nullptr) {
+            // Room for the hashes of every block the request can fill, and for its latencies:
+            // decoding never grows these.
+            int64_t max_num_tokens =
+                std::max(num_tokens_, num_prompt_tokens + int64_t(planned.size()));
+            hashes.reserve(size_t(max_num_tokens / hasher->block_size() + 1));
+        }
+        new_itls.reserve(planned.size());
         if (hasher != nullptr && get(object, snames.block_hash_list).is_none()) {
-            identify_prompt_blocks(get(object, snames.trace_blocks));
+            identify_prompt_blocks(get(object, snames.trace_blocks), known.data);
         } else {
             nb::object hash_objects = hash_list(object);
             Py_ssize_t num_hashes = PyList_GET_SIZE(hash_objects.ptr());
@@ -326,6 +386,17 @@ struct ReqState {
             }
         }
         num_hashes_ = int64_t(hashes.size());
+        // The C++ hasher reads only the tokens of blocks not hashed yet, and a sync only the
+        // outputs: the tokens of hashed blocks are not kept (the Python hasher is given
+        // the request's own tokens, from num_symbolic_tokens on).
+        int64_t keep_from = token_offset;
+        if (hasher != nullptr) {
+            keep_from = std::clamp(num_hashes_ * hasher->block_size(), token_offset, num_tokens_);
+        }
+        // Room for every output up front: the tokens kept are copied once.
+        tokens.reserve(size_t(num_tokens_ - keep_from) + planned.size());
+        tokens.assign(known.data + (keep_from - token_offset), known.data + known.size);
+        token_offset = keep_from;
         skip_reading_prefix_cache = get_bool(object, snames.skip_reading_prefix_cache);
         nb::object status_object = get(object, snames.status);
         if (status_object.is(status_objects.running)) status = Status::kRunning;
@@ -344,11 +415,21 @@ struct ReqState {
         last_token_at = get_time(object, snames.last_token_at);
     }
 
+    ReqState(const ReqState&) = delete;
+    ReqState& operator=(const ReqState&) = delete;
+
+    ~ReqState() {
+        spare_doubles.give(new_itls);
+        spare_int64s.give(tokens);
+        spare_int64s.give(planned);
+        spare_digests.give(hashes);
+    }
+
     // The hashes of a prompt whose Python request has made none (CacheRequest._identify_blocks),
     // computed here: the blocks its trace block ids identify, if any, then its tokens' blocks.
-    void identify_prompt_blocks(nb::handle blocks) {
+    void identify_prompt_blocks(nb::handle blocks, const int64_t* known_tokens) {
         if (blocks.is_none()) {
-            hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
+            hasher->extend_digests(hashes, known_tokens, token_offset, num_tokens_);
             return;
         }
         std::vector<int64_t> block_ids;
@@ -361,14 +442,15 @@ struct ReqState {
         if (namespace_key == uint64_t(-1) && PyErr_Occurred()) throw nb::python_error();
         hasher->extend_trace_digests(hashes, namespace_key, block_ids,
                                      get_int(blocks, snames.trace_block_size), token_offset);
-        hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
+        hasher->extend_digests(hashes, known_tokens, token_offset, num_tokens_);
     }
 
     // Write the outputs sampled since into `tokens`.
     void write_tokens() {
-        for (int64_t index = token_offset + int64_t(tokens.size()); index < num_tokens_; ++index) {
-            tokens.push_back(planned[size_t(index - num_prompt_tokens)]);
-        }
+        int64_t from = token_offset + int64_t(tokens.size());
+        if (from >= num_tokens_) return;
+        tokens.insert(tokens.end(), planned.begin() + (from - num_prompt_tokens),
+                      planned.begin() + (num_tokens_ - num_prompt_tokens));
     }
 
     // Bring the Python request up to date.
@@ -626,10 +708,8 @@ class LazyDecoders {
             // The latencies the samples would have appended one by one, the same differences.
             const double* at = applied_at_.data() + (from - first_applied_id_);
             std::vector<double>& itls = request.new_itls;
-            size_t first = itls.size();
-            itls.resize(first + size_t(num_applied));
-            itls[first] = at[0] - request.last_token_at;
-            for (int64_t i = 1; i < num_applied; ++i) itls[first + size_t(i)] = at[i] - at[i - 1];
+            itls.push_back(at[0] - request.last_token_at);
+            for (int64_t i = 1; i < num_applied; ++i) itls.push_back(at[i] - at[i - 1]);
             request.last_token_at = at[num_applied - 1];
         }
         request.num_computed_tokens += num_scheduled;
@@ -891,7 +971,11 @@ class SchedulerCore {
             }
             if (output.partial[i]) continue;
             int64_t num_output_tokens = request.num_output_tokens();
+            int64_t num_hashes = request.num_hashes_;
             request.append_tokens(1, block_size);
+            if (request.num_hashes_ > num_hashes && manager_->enable_caching()) {
+                manager_->prefetch_slot(request.hashes.back());
+            }
             if (std::isnan(request.last_token_at)) {
                 request.first_token_at = now;
                 // The front end's queue limit reads it (EngineCore._queue_limit_problem).

@@ -246,6 +246,7 @@ class SessionTurnSpec(RequestSpec):
         arrival_at: float | None,
         session_id: str | None,
         think_time_s: float,
+        prompt_logprobs: bool = False,
         **tags: Any,
     ) -> None:
         """Turn `turn` of `content` (its turn_index); `tags` as for RequestSpec.open_loop."""
@@ -260,6 +261,7 @@ class SessionTurnSpec(RequestSpec):
             think_time_s,
             _NOT_MADE,
             _NOT_MADE,
+            prompt_logprobs=prompt_logprobs,
             **tags,
         )
 

@@ -42,7 +42,7 @@ from workloads.api import (
 )
 from workloads.generators.builders import make_builder
 from workloads.generators.kind import BatchBuilder
-from workloads.generators.rendering import SessionPlan, render_session, render_sessions
+from workloads.generators.rendering import SessionPlan, render_session
 from workloads.layout import CHAT_LAYOUT
 from workloads.spec import SessionTurnSpec
 
@@ -236,25 +236,20 @@ def test_a_conversation_plan_is_the_plan_spelled_out() -> None:
     assert dataclasses.astuple(conversation) == (*dataclasses.astuple(spelled_out)[:-1], True)
 
 
-def test_prompts_that_extend_the_previous_one_are_one_run_and_the_others_are_joined() -> None:
+def test_prompts_that_extend_the_previous_one_are_one_slice_and_the_others_are_joined() -> None:
     """Chat prompts lie back to back in the session buffer (system prompt, then the
-    conversation), 10 + 5, 10 + 5 + 3 + 5, ... tokens long, whether the plan is marked as a
-    conversation (its spans taken at once) or spelled out (joined slot by slot); the system
-    prompt's tokens are the common ones, shared by the sessions rendered together that have
-    them, the conversation's a view of the session's own. A per-request timestamp, laid out
-    with the common slots before the conversation, sits between the system prompt and the
-    conversation: those prompts are joined from their segments."""
+    conversation): each is a view into it, 10 + 5, 10 + 5 + 3 + 5, ... tokens long, whether the
+    plan is marked as a conversation (its spans taken at once) or spelled out (joined slot by
+    slot). A per-request timestamp, laid out with the common slots before the conversation,
+    sits between the system prompt and the conversation: those prompts are joined from their
+    segments."""
     plain = CommonSlots(system_prompt_tokens=10).pieces("chat", 0, "user", "")
     spelled_out = _chat_plan(3)
     conversation = SessionPlan.conversation(spelled_out.content_ids, spelled_out.lengths)
-    content, other = render_sessions(
-        SyntheticTokens(), [(conversation, [plain] * 3), (conversation, [plain] * 3)], CHAT_LAYOUT
-    )
+    content = render_session(SyntheticTokens(), conversation, [plain] * 3, CHAT_LAYOUT)
     joined = render_session(SyntheticTokens(), spelled_out, [plain] * 3, CHAT_LAYOUT)
     assert [content.num_prompt_tokens(turn) for turn in range(3)] == [15, 23, 31]
-    system_prompt, question = content.segments(0)
-    assert not system_prompt.tokens.flags.owndata and not question.tokens.flags.owndata
-    assert np.shares_memory(system_prompt.tokens, other.segments(0)[0].tokens)
+    assert not any(content.prompt_array(turn).flags.owndata for turn in range(3))
     for turn in range(3):
         assert content.prompt_token_array(turn) == joined.prompt_token_array(turn)
         assert content.num_prompt_tokens(turn) == joined.num_prompt_tokens(turn)

@@ -4,13 +4,12 @@ A plan names the session's own contents once and says, per turn, which it asks (
 slot), which it answers, and which the history gains after it. Rendering gives a TurnContent
 from which each turn's spec is made when read (spec.SessionTurnSpec). Any token mode renders
 prompt by prompt: pieces arranged by the layout, through `TokenMode.render`. Synthetic tokens
-take a faster road, decided here alone: the session's contents are laid out once at positions
-of one buffer (the common slots' pieces, shared by the sessions that have them, then the
-session's own contents in the order the conversation shows them), its own part synthesised in
-one numpy pass; a turn is a few numbers (where its prompt lies and how long it is) until its
-segments, views of the tokens, are asked for, and a prompt whose slots lie back to back there
-(each turn repeating the previous prompt and its answer, then adding to them) is copied from
-two runs of tokens: the common pieces', then the session's own.
+take a faster road, decided here alone: the session's contents are laid out once in one buffer
+(the common slots' pieces, then the session's own contents in the order the conversation shows
+them), its own part synthesised in one numpy pass; a turn is a few numbers (where its prompt
+lies and how long it is) until its segments, views into the buffer, are asked for, and a
+prompt whose slots lie back to back there (each turn repeating the previous prompt and its
+answer, then adding to them) is one slice of it.
 """
 
 from __future__ import annotations
@@ -111,7 +110,7 @@ def render_sessions(
     layout: PromptLayout,
 ) -> list[TurnContent]:
     """`render_session` for several sessions (plan, turn slots); synthetic tokens of all their
-    own contents are made in one numpy pass, each session's a view of one array."""
+    own contents are made in one numpy pass, and their buffers are views of one array."""
     if isinstance(tokens, SyntheticTokens):
         return _synthetic_sessions(tokens, sessions, layout)
     return [_RenderedSession(tokens, plan, turn_slots, layout) for plan, turn_slots in sessions]
@@ -122,9 +121,9 @@ def _synthetic_sessions(
     sessions: Sequence[tuple[SessionPlan, Sequence[SlotPieces]]],
     layout: PromptLayout,
 ) -> list[TurnContent]:
-    """Each session's buffer (its common pieces, then its own contents): the own contents of
-    all sessions synthesised in one pass, each session's a view of it; common pieces from the
-    token cache, laid out and joined once per distinct set of slot mappings and shared."""
+    """Each session's buffer (its common pieces, then its own contents) laid end to end in one
+    array: the own contents of all sessions synthesised in one pass, common pieces from the
+    token cache (laid out and joined once per distinct set of slot mappings)."""
     commons: dict[tuple[int, ...], _CommonLayout] = {}
     made: list[_SyntheticSession] = []
     for plan, turn_slots in sessions:
@@ -137,14 +136,21 @@ def _synthetic_sessions(
         [content_id for session in made for content_id in session.plan.content_ids],
         [num_tokens for session in made for num_tokens in session.plan.lengths],
     )
-    own.flags.writeable = False
-    own_bytes = own.data.cast("B")
+    parts: list[TokenArray] = []
     own_start = 0
     for session in made:
         own_stop = own_start + session.num_own_tokens
-        session.own = own[own_start:own_stop]
-        session.own_bytes = own_bytes[own_start * _TOKEN_BYTES : own_stop * _TOKEN_BYTES]
+        parts += (session.common.tokens, own[own_start:own_stop])
         own_start = own_stop
+    buffer = np.concatenate(parts) if parts else own
+    buffer.flags.writeable = False
+    buffer_bytes = buffer.data.cast("B")
+    start = 0
+    for session in made:
+        stop = start + session.num_buffer_tokens
+        session.buffer = buffer[start:stop]
+        session.buffer_bytes = buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES]
+        start = stop
     return list(made)
 
 
@@ -235,15 +241,7 @@ class _CommonLayout:
     (in layout order, each identity once), their tokens end to end, and each mapping's slot
     spans; shared by the sessions of a batch with the same mappings."""
 
-    __slots__ = (
-        "piece_start",
-        "num_tokens",
-        "tokens",
-        "token_bytes",
-        "_layout",
-        "_slots",
-        "_conversation_starts",
-    )
+    __slots__ = ("piece_start", "num_tokens", "tokens", "_layout", "_slots", "_conversation_starts")
 
     def __init__(
         self, turn_slots: Sequence[SlotPieces], layout: PromptLayout, tokens: SyntheticTokens
@@ -264,8 +262,6 @@ class _CommonLayout:
             [piece.content_id for piece in pieces], [piece.num_tokens for piece in pieces]
         )
         self.tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        self.tokens.flags.writeable = False
-        self.token_bytes = self.tokens.data.cast("B")
         self._slots: dict[int, tuple[dict[str, _Span], list[str]]] = {}
         self._conversation_starts: dict[int, int | None] = {}
 
@@ -314,17 +310,18 @@ class _CommonLayout:
 
 
 class _SyntheticSession:
-    """A session's contents at positions of one buffer: the common slots' pieces (shared with
-    other sessions, not copied), then the session's own contents in plan order (the order a
-    conversation first shows them). Its own tokens (and their bytes, which prompt and output
-    arrays are copied from) are set by `_synthetic_sessions` once they are made."""
+    """A session's contents in one buffer: the common slots' pieces, then the session's own
+    contents in plan order (the order a conversation first shows them). The buffer (and its
+    bytes, which prompt and output arrays are copied from) is set by `_synthetic_sessions` once
+    the tokens are made."""
 
     __slots__ = (
         "plan",
         "common",
-        "own",
-        "own_bytes",
+        "buffer",
+        "buffer_bytes",
         "num_own_tokens",
+        "num_buffer_tokens",
         "_turn_slots",
         "_layout",
         "_piece_start",
@@ -345,9 +342,10 @@ class _SyntheticSession:
         self._layout = layout
         self._piece_start = common.piece_start
         self._own_start = list(accumulate(plan.lengths, initial=common.num_tokens))
-        self.num_own_tokens = self._own_start[-1] - common.num_tokens
-        self.own: TokenArray
-        self.own_bytes: memoryview
+        self.num_buffer_tokens = self._own_start[-1]
+        self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
+        self.buffer: TokenArray
+        self.buffer_bytes: memoryview
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -405,24 +403,22 @@ class _SyntheticSession:
         return prompt_spans
 
     def _own_segments(self, slot: str, contents: Iterable[int]) -> list[Segment]:
-        plan, own_start = self.plan, self._own_start
+        plan, buffer, own_start = self.plan, self.buffer, self._own_start
         return [
             Segment(
-                slot,
-                plan.content_ids[content],
-                self._tokens(own_start[content], own_start[content + 1]),
+                slot, plan.content_ids[content], buffer[own_start[content] : own_start[content + 1]]
             )
             for content in contents
         ]
 
     def segments(self, turn: int) -> list[Segment]:
-        plan, common_tokens, piece_start = self.plan, self.common.tokens, self._piece_start
+        plan, buffer, piece_start = self.plan, self.buffer, self._piece_start
         slot_segments: dict[str, list[Segment]] = {
             slot: [
                 Segment(
                     slot,
                     piece.content_id,
-                    common_tokens[
+                    buffer[
                         piece_start[piece.content_id] : piece_start[piece.content_id]
                         + piece.num_tokens
                     ],
@@ -440,10 +436,10 @@ class _SyntheticSession:
     def prompt_array(self, turn: int) -> TokenArray:
         start, stop, _ = self._prompt_spans[turn]
         if start >= 0:
-            return self._tokens(start, stop)
+            return self.buffer[start:stop]
         segments = self.segments(turn)
         if not segments:
-            return self.own[:0]
+            return self.buffer[:0]
         return np.concatenate([segment.tokens for segment in segments])
 
     def prompt_token_array(self, turn: int) -> array[int]:
@@ -462,30 +458,11 @@ class _SyntheticSession:
         answer = self.plan.answers[turn]
         return self._token_array(self._own_start[answer], self._own_start[answer + 1])
 
-    def _tokens(self, start: int, stop: int) -> TokenArray:
-        """Buffer positions [start, stop): a view where they lie among the common pieces or
-        among the session's own contents, else the two joined."""
-        common = self.common
-        if stop <= common.num_tokens:
-            return common.tokens[start:stop]
-        if start >= common.num_tokens:
-            return self.own[start - common.num_tokens : stop - common.num_tokens]
-        return np.concatenate((common.tokens[start:], self.own[: stop - common.num_tokens]))
-
     def _token_array(self, start: int, stop: int) -> array[int]:
-        """Buffer positions [start, stop) as a new array, copied from the common pieces' bytes
-        and the session's own (fewer objects on the way than through numpy views)."""
+        """Buffer positions [start, stop) as a new array, copied from the buffer's bytes (fewer
+        objects on the way than through a numpy view)."""
         tokens = array("q")
-        num_common = self.common.num_tokens
-        if start < num_common:
-            tokens.frombytes(
-                self.common.token_bytes[start * _TOKEN_BYTES : min(stop, num_common) * _TOKEN_BYTES]
-            )
-        if stop > num_common:
-            own_start = max(start - num_common, 0)
-            tokens.frombytes(
-                self.own_bytes[own_start * _TOKEN_BYTES : (stop - num_common) * _TOKEN_BYTES]
-            )
+        tokens.frombytes(self.buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES])
         return tokens
 
     def num_output_tokens(self, turn: int) -> int:

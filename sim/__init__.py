@@ -4,4 +4,11 @@ Docstrings cite the project's docs/: `spec §N` is docs/spec.md, `cost_model.md 
 `replay_formats.md §N` the files of those names there.
 """
 
+import os
+
 __version__ = "0.1.0"
+
+# The only linear algebra here is tiny least-squares fits (a run's stability trends, cost-model
+# fits); OpenBLAS's worker threads would busy-wait after each one, burning CPU a run is timed
+# by. Read when numpy loads, so set before any submodule imports it; a caller's choice stands.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -23,6 +23,11 @@ _LOWEST_EXPONENT = -900
 _HIGHEST_EXPONENT = 1000
 
 
+# Runs are summed a chunk of whole runs at a time, about this many values: the scratch arrays
+# stay in cache and are reused from the heap instead of being faulted in afresh per batch.
+CHUNK_VALUES = 1 << 13
+
+
 def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> list[float]:
     """math.fsum of each run of `values`: the first counts[0] of them, then the next
     counts[1], and so on (a run of none sums to 0.0)."""
@@ -41,6 +46,24 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     span = high - low
     if high > _HIGHEST_EXPONENT or low < _LOWEST_EXPONENT or span > _MAX_SPAN_BITS:
         return [math.fsum(values[start:end]) for start, end in zip(starts, ends, strict=True)]
+    totals: list[int] = []
+    first_run = 0
+    while first_run < len(counts):
+        # Whole runs up to about CHUNK_VALUES values (at least one run, however long).
+        first_value = int(starts[first_run])
+        end_run = int(np.searchsorted(ends, first_value + CHUNK_VALUES, side="right"))
+        end_run = max(end_run, first_run + 1)
+        chunk = values[first_value : int(ends[end_run - 1])]
+        totals += _exact_run_sums(chunk, counts[first_run:end_run], low, span)
+        first_run = end_run
+    return [math.ldexp(float(total), low) for total in totals]
+
+
+def _exact_run_sums(
+    values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64], low: int, span: int
+) -> list[int]:
+    """Each run's exact sum of `values` in units of 2**low, as a Python int; every value is
+    a multiple of 2**low below 2**(low + span) in magnitude."""
     # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
     limb_bits = 62 - len(values).bit_length()
     # Scaling by powers of two is exact here (no overflow, no subnormal).
@@ -48,7 +71,7 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     limb = np.empty_like(rest)
     down, up = math.ldexp(1.0, -limb_bits), math.ldexp(1.0, limb_bits)
     nonempty = counts > 0
-    run_starts = starts[nonempty]
+    run_starts = (np.cumsum(counts) - counts)[nonempty]
     limb_sums: list[list[int]] = []
     for _ in range(-(-span // limb_bits) - 1):
         np.multiply(rest, down, out=limb)
@@ -63,7 +86,7 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
     while limb_sums:
         lower = limb_sums.pop()
         totals = [(upper << limb_bits) + part for upper, part in zip(totals, lower, strict=True)]
-    return [math.ldexp(float(total), low) for total in totals]
+    return totals
 
 
 def _run_sums(

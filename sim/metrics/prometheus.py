@@ -239,18 +239,18 @@ SampleKey = tuple[str, str | None, str | None]
 
 
 def new_counts_by_cut(
-    positions: npt.NDArray[np.intp], first_cut: npt.NDArray[np.intp], num_cuts: int, width: int
+    positions: npt.NDArray[np.intp], counted: npt.NDArray[np.intp], width: int
 ) -> npt.NDArray[np.int64]:
-    """Row j: how many values land in each of `width` buckets (`positions`) and are counted
-    from cut j on, cumulated over the cuts: the buckets' growth up to each cut."""
-    counts = np.bincount(first_cut * width + positions, minlength=(num_cuts + 1) * width)
+    """Row j: how many of the first counted[j] values (counted ascending) land in each of
+    `width` buckets (`positions`): the buckets' growth up to each cut."""
+    num_cuts = len(counted)
+    # Each value's index: the first cut counting it, times width, plus its bucket; one
+    # per-value array, filled in place.
+    segment_sizes = np.diff(counted, prepend=0, append=len(positions))
+    index = np.repeat(np.arange(0, (num_cuts + 1) * width, width), segment_sizes)
+    index += positions
+    counts = np.bincount(index, minlength=(num_cuts + 1) * width)
     return np.cumsum(counts.reshape(num_cuts + 1, width)[:num_cuts], axis=0)
-
-
-def first_cuts(num_items: int, cuts: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
-    """For each of `num_items` items in order, the first cut that includes it (item i is in
-    every cut j with i < cuts[j]; len(cuts): none)."""
-    return np.searchsorted(cuts, np.arange(num_items), side="right")
 
 
 class Histogram:
@@ -273,19 +273,20 @@ class Histogram:
     def advance(
         self,
         values: np.ndarray,
-        first_cut: npt.NDArray[np.intp],
+        counted: npt.NDArray[np.intp],
         totals: np.ndarray,
         cuts: npt.NDArray[np.intp],
         out: np.ndarray,
     ) -> None:
         """Observe `values`; `out` (one row per cut) gets the `raw_values` of each cut's state.
 
-        Value i counts from cut first_cut[i] on. The sum grows by `totals` (one per item of the
-        stream the cuts count: a value, or a request's values summed exactly), in order.
+        Cut j counts the first counted[j] values. The sum grows by `totals` (one per item of the
+        stream the cuts count: a value, or a request's values summed exactly), in order: cut j
+        has the first cuts[j] of them.
         """
         positions = np.searchsorted(self._edges_array, values, side="left")
         num_buckets = len(self.bucket_counts)
-        grown = new_counts_by_cut(positions, first_cut, len(cuts), num_buckets)
+        grown = new_counts_by_cut(positions, counted, num_buckets)
         out[:, :num_buckets] = self.bucket_counts + grown
         # The sum as one value at a time adds it: left to right (np.cumsum adds in order).
         running = np.cumsum(np.concatenate(((self.total,), totals)))
@@ -359,7 +360,7 @@ class StepSeries:
         tokens = steps.num_prefill_tokens + steps.num_decode_tokens
         self.iteration_tokens.advance(
             tokens,
-            first_cuts(len(steps), cuts),
+            cuts,
             tokens.astype(np.float64),  # exact: integers far below 2**53
             cuts,
             rows[:, num_counters + num_gauges :],
@@ -433,19 +434,18 @@ class RequestSeries:
         rows[taken, :num_counters] += np.cumsum(counts, axis=0)[before[taken]]
         rows[:, num_counters : num_counters + num_reasons] = self.success_by_reason
         rows[:, num_counters + _SIMULATED_REASON] += cuts
-        first_cut = first_cuts(len(requests), cuts)
         start = num_counters + num_reasons
         for family, histogram in self.histograms.items():
             out = rows[:, start : start + histogram.width]
             if family is INTER_TOKEN_LATENCY_SECONDS:
-                # Every gap counts from its request's cut on; the sum grows by each request's
-                # gaps summed exactly, request by request.
-                gap_cut = np.repeat(first_cut, requests.num_gaps)
+                # A cut counts every gap of the requests it counts; the sum grows by each
+                # request's gaps summed exactly, request by request.
+                gap_ends = np.concatenate(((0,), np.cumsum(requests.num_gaps)))
                 gaps = requests.inter_token_latencies_s
-                histogram.advance(gaps, gap_cut, requests.gap_sums_s(), cuts, out)
+                histogram.advance(gaps, gap_ends[cuts], requests.gap_sums_s(), cuts, out)
             else:
                 values = _REQUEST_OBSERVATIONS[family](requests).astype(np.float64)
-                histogram.advance(values, first_cut, values, cuts, out)
+                histogram.advance(values, cuts, values, cuts, out)
             start += histogram.width
         self.counters += counts.sum(axis=0)
         self.success_by_reason[_SIMULATED_REASON] += len(requests)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.metrics import exact_sums
 from sim.metrics.exact_sums import run_fsums
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False, width=64)
@@ -64,4 +66,24 @@ def test_cancellation_and_ties_in_numbers() -> None:
         (0.0).hex(),
         (-8.5e12 + 0.25).hex(),
     ]
+    assert _run_fsums(runs) == _fsums_one_by_one(runs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=RUNS, chunk_values=st.integers(1, 8))
+def test_chunks_of_whole_runs_sum_as_fsum(runs: list[list[float]], chunk_values: int) -> None:
+    """Chunks of 1..8 values (runs longer than a chunk get one of their own) change nothing."""
+    try:
+        expected = _fsums_one_by_one(runs)
+    except OverflowError:
+        return
+    with patch.object(exact_sums, "CHUNK_VALUES", chunk_values):
+        assert _run_fsums(runs) == expected
+
+
+def test_a_batch_of_gaps_larger_than_a_chunk() -> None:
+    """100,000 gaps of 2,000 requests (50 each, 1 ms + i * 1 us): 13 chunks, every sum fsum's."""
+    gaps = 1e-3 + np.arange(100_000) * 1e-6
+    runs = [gaps[start : start + 50].tolist() for start in range(0, 100_000, 50)]
+    assert exact_sums.CHUNK_VALUES < 100_000
     assert _run_fsums(runs) == _fsums_one_by_one(runs)

@@ -19,7 +19,6 @@ from sim.metrics.prometheus import (
     REQUEST_LATENCY_BUCKET_EDGES,
     REQUEST_QUEUE_TIME_SECONDS,
     Histogram,
-    first_cuts,
     request_tokens_bucket_edges,
 )
 from sim.metrics.scraper import METRICS_SCHEMA, MetricsScraper
@@ -263,7 +262,7 @@ def test_histogram_batch_gives_each_cut_the_state_of_the_values_before_it() -> N
     cuts = np.array([0, 4, 9])
     rows = np.zeros((3, histogram.width))
     array = np.array(values)
-    histogram.advance(array, first_cuts(len(values), cuts), array, cuts, rows)
+    histogram.advance(array, cuts, array, cuts, rows)
     assert rows[0].tolist() == [0, 0, 0, 0, 0, 0, 0, 0.0, 0]
     assert rows[1].tolist() == [1, 1, 0, 1, 1, 0, 0, 0.01 + 0.0100001 + 0.1 + 0.2, 4]
     total = 0.0
@@ -280,7 +279,7 @@ def test_histogram_sum_grows_by_the_totals_given_per_item() -> None:
     cuts = np.array([1])
     rows = np.zeros((1, histogram.width))
     gaps = np.array([0.1, 0.2, 0.3])
-    histogram.advance(gaps, np.zeros(3, dtype=np.intp), np.array([math.fsum(gaps)]), cuts, rows)
+    histogram.advance(gaps, np.array([3]), np.array([math.fsum(gaps)]), cuts, rows)
     assert rows[0].tolist() == [3, 0, 0.6, 3]
     assert histogram.total == 0.6
 

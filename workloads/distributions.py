@@ -115,14 +115,21 @@ class LogNormal(_Draws):
     def samples(self, rng: np.random.Generator, size: int) -> list[float]:
         """`size` draws."""
         low, high = self.low, self.high
-        return [min(high, max(low, value)) for value in self._unclipped(rng, size)]
+        # min(high, max(low, value)) without the calls (low <= high), as in sample_counts.
+        return [
+            high if value > high else low if value < low else value
+            for value in self._unclipped(rng, size)
+        ]
 
     def sample_counts(self, rng: np.random.Generator, size: int, minimum: int = 0) -> list[int]:
         """`size` draws rounded to ints, each at least `minimum`."""
         low, high = self.low, self.high
-        return [
-            max(minimum, round(min(high, max(low, value)))) for value in self._unclipped(rng, size)
+        counts = [
+            round(high if value > high else low if value < low else value)
+            for value in self._unclipped(rng, size)
         ]
+        # Rounding keeps order, so no count is below round(low).
+        return counts if round(low) >= minimum else [max(minimum, count) for count in counts]
 
     def _unclipped(self, rng: np.random.Generator, size: int) -> list[float]:
         drawn: list[float] = rng.lognormal(math.log(self.median), self.sigma, size).tolist()

@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 TokenArray: TypeAlias = npt.NDArray[np.int64]
 
 
+def token_array(tokens: TokenArray) -> array[int]:
+    """`tokens` as a new int64 array ('q'), copied without a Python int per token."""
+    made = array("q")
+    made.frombytes(tokens.data.cast("B"))
+    return made
+
+
 @dataclass(slots=True, frozen=True)
 class LoraSpec:
     """A LoRA adapter as vLLM's LoRARequest names it (the prefix-cache key uses name and path)."""
@@ -109,13 +116,7 @@ class RequestSpec:
     def prompt_token_array(self) -> array[int]:
         """The prompt as one new int64 array ('q'), built without a Python int per token from
         synthetic tokens."""
-        prompt = array("q")
-        if self.segments:
-            tokens = np.concatenate(
-                [np.asarray(segment.tokens, dtype=np.int64) for segment in self.segments]
-            )
-            prompt.frombytes(tokens.data.cast("B"))
-        return prompt
+        return segments_token_array(self.segments)
 
     def output_token_array(self) -> array[int]:
         """The output tokens as one new int64 array ('q')."""
@@ -137,6 +138,15 @@ class RequestSpec:
         return None
 
 
+def segments_token_array(segments: list[Segment]) -> array[int]:
+    """The segments' tokens end to end, as a new int64 array ('q')."""
+    if not segments:
+        return array("q")
+    return token_array(
+        np.concatenate([np.asarray(segment.tokens, dtype=np.int64) for segment in segments])
+    )
+
+
 class TurnContent(Protocol):
     """A session's turns as a generator holds them, from which a spec is made on first use."""
 
@@ -144,8 +154,8 @@ class TurnContent(Protocol):
         """The turn's prompt segments (a new list)."""
         ...
 
-    def prompt_array(self, turn: int) -> TokenArray:
-        """The turn's prompt tokens end to end (read-only, maybe a view)."""
+    def prompt_token_array(self, turn: int) -> array[int]:
+        """The turn's prompt tokens end to end, as a new int64 array ('q')."""
         ...
 
     def num_prompt_tokens(self, turn: int) -> int:
@@ -156,8 +166,8 @@ class TurnContent(Protocol):
         """The tokens the fake model emits for the turn (a new list)."""
         ...
 
-    def output_array(self, turn: int) -> TokenArray:
-        """The turn's output tokens (read-only, maybe a view)."""
+    def output_token_array(self, turn: int) -> array[int]:
+        """The turn's output tokens, as a new int64 array ('q')."""
         ...
 
     def num_output_tokens(self, turn: int) -> int:
@@ -177,33 +187,37 @@ _NOT_MADE: Any = _NotMade()
 Made = TypeVar("Made")
 
 
-class _MadeOnFirstRead(Generic[Made]):
+class _MadeOnFirstRead(property, Generic[Made]):
     """A RequestSpec field that a SessionTurnSpec makes from its content when first read: it
-    lives in RequestSpec's slot, which holds _NOT_MADE until then."""
+    lives in RequestSpec's slot, which holds _NOT_MADE until then. Setting it is the slot's own
+    (C) setter: RequestSpec's __init__ sets both such fields of every spec."""
 
     def __init__(self, name: str) -> None:
-        self._name = name
-        self._slot: Any = RequestSpec.__dict__[name]
+        slot: Any = RequestSpec.__dict__[name]
 
-    @overload
-    def __get__(self, spec: None, owner: object = None) -> _MadeOnFirstRead[Made]: ...
+        def made_on_first_read(spec: SessionTurnSpec) -> Made:
+            value: Made = slot.__get__(spec)
+            if value is _NOT_MADE:
+                value = getattr(spec._content, name)(spec._turn)
+                slot.__set__(spec, value)
+            return value
 
-    @overload
-    def __get__(self, spec: SessionTurnSpec, owner: object = None) -> Made: ...
+        super().__init__(made_on_first_read, slot.__set__)
+        self._slot = slot
 
-    def __get__(
-        self, spec: SessionTurnSpec | None, owner: object = None
-    ) -> Made | _MadeOnFirstRead[Made]:
-        if spec is None:
-            return self
-        value = self._slot.__get__(spec)
-        if value is _NOT_MADE:
-            value = getattr(spec._content, self._name)(spec._turn)
-            self._slot.__set__(spec, value)
-        return value
+    if TYPE_CHECKING:
 
-    def __set__(self, spec: SessionTurnSpec, value: Made) -> None:
-        self._slot.__set__(spec, value)
+        @overload
+        def __get__(self, spec: None, owner: object = None) -> _MadeOnFirstRead[Made]: ...
+
+        @overload
+        def __get__(self, spec: SessionTurnSpec, owner: object = None) -> Made: ...
+
+        def __get__(
+            self, spec: SessionTurnSpec | None, owner: object = None
+        ) -> Made | _MadeOnFirstRead[Made]: ...
+
+        def __set__(self, spec: SessionTurnSpec, value: Made) -> None: ...
 
     def is_made(self, spec: SessionTurnSpec) -> bool:
         """Whether the field holds its value (made, or set)."""
@@ -232,6 +246,7 @@ class SessionTurnSpec(RequestSpec):
         arrival_at: float | None,
         session_id: str | None,
         think_time_s: float,
+        prompt_logprobs: bool = False,
         **tags: Any,
     ) -> None:
         """Turn `turn` of `content` (its turn_index); `tags` as for RequestSpec.open_loop."""
@@ -246,6 +261,7 @@ class SessionTurnSpec(RequestSpec):
             think_time_s,
             _NOT_MADE,
             _NOT_MADE,
+            prompt_logprobs=prompt_logprobs,
             **tags,
         )
 
@@ -253,18 +269,14 @@ class SessionTurnSpec(RequestSpec):
         """The prompt as one new int64 array ('q'), from the content unless segments were set."""
         if _SEGMENTS.is_made(self):
             return RequestSpec.prompt_token_array(self)
-        prompt = array("q")
-        prompt.frombytes(self._content.prompt_array(self._turn).data.cast("B"))
-        return prompt
+        return self._content.prompt_token_array(self._turn)
 
     def output_token_array(self) -> array[int]:
         """The output tokens as one new int64 array ('q'), from the content unless they were set
         (no Python int per token)."""
         if _OUTPUT_TOKENS.is_made(self):
             return RequestSpec.output_token_array(self)
-        output = array("q")
-        output.frombytes(self._content.output_array(self._turn).data.cast("B"))
-        return output
+        return self._content.output_token_array(self._turn)
 
     @property
     def num_prompt_tokens(self) -> int:

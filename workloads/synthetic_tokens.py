@@ -35,34 +35,44 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
+_BLAKE2B_8 = functools.partial(hashlib.blake2b, digest_size=8)
+
+
 def content_seed(content_id: str) -> int:
     """A 64-bit seed for a content identity (stable across runs and platforms)."""
-    return int.from_bytes(_seed_bytes(content_id), "little")
-
-
-def _seed_bytes(content_id: str) -> bytes:
-    return hashlib.blake2b(content_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(_BLAKE2B_8(content_id.encode()).digest(), "little")
 
 
 def content_seeds(content_ids: Sequence[str]) -> np.ndarray:
     """`content_seed` of every identity, as one uint64 array (no Python int per seed)."""
-    return np.frombuffer(b"".join(map(_seed_bytes, content_ids)), dtype="<u8").astype(np.uint64)
+    digests = [_BLAKE2B_8(content_id.encode()).digest() for content_id in content_ids]
+    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
 
 
 _SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
-def _mix64(values: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser, in place: every input bit flips about half the output bits."""
-    shifted = values >> _SHIFT_1
-    values ^= shifted
+def _mix64(values: np.ndarray, scratch: np.ndarray) -> None:
+    """SplitMix64's finaliser, in place (`scratch`, as long, is overwritten): every input bit
+    flips about half the output bits."""
+    np.right_shift(values, _SHIFT_1, out=scratch)
+    values ^= scratch
     values *= _MIX_1
-    np.right_shift(values, _SHIFT_2, out=shifted)
-    values ^= shifted
+    np.right_shift(values, _SHIFT_2, out=scratch)
+    values ^= scratch
     values *= _MIX_2
-    np.right_shift(values, _SHIFT_3, out=shifted)
-    values ^= shifted
-    return values
+    np.right_shift(values, _SHIFT_3, out=scratch)
+    values ^= scratch
+
+
+def _reduce(values: np.ndarray, modulus: int, scratch: np.ndarray) -> None:
+    """`values %= modulus`, in place (`scratch` is overwritten), as values - values // modulus *
+    modulus: numpy divides uint64 by a scalar with vector instructions but takes the remainder
+    element by element, several times slower."""
+    divisor = np.uint64(modulus)
+    np.floor_divide(values, divisor, out=scratch)
+    scratch *= divisor
+    values -= scratch
 
 
 class _Positions:
@@ -99,8 +109,9 @@ def _streams(
         shifted_seeds = np.asarray(seeds, dtype=np.uint64) - starts * _GOLDEN
         mixed = np.repeat(shifted_seeds, counts)
         mixed += _POSITIONS.first(total)
-    _mix64(mixed)
-    mixed %= np.uint64(vocab_size)
+    scratch = np.empty_like(mixed)
+    _mix64(mixed, scratch)
+    _reduce(mixed, vocab_size, scratch)
     return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64
 
 

@@ -88,3 +88,28 @@ def test_a_draw_of_size_n_equals_n_single_draws(
     assert distribution.samples(at_once, size) == values
     assert all(type(count) is int and count >= 1 for count in counts)
     assert one_by_one.random() == at_once.random()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    median=st.floats(0.01, 500.0),
+    sigma=st.floats(0.0, 3.0),
+    low=st.sampled_from([0, 0.5, 1, 4, 7.5]),
+    width=st.sampled_from([0.0, 0.5, 3, 100, math.inf]),
+    minimum=st.integers(0, 12),
+)
+def test_lognormal_draws_are_numpy_s_clipped_then_rounded(
+    seed: int, median: float, sigma: float, low: float, width: float, minimum: int
+) -> None:
+    """Counts are min(high, max(low, x)) rounded half to even, at least `minimum`, and values
+    the clipped draws, for numpy's lognormal draws x (bounds as ints and floats, a bound the
+    minimum lies above, an unbounded top)."""
+    distribution = LogNormal(median=median, sigma=sigma, low=low, high=low + width)
+    drawn = np.random.default_rng(seed).lognormal(math.log(median), sigma, 40).tolist()
+    high = low + width
+    expected_counts = [max(minimum, round(min(high, max(low, value)))) for value in drawn]
+    rng = np.random.default_rng(seed)
+    assert distribution.sample_counts(rng, 40, minimum) == expected_counts
+    rng = np.random.default_rng(seed)
+    assert distribution.samples(rng, 40) == [min(high, max(low, value)) for value in drawn]

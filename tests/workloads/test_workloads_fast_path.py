@@ -228,15 +228,31 @@ def _chat_plan(num_turns: int) -> SessionPlan:
     )
 
 
+def test_a_conversation_plan_is_the_plan_spelled_out() -> None:
+    """SessionPlan.conversation holds the chat plan field by field; only it is marked as one."""
+    spelled_out = _chat_plan(3)
+    conversation = SessionPlan.conversation(spelled_out.content_ids, spelled_out.lengths)
+    assert conversation.is_conversation and not spelled_out.is_conversation
+    assert dataclasses.astuple(conversation) == (*dataclasses.astuple(spelled_out)[:-1], True)
+
+
 def test_prompts_that_extend_the_previous_one_are_one_slice_and_the_others_are_joined() -> None:
     """Chat prompts lie back to back in the session buffer (system prompt, then the
-    conversation): each is a view into it, 10 + 5, 10 + 5 + 3 + 5, ... tokens long. A
-    per-request timestamp, laid out with the common slots before the conversation, sits between
-    the system prompt and the conversation: those prompts are joined from their segments."""
+    conversation): each is a view into it, 10 + 5, 10 + 5 + 3 + 5, ... tokens long, whether the
+    plan is marked as a conversation (its spans taken at once) or spelled out (joined slot by
+    slot). A per-request timestamp, laid out with the common slots before the conversation,
+    sits between the system prompt and the conversation: those prompts are joined from their
+    segments."""
     plain = CommonSlots(system_prompt_tokens=10).pieces("chat", 0, "user", "")
-    content = render_session(SyntheticTokens(), _chat_plan(3), [plain] * 3, CHAT_LAYOUT)
+    spelled_out = _chat_plan(3)
+    conversation = SessionPlan.conversation(spelled_out.content_ids, spelled_out.lengths)
+    content = render_session(SyntheticTokens(), conversation, [plain] * 3, CHAT_LAYOUT)
+    joined = render_session(SyntheticTokens(), spelled_out, [plain] * 3, CHAT_LAYOUT)
     assert [content.num_prompt_tokens(turn) for turn in range(3)] == [15, 23, 31]
     assert not any(content.prompt_array(turn).flags.owndata for turn in range(3))
+    for turn in range(3):
+        assert content.prompt_token_array(turn) == joined.prompt_token_array(turn)
+        assert content.num_prompt_tokens(turn) == joined.num_prompt_tokens(turn)
     stamped = [
         CommonSlots(system_prompt_tokens=10, timestamp_tokens=2).pieces("chat", 0, "user", turn)
         for turn in ("r0", "r1", "r2")
@@ -298,9 +314,9 @@ class CountingContent:
         self.made.append("segments")
         return [Segment("system_prompt", "s", np.array([7, 8])), Segment("question", "q", [9])]
 
-    def prompt_array(self, turn: int) -> np.ndarray:
-        self.made.append("prompt_array")
-        return np.array([7, 8, 9], dtype=np.int64)
+    def prompt_token_array(self, turn: int) -> array[int]:
+        self.made.append("prompt_token_array")
+        return array("q", [7, 8, 9])
 
     def num_prompt_tokens(self, turn: int) -> int:
         return 3
@@ -308,6 +324,10 @@ class CountingContent:
     def output_tokens(self, turn: int) -> list[int]:
         self.made.append("output_tokens")
         return [1, 2]
+
+    def output_token_array(self, turn: int) -> array[int]:
+        self.made.append("output_token_array")
+        return array("q", [1, 2])
 
     def num_output_tokens(self, turn: int) -> int:
         return 2
@@ -321,7 +341,7 @@ def test_a_session_turn_spec_makes_its_contents_once_and_only_when_read() -> Non
     assert list(spec.prompt_token_array()) == [7, 8, 9]
     assert (spec.num_prompt_tokens, spec.num_output_tokens) == (3, 2)
     assert spec.output_tokens == [1, 2] and spec.output_tokens == [1, 2]
-    assert content.made == ["prompt_array", "output_tokens"]
+    assert content.made == ["prompt_token_array", "output_tokens"]
     plain = RequestSpec(
         "chat-0-0",
         1.5,
@@ -333,7 +353,7 @@ def test_a_session_turn_spec_makes_its_contents_once_and_only_when_read() -> Non
         prompt_logprobs=True,
     )
     assert spec == plain and plain == spec and copy.deepcopy(spec) == plain
-    assert content.made == ["prompt_array", "output_tokens", "segments"]
+    assert content.made == ["prompt_token_array", "output_tokens", "segments"]
     assert plain != SessionTurnSpec(CountingContent(), 0, "chat-0-0", 1.5, "chat-0", 0.0)
 
 
@@ -355,7 +375,7 @@ def test_a_plan_whose_contents_are_not_in_conversation_order_renders_as_the_refe
     assert [fast.num_prompt_tokens(turn) for turn in range(2)] == [20, 10 + 5 + 3 + 24]
     for turn in range(2):
         assert fast.segments(turn) == reference.segments(turn)
-        assert np.array_equal(fast.prompt_array(turn), reference.prompt_array(turn))
+        assert fast.prompt_token_array(turn) == reference.prompt_token_array(turn)
         assert fast.prompt_array(turn).flags.owndata
         assert fast.output_tokens(turn) == reference.output_tokens(turn)
         assert fast.num_prompt_tokens(turn) == reference.num_prompt_tokens(turn)

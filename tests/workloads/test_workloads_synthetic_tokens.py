@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from workloads.prompt import Piece
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import (
     SyntheticTokens,
+    _reduce,
     content_seed,
     content_seeds,
     token_stream,
@@ -121,3 +123,14 @@ def test_streams_of_many_identities_are_each_identity_s_stream_end_to_end(
     ]
     assert streams.tolist() == expected
     assert content_seeds(content_ids).tolist() == [content_seed(cid) for cid in content_ids]
+
+
+@given(
+    values=st.lists(st.integers(0, 2**64 - 1), max_size=50),
+    modulus=st.one_of(st.integers(2, 2**64 - 1), st.sampled_from([2, 128_000, 2**32, 2**63])),
+)
+def test_reduce_is_the_remainder(values: list[int], modulus: int) -> None:
+    """values - values // modulus * modulus, in uint64 (the edges included): value % modulus."""
+    array = np.array(values, dtype=np.uint64)
+    _reduce(array, modulus, np.empty_like(array))
+    assert array.tolist() == [value % modulus for value in values]

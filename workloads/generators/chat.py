@@ -67,16 +67,7 @@ class ChatBuilder(SessionBuilder):
         lengths = [
             length for pair in zip(question_lengths, answer_lengths, strict=True) for length in pair
         ]
-        questions: list[tuple[int, ...]] = [(content,) for content in range(0, 2 * num_turns, 2)]
-        plan = SessionPlan(
-            content_ids,
-            ["user", "assistant"] * num_turns,
-            lengths,
-            questions=questions,
-            answers=list(range(1, 2 * num_turns, 2)),
-            carried_before=questions,
-            carried_after=[()] * num_turns,
-        )
+        plan = SessionPlan.conversation(content_ids, lengths)
         return plan, think_times_s
 
 

@@ -14,8 +14,9 @@ answer, then adding to them) is one slice of it.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate
 
@@ -23,7 +24,13 @@ import numpy as np
 
 from workloads.layout import PromptLayout
 from workloads.prompt import Piece, TokenMode
-from workloads.spec import Segment, TokenArray, TurnContent
+from workloads.spec import (
+    Segment,
+    TokenArray,
+    TurnContent,
+    segments_token_array,
+    token_array,
+)
 from workloads.synthetic_tokens import SyntheticTokens
 
 # Per turn, the pieces of the slots the plan does not fill (common slots, documents).
@@ -45,6 +52,26 @@ class SessionPlan:
     answers: list[int]
     carried_before: list[tuple[int, ...]]
     carried_after: list[tuple[int, ...]]
+    # Made by `conversation`: every prompt ends with the conversation so far, in content order.
+    is_conversation: bool = field(default=False, init=False)
+
+    @classmethod
+    def conversation(cls, content_ids: list[str], lengths: list[int]) -> SessionPlan:
+        """A chat's turns: turn k asks content 2k (a user's message) and is answered by content
+        2k + 1; the history gains both."""
+        num_turns = len(content_ids) // 2
+        questions: list[tuple[int, ...]] = [(content,) for content in range(0, 2 * num_turns, 2)]
+        plan = cls(
+            content_ids,
+            ["user", "assistant"] * num_turns,
+            lengths,
+            questions=questions,
+            answers=list(range(1, 2 * num_turns, 2)),
+            carried_before=questions,
+            carried_after=[()] * num_turns,
+        )
+        plan.is_conversation = True
+        return plan
 
     @classmethod
     def one_question(cls, question: Content, answer: Content) -> SessionPlan:
@@ -117,10 +144,12 @@ def _synthetic_sessions(
         own_start = own_stop
     buffer = np.concatenate(parts) if parts else own
     buffer.flags.writeable = False
+    buffer_bytes = buffer.data.cast("B")
     start = 0
     for session in made:
         stop = start + session.num_buffer_tokens
         session.buffer = buffer[start:stop]
+        session.buffer_bytes = buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES]
         start = stop
     return list(made)
 
@@ -166,11 +195,8 @@ class _RenderedSession:
     def segments(self, turn: int) -> list[Segment]:
         return list(self._turn(turn).segments)
 
-    def prompt_array(self, turn: int) -> TokenArray:
-        segments = self._turn(turn).segments
-        if not segments:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([np.asarray(s.tokens, dtype=np.int64) for s in segments])
+    def prompt_token_array(self, turn: int) -> array[int]:
+        return segments_token_array(self._turn(turn).segments)
 
     def num_prompt_tokens(self, turn: int) -> int:
         return sum(len(segment.tokens) for segment in self._turn(turn).segments)
@@ -178,12 +204,15 @@ class _RenderedSession:
     def output_tokens(self, turn: int) -> list[int]:
         return list(self._turn(turn).output_tokens)
 
-    def output_array(self, turn: int) -> TokenArray:
-        return np.array(self._turn(turn).output_tokens, dtype=np.int64)
+    def output_token_array(self, turn: int) -> array[int]:
+        return array("q", self._turn(turn).output_tokens)
 
     def num_output_tokens(self, turn: int) -> int:
         return self.plan.lengths[self.plan.answers[turn]]
 
+
+# Bytes per token in a session buffer (int64), which prompt arrays are copied from.
+_TOKEN_BYTES = 8
 
 # A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
 # begin in the session buffer when they lie there back to back, else -1; `stop` is where the
@@ -212,7 +241,7 @@ class _CommonLayout:
     (in layout order, each identity once), their tokens end to end, and each mapping's slot
     spans; shared by the sessions of a batch with the same mappings."""
 
-    __slots__ = ("piece_start", "num_tokens", "tokens", "_layout", "_slots")
+    __slots__ = ("piece_start", "num_tokens", "tokens", "_layout", "_slots", "_conversation_starts")
 
     def __init__(
         self, turn_slots: Sequence[SlotPieces], layout: PromptLayout, tokens: SyntheticTokens
@@ -234,6 +263,7 @@ class _CommonLayout:
         )
         self.tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         self._slots: dict[int, tuple[dict[str, _Span], list[str]]] = {}
+        self._conversation_starts: dict[int, int | None] = {}
 
     def slot_spans(self, slots: SlotPieces) -> tuple[dict[str, _Span], list[str]]:
         """Where each slot of `slots` lies, and the layout's slots a turn with them fills (a new
@@ -257,16 +287,39 @@ class _CommonLayout:
             made = self._slots[id(slots)] = (spans, order)
         return dict(made[0]), made[1]
 
+    def conversation_start(self, slots: SlotPieces) -> int | None:
+        """Where every prompt of a conversation (SessionPlan.conversation) with `slots` in each
+        turn starts, when each is one run of the buffer: the slots before the history lie back
+        to back up to the session's own contents, and none lies between history and question
+        or after the question. None otherwise."""
+        key = id(slots)
+        if key in self._conversation_starts:
+            return self._conversation_starts[key]
+        spans, order = self.slot_spans(slots)
+        history, question = order.index("history"), order.index("question")
+        start: int | None = None
+        trailing = (spans[slot] for slot in order[history + 1 :] if slot != "question")
+        if question > history and all(span[1] < 0 for span in trailing):
+            lead = _join(spans[slot] for slot in order[:history])
+            if lead[1] < 0:
+                start = self.num_tokens
+            elif lead[0] >= 0 and lead[1] == self.num_tokens:
+                start = lead[0]
+        self._conversation_starts[key] = start
+        return start
+
 
 class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
-    contents in plan order (the order a conversation first shows them). The buffer is set by
-    `_synthetic_sessions` once the tokens are made."""
+    contents in plan order (the order a conversation first shows them). The buffer (and its
+    bytes, which prompt and output arrays are copied from) is set by `_synthetic_sessions` once
+    the tokens are made."""
 
     __slots__ = (
         "plan",
         "common",
         "buffer",
+        "buffer_bytes",
         "num_own_tokens",
         "num_buffer_tokens",
         "_turn_slots",
@@ -292,6 +345,7 @@ class _SyntheticSession:
         self.num_buffer_tokens = self._own_start[-1]
         self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
         self.buffer: TokenArray
+        self.buffer_bytes: memoryview
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -312,16 +366,25 @@ class _SyntheticSession:
 
     def _spans(self) -> list[_Span]:
         """Every turn's prompt span: slot spans joined in layout order."""
-        plan = self.plan
+        plan, turn_slots = self.plan, self._turn_slots
+        if (
+            plan.is_conversation
+            and turn_slots
+            and turn_slots.count(turn_slots[0]) == len(turn_slots)
+        ):
+            start = self.common.conversation_start(turn_slots[0])
+            if start is not None:
+                # Turn k's prompt: the slots before the conversation, then contents 0 to 2k.
+                return [(start, stop, stop - start) for stop in self._own_start[1::2]]
         history = _EMPTY
         slots: SlotPieces | None = None
         spans: dict[str, _Span] = {}
         order: list[str] = []
         prompt_spans = []
-        for turn, turn_slots in enumerate(self._turn_slots):
-            if turn_slots is not slots:
-                slots = turn_slots
-                spans, order = self.common.slot_spans(turn_slots)
+        for turn, slots_of_turn in enumerate(turn_slots):
+            if slots_of_turn is not slots:
+                slots = slots_of_turn
+                spans, order = self.common.slot_spans(slots_of_turn)
             spans["history"], spans["question"] = history, self._own_span(plan.questions[turn])
             # _join over the slots, unrolled: a few run per turn, for every turn of every session.
             start, stop, num_tokens = _EMPTY
@@ -379,16 +442,28 @@ class _SyntheticSession:
             return self.buffer[:0]
         return np.concatenate([segment.tokens for segment in segments])
 
+    def prompt_token_array(self, turn: int) -> array[int]:
+        start, stop, _ = self._prompt_spans[turn]
+        if start < 0:
+            return token_array(self.prompt_array(turn))
+        return self._token_array(start, stop)
+
     def num_prompt_tokens(self, turn: int) -> int:
         return self._prompt_spans[turn][2]
 
     def output_tokens(self, turn: int) -> list[int]:
-        tokens: list[int] = self.output_array(turn).tolist()
-        return tokens
+        return self.output_token_array(turn).tolist()
 
-    def output_array(self, turn: int) -> TokenArray:
+    def output_token_array(self, turn: int) -> array[int]:
         answer = self.plan.answers[turn]
-        return self.buffer[self._own_start[answer] : self._own_start[answer + 1]]
+        return self._token_array(self._own_start[answer], self._own_start[answer + 1])
+
+    def _token_array(self, start: int, stop: int) -> array[int]:
+        """Buffer positions [start, stop) as a new array, copied from the buffer's bytes (fewer
+        objects on the way than through a numpy view)."""
+        tokens = array("q")
+        tokens.frombytes(self.buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES])
+        return tokens
 
     def num_output_tokens(self, turn: int) -> int:
         return self.plan.lengths[self.plan.answers[turn]]

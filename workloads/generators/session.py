@@ -98,27 +98,38 @@ class SessionBuilder(ABC):
         self, session: _DrawnSession, content: TurnContent, arrival_at: float
     ) -> list[RequestSpec]:
         """The session's turns up to the context limit."""
+        num_turns = len(session.request_ids)
         max_context_tokens = self._config.max_context_tokens
-        specs: list[RequestSpec] = []
-        for turn, request_id in enumerate(session.request_ids):
-            if max_context_tokens is not None and (
-                content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
-                > max_context_tokens
-            ):
-                break
-            specs.append(
-                SessionTurnSpec(
-                    content,
-                    turn,
-                    request_id,
-                    arrival_at if turn == 0 else None,
-                    session.session_id,
-                    session.think_times_s[turn],
-                    prompt_logprobs=session.prompt_logprobs[turn],
-                    **session.tags,
-                )
+        if max_context_tokens is not None:
+            num_turns = next(
+                (
+                    turn
+                    for turn in range(num_turns)
+                    if content.num_prompt_tokens(turn) + content.num_output_tokens(turn)
+                    > max_context_tokens
+                ),
+                num_turns,
             )
-        return specs
+        session_id, tags = session.session_id, session.tags
+        return [
+            SessionTurnSpec(
+                content,
+                turn,
+                request_id,
+                arrival_at if turn == 0 else None,
+                session_id,
+                think_time_s,
+                prompt_logprobs,
+                **tags,
+            )
+            for turn, request_id, think_time_s, prompt_logprobs in zip(
+                range(num_turns),
+                session.request_ids,
+                session.think_times_s,
+                session.prompt_logprobs,
+                strict=False,  # range(num_turns) ends first where the context limit cut it
+            )
+        ]
 
     @abstractmethod
     def _plan(self, session_id: str) -> tuple[SessionPlan, list[float]]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
-from workloads.spec import RequestSpec, Segment, TokenArray, TraceRequestSpec
+from workloads.spec import RequestSpec, Segment, TraceRequestSpec, token_array
 from workloads.synthetic_tokens import StreamBatch, SyntheticTokens, TracePrompt
 from workloads.traces.fields import ReplayOptions
 
@@ -46,9 +47,9 @@ class TraceRequestContent:
         """One segment per trace block."""
         return self.prompt.segments()
 
-    def prompt_array(self, turn: int) -> TokenArray:
+    def prompt_token_array(self, turn: int) -> array[int]:
         """The prompt's tokens end to end."""
-        return self.prompt.token_array()
+        return token_array(self.prompt.token_array())
 
     def num_prompt_tokens(self, turn: int) -> int:
         """The prompt length."""
@@ -56,11 +57,12 @@ class TraceRequestContent:
 
     def output_tokens(self, turn: int) -> list[int]:
         """The answer's unique tokens."""
-        return self.output_array(turn).tolist()
+        tokens: list[int] = self._batch.stream(self._answer_index).tolist()
+        return tokens
 
-    def output_array(self, turn: int) -> TokenArray:
-        """The answer's unique tokens as an array (read-only)."""
-        return self._batch.stream(self._answer_index)
+    def output_token_array(self, turn: int) -> array[int]:
+        """The answer's unique tokens as an array."""
+        return token_array(self._batch.stream(self._answer_index))
 
     def num_output_tokens(self, turn: int) -> int:
         """The answer length."""

@@ -54,16 +54,23 @@ def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) ->
         end_run = int(np.searchsorted(ends, first_value + CHUNK_VALUES, side="right"))
         end_run = max(end_run, first_run + 1)
         chunk = values[first_value : int(ends[end_run - 1])]
-        totals += _exact_run_sums(chunk, counts[first_run:end_run], low, span)
+        chunk_runs = slice(first_run, end_run)
+        totals += _exact_run_sums(
+            chunk, starts[chunk_runs] - first_value, counts[chunk_runs], low, span
+        )
         first_run = end_run
     return [math.ldexp(float(total), low) for total in totals]
 
 
 def _exact_run_sums(
-    values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64], low: int, span: int
+    values: npt.NDArray[np.float64],
+    starts: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    low: int,
+    span: int,
 ) -> list[int]:
-    """Each run's exact sum of `values` in units of 2**low, as a Python int; every value is
-    a multiple of 2**low below 2**(low + span) in magnitude."""
+    """Each run's exact sum of `values` (runs at `starts`, `counts` long) in units of 2**low,
+    as a Python int; every value is a multiple of 2**low below 2**(low + span) in magnitude."""
     # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
     limb_bits = 62 - len(values).bit_length()
     # Scaling by powers of two is exact here (no overflow, no subnormal).
@@ -71,7 +78,7 @@ def _exact_run_sums(
     limb = np.empty_like(rest)
     down, up = math.ldexp(1.0, -limb_bits), math.ldexp(1.0, limb_bits)
     nonempty = counts > 0
-    run_starts = (np.cumsum(counts) - counts)[nonempty]
+    run_starts = starts[nonempty]
     limb_sums: list[list[int]] = []
     for _ in range(-(-span // limb_bits) - 1):
         np.multiply(rest, down, out=limb)

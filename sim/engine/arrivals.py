@@ -10,13 +10,13 @@ Nothing arriving after `duration_s` is submitted.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import simpy
 
-from sim.engine.clock import call_later
+from sim.engine.clock import call_later, call_now_urgent
 from sim.engine.requests import SpecLike
 from sim.errors import InputError
 
@@ -29,7 +29,12 @@ class _Session:
 
 
 class WorkloadDriver:
-    """Submits the workload's requests to `dispatch` at their (open or closed loop) times."""
+    """Submits the workload's requests to `dispatch` at their (open or closed loop) times.
+
+    The workload is read by callbacks on the clock where a SimPy process reading it would run:
+    it starts as a process starts, and each wait for the next arrival is where that process's
+    Timeout would be (same time, priority and event id), so every event keeps its order.
+    """
 
     def __init__(
         self,
@@ -48,42 +53,52 @@ class WorkloadDriver:
         self._idle_session_ids: list[str] = []
         self.num_submitted = 0
         self._specs: Iterator[SpecLike] = iter(specs)
-        self.process = env.process(self._run())
+        self._last_arrival_at = 0.0
+        call_now_urgent(env, self._read_on)
 
     def _in_window(self, at: float) -> bool:
         return self.duration_s is None or at <= self.duration_s
 
-    def _run(self) -> Generator[simpy.Event, Any, None]:
+    def _read_on(self, event: simpy.Event) -> None:
+        """Submit the arrival now due (the event's value; None at the start), then read the
+        workload up to the next arrival in the future and wait for it."""
+        due = cast(SpecLike | None, event.value)
+        if due is not None:
+            self._arrive(due)
         env = self.env
-        last_arrival_at = 0.0
         for spec in self._specs:
-            if spec.arrival_at is None:
+            arrival_at = spec.arrival_at
+            if arrival_at is None:
                 self._queue_follow_up(spec)
                 continue
-            if spec.arrival_at < last_arrival_at:
+            if arrival_at < self._last_arrival_at:
                 raise InputError(
-                    f"request {spec.request_id!r} arrives at {spec.arrival_at} s, before the "
-                    f"previous arrival at {last_arrival_at} s; arrivals must be in time order"
+                    f"request {spec.request_id!r} arrives at {arrival_at} s, before the "
+                    f"previous arrival at {self._last_arrival_at} s; arrivals must be in time order"
                 )
-            last_arrival_at = spec.arrival_at
-            if not self._in_window(spec.arrival_at):
+            self._last_arrival_at = arrival_at
+            if not self._in_window(arrival_at):
                 return
-            if spec.arrival_at > env.now:
-                yield env.timeout(spec.arrival_at - env.now)
-            # Every later turn of the sessions seen so far has been read: forget idle ones.
-            for session_id in self._idle_session_ids:
-                session = self.sessions.get(session_id)
-                if session is not None and not session.in_flight and not session.pending:
-                    del self.sessions[session_id]
-                    if self.on_session_end is not None:
-                        self.on_session_end(session_id)
-            self._idle_session_ids.clear()
-            if spec.session_id is not None:
-                session = self.sessions.setdefault(spec.session_id, _Session())
-                session.in_flight = True
-            self._submit(spec)
+            now = env.now
+            if arrival_at > now:
+                call_later(env, arrival_at - now, self._read_on, spec)
+                return
+            self._arrive(spec)
 
-    def _submit(self, spec: SpecLike) -> None:
+    def _arrive(self, spec: SpecLike) -> None:
+        """A first turn (or open-loop request) arrives: forget idle sessions, submit it."""
+        # Every later turn of the sessions seen so far has been read: forget idle ones.
+        sessions = self.sessions
+        for session_id in self._idle_session_ids:
+            session = sessions.get(session_id)
+            if session is not None and not session.in_flight and not session.pending:
+                del sessions[session_id]
+                if self.on_session_end is not None:
+                    self.on_session_end(session_id)
+        self._idle_session_ids.clear()
+        if spec.session_id is not None:
+            session = sessions.setdefault(spec.session_id, _Session())
+            session.in_flight = True
         self.num_submitted += 1
         self.dispatch(spec)
 
@@ -108,22 +123,22 @@ class WorkloadDriver:
         if session is None:
             return
         session.in_flight = False
-        session.last_finished_at = self.env.now
+        session.last_finished_at = now = self.env.now
         if session.pending:
-            self._release_next(session, self.env.now)
+            self._release_next(session, now)
         else:
             self._idle_session_ids.append(session_id)
 
     def _release_next(self, session: _Session, finished_at: float) -> None:
-        spec = session.pending[0]
-        release_at = max(self.env.now, finished_at + spec.think_time_s)
+        now = self.env.now
+        release_at = max(now, finished_at + session.pending[0].think_time_s)
         if not self._in_window(release_at):
             session.pending.clear()
             return
         session.in_flight = True
-        call_later(self.env, release_at - self.env.now, self._release, session)
+        call_later(self.env, release_at - now, self._release, session)
 
     def _release(self, event: simpy.Event) -> None:
         """The session's next turn is due (the event's value is the session)."""
-        session = cast(_Session, event.value)
-        self._submit(session.pending.popleft())
+        self.num_submitted += 1
+        self.dispatch(cast(_Session, event.value).pending.popleft())

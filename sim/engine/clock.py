@@ -13,7 +13,7 @@ from heapq import heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL, EventPriority
+from simpy.events import NORMAL, URGENT, EventPriority
 
 Callback = Callable[[simpy.Event], None]
 
@@ -42,3 +42,9 @@ def call_later(env: simpy.Environment, delay: float, callback: Callback, value: 
     """`callback(event)` where `env.timeout(delay, value)` with that callback would run it: the
     same time (`now + delay`, as SimPy adds it), priority and event id."""
     call_at(env, env._now + delay, next(env._eid), callback, value)
+
+
+def call_now_urgent(env: simpy.Environment, callback: Callback) -> None:
+    """`callback(event)` where a process started now would first run: in the place of its
+    start event (now, SimPy's urgent priority, the next event id); `event.value` is None."""
+    call_at(env, env._now, next(env._eid), callback, None, URGENT)

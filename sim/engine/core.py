@@ -218,6 +218,9 @@ class EngineCore:
         self.scheduler = make_scheduler(
             config, observer, fast_decode_path=fast_decode_path, offload=connector
         )
+        self._queue_limited = (
+            config.max_num_queued_reqs is not None or config.max_num_queued_tokens is not None
+        )
         # The external counters already written to step records.
         self._external_recorded = (0, 0)
         self.cost_model = cost_model
@@ -257,18 +260,16 @@ class EngineCore:
     def submit(self, request: Request) -> None:
         """Queue a request now; wakes the loop if it is idle. Raises QueueFullError when the
         front end's queue limits turn it away."""
-        problem = self._queue_limit_problem()
-        if problem is not None:
-            self.num_queue_full_rejections += 1
-            raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
+        if self._queue_limited:
+            problem = self._queue_limit_problem()
+            if problem is not None:
+                self.num_queue_full_rejections += 1
+                raise QueueFullError(f"request {request.request_id!r} rejected: {problem}")
         self.scheduler.add_request(request)
-        if (
-            self._loop is not None
-            and request.session_id is not None
-            and self.on_request_finished is not None
-        ):
-            self._loop.stop_on_finish_of(request)  # its next turn is released at its finish
-        if self._loop is not None:
+        loop = self._loop
+        if loop is not None:
+            if request.session_id is not None and self.on_request_finished is not None:
+                loop.stop_on_finish_of(request)  # its next turn is released at its finish
             self._compiled.wake(self._compiled_index)
         elif self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()

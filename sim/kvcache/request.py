@@ -35,6 +35,10 @@ class RequestStatus(enum.Enum):
         self.is_finished = value.startswith("FINISHED")
 
 
+# A new request's status, read once: an enum member's class attribute read is slow in 3.11.
+_WAITING = RequestStatus.WAITING
+
+
 @dataclass(slots=True, frozen=True)
 class SymbolicPrompt:
     """A prompt of trace blocks whose full blocks before `num_symbolic_tokens` are identified
@@ -89,7 +93,6 @@ class CacheRequest:
         request_id: str,
         prompt_token_ids: Sequence[int] | SymbolicPrompt,
         hasher: Hasher,
-        *,
         hash_keys: HashKeys = NO_HASH_KEYS,
         skip_reading_prefix_cache: bool = False,
         prefix_source: CacheRequest | None = None,
@@ -101,20 +104,20 @@ class CacheRequest:
         an array('q') made for this request alone, kept as its tokens rather than copied."""
         self.request_id = request_id
         self.num_computed_tokens = 0
-        self.status = RequestStatus.WAITING
+        self.status = _WAITING
         self.num_preemptions = 0
         self.hash_keys = hash_keys
         # vLLM sets this when prompt logprobs are requested: no hit, not counted, still cached.
         self.skip_reading_prefix_cache = skip_reading_prefix_cache
         self._hasher = hasher
-        if isinstance(prompt_token_ids, SymbolicPrompt):
+        self._block_hashes: list[bytes] | None = None
+        if type(prompt_token_ids) is not array and isinstance(prompt_token_ids, SymbolicPrompt):
             self.all_token_ids = array("q")
             self.all_token_ids.frombytes(prompt_token_ids.tail)
             self.num_symbolic_tokens = prompt_token_ids.num_symbolic_tokens
             self.num_prompt_tokens = self.num_symbolic_tokens + len(self.all_token_ids)
             self.trace_blocks: TraceBlocks | None = prompt_token_ids.blocks
             self._prefix_source: CacheRequest | None = None
-            self._block_hashes: list[bytes] | None = None
             return
         # From an array('q') this is one copy of the buffer (no per-token work).
         self.all_token_ids = (
@@ -130,7 +133,6 @@ class CacheRequest:
             # A source lends to the next turn only: holding its own source too would keep a
             # whole session's prompts alive (its hashes, if ever read, are made from scratch).
             prefix_source._prefix_source = None
-        self._block_hashes = None
 
     @property
     def block_hashes(self) -> list[bytes]:

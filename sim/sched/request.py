@@ -51,17 +51,18 @@ class Request(CacheRequest):
         prefix_source: CacheRequest | None = None,
         owns_prompt: bool = False,
     ) -> None:
-        super().__init__(
+        if not planned_output_token_ids:
+            raise ValueError(f"request {request_id!r} must generate at least one token")
+        CacheRequest.__init__(
+            self,
             request_id,
             prompt_token_ids,
             hasher,
-            hash_keys=hash_keys,
-            skip_reading_prefix_cache=skip_reading_prefix_cache,
-            prefix_source=prefix_source,
-            owns_prompt=owns_prompt,
+            hash_keys,
+            skip_reading_prefix_cache,
+            prefix_source,
+            owns_prompt,
         )
-        if not planned_output_token_ids:
-            raise ValueError(f"request {request_id!r} must generate at least one token")
         self.arrival_at = arrival_at
         self.priority = priority
         self.planned_output_token_ids = planned_output_token_ids

@@ -84,6 +84,7 @@ class Cluster:
             SchedulerReplica(index, engine.scheduler) for index, engine in enumerate(self.replicas)
         ]
         self.num_routed = [0] * num_replicas
+        self._single = num_replicas == 1  # nothing to route
 
     def run_clock(self) -> None:
         """Run the clock until no event is left (`env.run()`, with the compiled loops' wakes
@@ -106,7 +107,7 @@ class Cluster:
         A request the replica refuses (ValueError, e.g. a prompt too long) still counts as
         routed: a real router forwards it before the engine rejects it.
         """
-        index = 0 if len(self.replicas) == 1 else self.router.choose(request, self.views)
+        index = 0 if self._single else self.router.choose(request, self.views)
         self.num_routed[index] += 1
         self.replicas[index].submit(request)
         return index

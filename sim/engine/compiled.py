@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sim.engine.core import EngineCore
 
 _FINISHED = 1  # ClusterLoop.run stopped on a finish the caller needs at once
+_NO_EVENT = (inf, 0, 0, None)  # SimPy's queue top, read as (at, priority, id, event), when empty
 
 
 class _EventIds(Iterator[int]):
@@ -145,7 +146,7 @@ class CompiledReplicas:
         self._advance()
 
     def _on_finish(self, _event: simpy.Event) -> None:
-        self._hand_over()
+        self._hand_over_finished()
         self._advance()
 
     def _advance(self) -> None:
@@ -157,7 +158,7 @@ class CompiledReplicas:
         while True:
             cluster.next_event_id = ids.next_id
             # (time, priority, id) of the next event SimPy will fire; time inf when none is left.
-            at_top, priority, top_id = queue[0][:3] if queue else (inf, 0, 0)
+            at_top, priority, top_id, _ = queue[0] if queue else _NO_EVENT
             stop, at, event_id = cluster.run(env._now, at_top, priority, top_id, self._finished)
             ids.next_id = cluster.next_event_id
             if stop == _FINISHED and at != env._now:
@@ -169,9 +170,11 @@ class CompiledReplicas:
                     self._next_wake = None  # the loops go on from that event
                     return
                 env._now = at
-            self._hand_over()
+            if self._finished:
+                self._hand_over_finished()
             if stop != _FINISHED:
                 break
+        self._hand_over_steps()
         self._hand_next_wake_to_simpy()
 
     def _hand_next_wake_to_simpy(self) -> None:
@@ -190,19 +193,18 @@ class CompiledReplicas:
             self._handed.add(event_id)
             call_at(env, at, event_id, self._on_wake, event_id, EventPriority(priority))
 
-    def _hand_over(self) -> None:
+    def _hand_over_finished(self) -> None:
         """Finished requests to their replicas' recorders and callbacks, in finishing order."""
-        finished = self._finished
-        if finished:
-            self._finished = []
-            engines = self.engines
-            for replica, request in finished:
-                engines[replica].hand_over_finished(request)
-        num_steps = len(self.columns)
-        on_step = self._on_step
-        if on_step is not None and (finished or num_steps):
-            on_step(self._cluster.last_at)
-        if num_steps >= self.step_buffer.capacity:
+        finished, self._finished = self._finished, []
+        engines = self.engines
+        for replica, request in finished:
+            engines[replica].hand_over_finished(request)
+
+    def _hand_over_steps(self) -> None:
+        """Report progress; a full batch of steps goes to the recorder."""
+        if self._on_step is not None:
+            self._on_step(self._cluster.last_at)
+        if len(self.columns) >= self.step_buffer.capacity:
             self._flush_steps()
 
     def _flush_steps(self) -> None:

@@ -62,8 +62,9 @@ class FrontEndStage:
 
     def _submit_burst(self, event: simpy.Event) -> None:
         now = float(self.env.now)
+        submit = self.submit
         for spec in cast(list[SpecLike], event.value):
-            self.submit(spec, now)
+            submit(spec, now)
 
     def record(self, request: Request, replica: int) -> RequestRecord:
         """The finished `request`'s record as the client sees it: arrival at the API server,

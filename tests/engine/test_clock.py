@@ -3,9 +3,11 @@ Timeout with that callback would: same time, priority and event id, so same orde
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import simpy
 
-from sim.engine.clock import call_later
+from sim.engine.clock import call_later, call_now_urgent
 
 
 def test_call_later_and_timeouts_interleave_in_creation_order() -> None:
@@ -36,3 +38,21 @@ def test_call_later_and_timeouts_interleave_in_creation_order() -> None:
         ("timeout e", 1.5, "e"),
     ]
     assert env.now == 1.5
+
+
+def test_call_now_urgent_runs_where_a_process_started_then_would_start() -> None:
+    # At t=0: a 0 s Timeout, then a process is started, then call_now_urgent: the process's
+    # start and the call (both urgent, in creation order) run before the earlier Timeout.
+    env = simpy.Environment()
+    fired: list[str] = []
+    env.timeout(0).callbacks.append(lambda _event: fired.append("timeout"))
+
+    def process() -> Generator[simpy.Event, None, None]:
+        fired.append("process")
+        yield env.timeout(0)
+
+    env.process(process())
+    call_now_urgent(env, lambda event: fired.append(f"call {event.value}"))
+    env.run()
+
+    assert fired == ["process", "call None", "timeout"]

@@ -132,7 +132,7 @@ def _synthetic_sessions(
         if common is None:
             common = commons[key] = _CommonLayout(turn_slots, layout, tokens)
         made.append(_SyntheticSession(plan, turn_slots, layout, common))
-    own = tokens.streams(
+    own = tokens.passing_streams(
         [content_id for session in made for content_id in session.plan.content_ids],
         [num_tokens for session in made for num_tokens in session.plan.lengths],
     )
@@ -142,14 +142,21 @@ def _synthetic_sessions(
         own_stop = own_start + session.num_own_tokens
         parts += (session.common.tokens, own[own_start:own_stop])
         own_start = own_stop
-    buffer = np.concatenate(parts) if parts else own
+    # The buffer is an int64 array('q') with a read-only numpy view: a prompt or an answer is
+    # copied out of it by slicing the array, one call making the new array('q') it must be.
+    batch_tokens = array("q", bytes(_TOKEN_BYTES)) * sum(
+        session.num_buffer_tokens for session in made
+    )
+    buffer = np.frombuffer(batch_tokens, dtype=np.int64)
+    if parts:
+        np.concatenate(parts, out=buffer)
     buffer.flags.writeable = False
-    buffer_bytes = buffer.data.cast("B")
     start = 0
     for session in made:
         stop = start + session.num_buffer_tokens
         session.buffer = buffer[start:stop]
-        session.buffer_bytes = buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES]
+        session.tokens = batch_tokens
+        session.offset = start
         start = stop
     return list(made)
 
@@ -211,7 +218,7 @@ class _RenderedSession:
         return self.plan.lengths[self.plan.answers[turn]]
 
 
-# Bytes per token in a session buffer (int64), which prompt arrays are copied from.
+# Bytes per token in a session buffer (int64).
 _TOKEN_BYTES = 8
 
 # A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
@@ -311,15 +318,16 @@ class _CommonLayout:
 
 class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
-    contents in plan order (the order a conversation first shows them). The buffer (and its
-    bytes, which prompt and output arrays are copied from) is set by `_synthetic_sessions` once
-    the tokens are made."""
+    contents in plan order (the order a conversation first shows them). The buffer (a numpy
+    view of `tokens`, the batch's array('q'), from `offset` on, which prompt and output arrays
+    are sliced from) is set by `_synthetic_sessions` once the tokens are made."""
 
     __slots__ = (
         "plan",
         "common",
         "buffer",
-        "buffer_bytes",
+        "tokens",
+        "offset",
         "num_own_tokens",
         "num_buffer_tokens",
         "_turn_slots",
@@ -345,7 +353,8 @@ class _SyntheticSession:
         self.num_buffer_tokens = self._own_start[-1]
         self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
         self.buffer: TokenArray
-        self.buffer_bytes: memoryview
+        self.tokens: array[int]
+        self.offset: int
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -459,11 +468,9 @@ class _SyntheticSession:
         return self._token_array(self._own_start[answer], self._own_start[answer + 1])
 
     def _token_array(self, start: int, stop: int) -> array[int]:
-        """Buffer positions [start, stop) as a new array, copied from the buffer's bytes (fewer
-        objects on the way than through a numpy view)."""
-        tokens = array("q")
-        tokens.frombytes(self.buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES])
-        return tokens
+        """Buffer positions [start, stop) as a new array: a slice of the batch's array('q')."""
+        offset = self.offset
+        return self.tokens[offset + start : offset + stop]
 
     def num_output_tokens(self, turn: int) -> int:
         return self.plan.lengths[self.plan.answers[turn]]

@@ -127,7 +127,9 @@ def _synthetic_sessions(
     commons: dict[tuple[int, ...], _CommonLayout] = {}
     made: list[_SyntheticSession] = []
     for plan, turn_slots in sessions:
-        key = tuple(map(id, turn_slots))  # the mappings live as long as `sessions`
+        # The distinct mappings, in order (they live as long as `sessions`): sessions of any
+        # number of turns with the same slots share one layout.
+        key = tuple(dict.fromkeys(map(id, turn_slots)))
         common = commons.get(key)
         if common is None:
             common = commons[key] = _CommonLayout(turn_slots, layout, tokens)

@@ -144,8 +144,8 @@ def _synthetic_sessions(
         own_stop = own_start + session.num_own_tokens
         parts += (session.common.tokens, own[own_start:own_stop])
         own_start = own_stop
-    # The buffer is an int64 array('q') with a read-only numpy view: a prompt or an answer is
-    # copied out of it by slicing the array, one call making the new array('q') it must be.
+    # The buffer is an int64 array('q') with a read-only numpy view: an answer is copied out of
+    # it by slicing the array, one call making the new array('q') it must be.
     batch_tokens = array("q", bytes(_TOKEN_BYTES)) * sum(
         session.num_buffer_tokens for session in made
     )
@@ -153,12 +153,12 @@ def _synthetic_sessions(
     if parts:
         np.concatenate(parts, out=buffer)
     buffer.flags.writeable = False
+    token_bytes = memoryview(batch_tokens).cast("B")
     start = 0
     for session in made:
         stop = start + session.num_buffer_tokens
         session.buffer = buffer[start:stop]
-        session.tokens = batch_tokens
-        session.offset = start
+        session.tokens, session.token_bytes, session.offset = batch_tokens, token_bytes, start
         start = stop
     return list(made)
 
@@ -322,13 +322,14 @@ class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
     contents in plan order (the order a conversation first shows them). The buffer (a numpy
     view of `tokens`, the batch's array('q'), from `offset` on, which prompt and output arrays
-    are sliced from) is set by `_synthetic_sessions` once the tokens are made."""
+    are copied from) is set by `_synthetic_sessions` once the tokens are made."""
 
     __slots__ = (
         "plan",
         "common",
         "buffer",
         "tokens",
+        "token_bytes",
         "offset",
         "num_own_tokens",
         "num_buffer_tokens",
@@ -356,6 +357,7 @@ class _SyntheticSession:
         self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
         self.buffer: TokenArray
         self.tokens: array[int]
+        self.token_bytes: memoryview
         self.offset: int
         self._prompt_spans = self._spans()
 
@@ -457,7 +459,14 @@ class _SyntheticSession:
         start, stop, _ = self._prompt_spans[turn]
         if start < 0:
             return token_array(self.prompt_array(turn))
-        return self._token_array(start, stop)
+        # Copied by frombytes, as token_array copies: it leaves the new array room to grow (about
+        # a sixteenth), where the engine appends the turn's output tokens.
+        offset = self.offset
+        prompt = array("q")
+        prompt.frombytes(
+            self.token_bytes[(offset + start) * _TOKEN_BYTES : (offset + stop) * _TOKEN_BYTES]
+        )
+        return prompt
 
     def num_prompt_tokens(self, turn: int) -> int:
         return self._prompt_spans[turn][2]
@@ -466,13 +475,8 @@ class _SyntheticSession:
         return self.output_token_array(turn).tolist()
 
     def output_token_array(self, turn: int) -> array[int]:
-        answer = self.plan.answers[turn]
-        return self._token_array(self._own_start[answer], self._own_start[answer + 1])
-
-    def _token_array(self, start: int, stop: int) -> array[int]:
-        """Buffer positions [start, stop) as a new array: a slice of the batch's array('q')."""
-        offset = self.offset
-        return self.tokens[offset + start : offset + stop]
+        answer, offset, own_start = self.plan.answers[turn], self.offset, self._own_start
+        return self.tokens[offset + own_start[answer] : offset + own_start[answer + 1]]
 
     def num_output_tokens(self, turn: int) -> int:
         return self.plan.lengths[self.plan.answers[turn]]

@@ -267,9 +267,9 @@ class StepLoop {
         b.replica.push_back(replica_);
         b.cached_free_usage.push_back(manager_->cached_free_usage());
         bool stop = false;
-        for (nb::handle request : applied.finished) {
-            finished.append(nb::make_tuple(replica_, request));
-            stop = stop || urgent_.erase(request.ptr()) > 0;
+        for (const State& state : applied.finished) {
+            finished.append(nb::make_tuple(replica_, state->request));
+            stop = stop || urgent_.erase(state->request.ptr()) > 0;
         }
         return stop;
     }

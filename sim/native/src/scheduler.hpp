@@ -329,6 +329,7 @@ struct ReqState {
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
     bool skip_reading_prefix_cache = false;
+    bool stop_on_finish = false;  // the compiled step loop stops after the step finishing it
     int64_t num_cached_tokens = -1;
     int64_t num_preemptions = 0;
     double first_scheduled_at = std::numeric_limits<double>::quiet_NaN();
@@ -896,6 +897,13 @@ class SchedulerCore {
         State state = std::make_shared<ReqState>(request);
         states_[request.ptr()] = state;
         waiting_.push_back(std::move(state));
+    }
+
+    // The compiled step loop stops right after the step that finishes `request`, if it
+    // holds it (a flag on its state: nothing outlives the request).
+    void stop_on_finish_of(nb::handle request) {
+        auto found = states_.find(request.ptr());
+        if (found != states_.end()) found->second->stop_on_finish = true;
     }
 
     // Take `request` out of its queue (abort), brought up to date; the caller frees its

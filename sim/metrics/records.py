@@ -434,3 +434,28 @@ class RequestColumns(RequestTimes[Float64Column]):
             starts = (np.cumsum(self.num_gaps) - self.num_gaps)[has_gaps]
             itl_max_s[has_gaps] = np.maximum.reduceat(self.inter_token_latencies_s, starts)
         return itl_max_s
+
+
+class RequestBatcher:
+    """Finished requests gathered one at a time and taken as one RequestColumns batch (the
+    recorders fed by requests count them in bulk)."""
+
+    __slots__ = ("batch_size", "_records")
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self._records: list[RequestRecord] = []
+
+    def add(self, record: RequestRecord) -> bool:
+        """Gather `record`; True once a whole batch is gathered."""
+        records = self._records
+        records.append(record)
+        return len(records) >= self.batch_size
+
+    def take(self) -> RequestColumns | None:
+        """The gathered requests as columns, in order (None when there are none); the batcher
+        starts empty again."""
+        if not self._records:
+            return None
+        records, self._records = self._records, []
+        return RequestColumns.from_records(records)

@@ -9,7 +9,7 @@ from typing import Protocol
 from sim.metrics.events import EventsWriter
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import FanOutRecorder, Recorder
-from sim.metrics.records import RequestColumns, RequestRecord
+from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord
 from sim.metrics.scraper import MetricsScraper
 from sim.metrics.summary import SummaryRecorder
 from sim.metrics.traces import RequestsWriter, StepsWriter
@@ -40,12 +40,11 @@ class RunRecorder(FanOutRecorder):
     ) -> None:
         super().__init__(recorders)
         self.request_recorders = tuple(request_recorders)
-        self._requests: list[RequestRecord] = []
+        self._batcher = RequestBatcher(REQUEST_BATCH)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Buffer the request; a full buffer goes to the request-fed recorders."""
-        self._requests.append(request)
-        if len(self._requests) >= REQUEST_BATCH:
+        if self._batcher.add(request):
             self._hand_over_requests()
 
     def close(self, end_at: float) -> None:
@@ -54,9 +53,8 @@ class RunRecorder(FanOutRecorder):
         super().close(end_at)
 
     def _hand_over_requests(self) -> None:
-        if self._requests:
-            requests = RequestColumns.from_records(self._requests)
-            self._requests = []
+        requests = self._batcher.take()
+        if requests is not None:
             for recorder in self.request_recorders:
                 recorder.add_requests(requests)
 

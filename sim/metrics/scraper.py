@@ -30,7 +30,7 @@ from sim.metrics.columns import numeric_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink, repeated_strings
 from sim.metrics.prometheus import PrometheusState
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
+from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord, StepColumns
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -104,7 +104,7 @@ class MetricsScraper(NullRecorder):
         ]
         self._step_streams = [_Stream(columns) for columns in self.state.step_columns]
         self._request_streams = [_Stream(columns) for columns in self.state.request_columns]
-        self._request_buffers: list[list[RequestRecord]] = [[] for _ in range(num_replicas)]
+        self._request_buffers = [RequestBatcher(REQUEST_BATCH) for _ in range(num_replicas)]
         # A replica's buffer counts once a request finishes after this (scrapes to fill).
         self._request_flush_at = [REQUEST_BATCH_SCRAPES * scrape_interval_s] * num_replicas
         self._streams = self._step_streams + self._request_streams
@@ -132,9 +132,8 @@ class MetricsScraper(NullRecorder):
         at = request.finished_at
         if at > self._last_hook_at:
             self._last_hook_at = at
-        buffer = self._request_buffers[request.replica]
-        buffer.append(request)
-        if len(buffer) >= REQUEST_BATCH or at > self._request_flush_at[request.replica]:
+        batch_full = self._request_buffers[request.replica].add(request)
+        if batch_full or at > self._request_flush_at[request.replica]:
             self._count_requests(request.replica)
             self._hand_over_complete()
 
@@ -151,10 +150,9 @@ class MetricsScraper(NullRecorder):
 
     def _count_requests(self, replica: int) -> None:
         """Count the replica's buffered requests."""
-        buffer = self._request_buffers[replica]
-        if buffer:
-            self._request_buffers[replica] = []
-            self._count(replica, RequestColumns.from_records(buffer))
+        requests = self._request_buffers[replica].take()
+        if requests is not None:
+            self._count(replica, requests)
 
     def _count(self, replica: int, requests: RequestColumns) -> None:
         """Fill the scrapes the replica's requests pass and count them."""

@@ -30,7 +30,7 @@ from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics.goodput import GoodputSlos
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
+from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord, StepColumns
 from sim.metrics.stability import assess_stability
 
 SummaryValue = float | int | bool | str | None
@@ -161,7 +161,7 @@ class SummaryRecorder(NullRecorder):
         self.arrivals_s = array("d")
         self.tpots_s = array("d")
         self.last_arrival_at = 0.0
-        self._requests: list[RequestRecord] = []  # finished, not yet counted
+        self._batcher = RequestBatcher(REQUEST_BATCH)  # finished, not yet counted
         # Request-seconds spent waiting, per second of simulated time (all replicas).
         # Step-time sums per replica, each added step by step in that replica's order and
         # combined in replica order, so the order in which replicas' batches interleave
@@ -219,8 +219,7 @@ class SummaryRecorder(NullRecorder):
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Buffer the request; buffered requests count in bulk (RequestColumns)."""
-        self._requests.append(request)
-        if len(self._requests) >= REQUEST_BATCH:
+        if self._batcher.add(request):
             self._count_requests()
 
     def add_requests(self, requests: RequestColumns) -> None:
@@ -230,9 +229,8 @@ class SummaryRecorder(NullRecorder):
 
     def _count_requests(self) -> None:
         """Count the buffered requests."""
-        if self._requests:
-            requests = RequestColumns.from_records(self._requests)
-            self._requests = []
+        requests = self._batcher.take()
+        if requests is not None:
             self._count(requests)
 
     def _count(self, requests: RequestColumns) -> None:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from sim.metrics.columns import numeric_array, string_array
 from sim.metrics.parquet_sink import DEFAULT_BATCH_ROWS, ParquetSink
 from sim.metrics.recorder import NullRecorder
-from sim.metrics.records import RequestColumns, RequestRecord, StepColumns
+from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord, StepColumns
 from sim.metrics.step_merge import StepMerge
 
 REQUESTS_SCHEMA = pa.schema(
@@ -74,12 +74,11 @@ class RequestsWriter(NullRecorder):
 
     def __init__(self, path: Path, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.sink = ParquetSink(path, REQUESTS_SCHEMA, batch_rows=batch_rows)
-        self._requests: list[RequestRecord] = []
+        self._batcher = RequestBatcher(self.sink.batch_rows)
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Buffer one row for the request."""
-        self._requests.append(request)
-        if len(self._requests) >= self.sink.batch_rows:
+        if self._batcher.add(request):
             self._write()
 
     def close(self, end_at: float) -> None:
@@ -93,9 +92,8 @@ class RequestsWriter(NullRecorder):
         self._write_columns(requests)
 
     def _write(self) -> None:
-        if self._requests:
-            requests = RequestColumns.from_records(self._requests)
-            self._requests = []
+        requests = self._batcher.take()
+        if requests is not None:
             self._write_columns(requests)
 
     def _write_columns(self, requests: RequestColumns) -> None:

@@ -11,7 +11,7 @@ from conftest import build_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics.records import RequestColumns, RequestRecord
+from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord
 
 TIMES = st.floats(0.0, 1e4, allow_nan=False, allow_infinity=False)
 GAPS = st.lists(st.floats(0.0, 50.0, allow_nan=False, allow_infinity=False), max_size=12)
@@ -128,3 +128,18 @@ def test_by_replica_in_numbers() -> None:
     ]
     assert split[1][1].inter_token_latencies_s.tolist() == [0.1, 0.3, 0.4]
     assert split[1][1].num_gaps.tolist() == [1, 2]
+
+
+def test_batcher_hands_over_whole_batches_in_order() -> None:
+    """Batches of 2: the second of three requests fills a batch (r0, r1); the third waits and
+    is taken alone; an empty batcher gives None."""
+    batcher = RequestBatcher(2)
+    filled = [batcher.add(build_request(request_id=f"r{index}")) for index in range(2)]
+    assert filled == [False, True]
+    first = batcher.take()
+    assert first is not None and first.request_id == ["r0", "r1"]
+    assert batcher.add(build_request(request_id="r2", num_output_tokens=7)) is False
+    second = batcher.take()
+    assert second is not None and second.request_id == ["r2"]
+    assert second.num_output_tokens.tolist() == [7]
+    assert batcher.take() is None

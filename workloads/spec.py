@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar, overload
 
@@ -203,7 +204,9 @@ class _MadeOnFirstRead(property, Generic[Made]):
             return value
 
         super().__init__(made_on_first_read, slot.__set__)
-        self._slot = slot
+        # What the slot holds (_NOT_MADE until made): the slot's own getter, called without a
+        # Python frame where a spec's arrays are asked for, once per request.
+        self.held: Callable[[SessionTurnSpec], Made] = slot.__get__
 
     if TYPE_CHECKING:
 
@@ -221,7 +224,7 @@ class _MadeOnFirstRead(property, Generic[Made]):
 
     def is_made(self, spec: SessionTurnSpec) -> bool:
         """Whether the field holds its value (made, or set)."""
-        return self._slot.__get__(spec) is not _NOT_MADE
+        return self.held(spec) is not _NOT_MADE
 
 
 _SEGMENTS = _MadeOnFirstRead[list[Segment]]("segments")
@@ -267,16 +270,16 @@ class SessionTurnSpec(RequestSpec):
 
     def prompt_token_array(self) -> array[int]:
         """The prompt as one new int64 array ('q'), from the content unless segments were set."""
-        if _SEGMENTS.is_made(self):
-            return RequestSpec.prompt_token_array(self)
-        return self._content.prompt_token_array(self._turn)
+        if _SEGMENTS.held(self) is _NOT_MADE:
+            return self._content.prompt_token_array(self._turn)
+        return RequestSpec.prompt_token_array(self)
 
     def output_token_array(self) -> array[int]:
         """The output tokens as one new int64 array ('q'), from the content unless they were set
         (no Python int per token)."""
-        if _OUTPUT_TOKENS.is_made(self):
-            return RequestSpec.output_token_array(self)
-        return self._content.output_token_array(self._turn)
+        if _OUTPUT_TOKENS.held(self) is _NOT_MADE:
+            return self._content.output_token_array(self._turn)
+        return RequestSpec.output_token_array(self)
 
     @property
     def num_prompt_tokens(self) -> int:

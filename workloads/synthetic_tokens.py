@@ -92,14 +92,42 @@ class _Positions:
 _POSITIONS = _Positions()
 
 
+class _Workspace:
+    """Two uint64 arrays a token mode reuses from pass to pass, grown as needed: fresh arrays
+    the size of a batch's streams fault in new pages every time (a large part of their cost)."""
+
+    __slots__ = ("_values", "_scratch")
+
+    def __init__(self) -> None:
+        self._values = np.zeros(0, dtype=np.uint64)
+        self._scratch = np.zeros(0, dtype=np.uint64)
+
+    def arrays(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first `size` entries of both arrays (their contents are left over)."""
+        if size > len(self._values):
+            length = max(size, 2 * len(self._values))
+            self._values = np.empty(length, dtype=np.uint64)
+            self._scratch = np.empty(length, dtype=np.uint64)
+        return self._values[:size], self._scratch[:size]
+
+
 def _streams(
-    seeds: Sequence[int] | np.ndarray, lengths: Sequence[int], vocab_size: int
+    seeds: Sequence[int] | np.ndarray,
+    lengths: Sequence[int],
+    vocab_size: int,
+    workspace: _Workspace | None = None,
 ) -> np.ndarray:
     """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
-    (int64): one numpy pass however many streams there are."""
+    (int64): one numpy pass however many streams there are. A new array, or a view of
+    `workspace` (valid until its next use) where one is given."""
     total = sum(lengths)
+    if workspace is None:
+        mixed, scratch = np.empty(total, dtype=np.uint64), np.empty(total, dtype=np.uint64)
+    else:
+        mixed, scratch = workspace.arrays(total)
+    positions = _POSITIONS.first(total)
     if len(seeds) == 1:
-        mixed = _POSITIONS.first(total) + np.uint64(seeds[0])
+        np.add(positions, np.uint64(seeds[0]), out=mixed)
     else:
         # Token i of stream r, at offset start_r + i of the run, mixes
         # seed_r + (i + 1) * golden = (seed_r - start_r * golden) + (start_r + i + 1) * golden,
@@ -107,9 +135,7 @@ def _streams(
         counts = np.asarray(lengths, dtype=np.intp)
         starts = np.cumsum(counts, dtype=np.uint64) - counts.astype(np.uint64)
         shifted_seeds = np.asarray(seeds, dtype=np.uint64) - starts * _GOLDEN
-        mixed = np.repeat(shifted_seeds, counts)
-        mixed += _POSITIONS.first(total)
-    scratch = np.empty_like(mixed)
+        np.add(np.repeat(shifted_seeds, counts), positions, out=mixed)
     _mix64(mixed, scratch)
     _reduce(mixed, vocab_size, scratch)
     return mixed.view(np.int64)  # every id is below vocab_size: the same value as int64
@@ -306,6 +332,7 @@ class SyntheticTokens:
             )
         self.vocab_size = vocab_size
         self._cache: WeightedLru[TokenArray] = WeightedLru(cache_max_tokens)
+        self._workspace = _Workspace()
 
     def tokens(self, content_id: str, num_tokens: int) -> TokenArray:
         """The first `num_tokens` ids of `content_id`'s stream (a shared, read-only array)."""
@@ -350,6 +377,11 @@ class SyntheticTokens:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
         array, generated in one numpy pass and not cached (for content used by one session)."""
         return _streams(content_seeds(content_ids), lengths, self.vocab_size)
+
+    def passing_streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
+        """`streams`, made in this token mode's reused workspace: valid until its next call (for
+        tokens copied elsewhere at once)."""
+        return _streams(content_seeds(content_ids), lengths, self.vocab_size, self._workspace)
 
     def block_tokens(self, namespace: str, hash_id: int, num_tokens: int) -> TokenArray:
         """Tokens of trace block `hash_id`; a partial block is a prefix of the full one."""

@@ -379,3 +379,28 @@ def test_a_plan_whose_contents_are_not_in_conversation_order_renders_as_the_refe
         assert fast.prompt_array(turn).flags.owndata
         assert fast.output_tokens(turn) == reference.output_tokens(turn)
         assert fast.num_prompt_tokens(turn) == reference.num_prompt_tokens(turn)
+
+
+def test_every_prompt_and_output_array_is_a_new_array_the_engine_may_grow() -> None:
+    """The engine keeps a prompt array as its request's tokens and appends the outputs to it:
+    growing the arrays of a 3-turn chat (system prompt 10, questions 5, answers 3 tokens) and
+    of an answer changes no later prompt or answer, nor the spec's own."""
+    plain = CommonSlots(system_prompt_tokens=10).pieces("chat", 0, "user", "")
+    plan = _chat_plan(3)
+    content = render_session(
+        SyntheticTokens(),
+        SessionPlan.conversation(plan.content_ids, plan.lengths),
+        [plain] * 3,
+        CHAT_LAYOUT,
+    )
+    reference = render_session(PromptByPromptTokens(), plan, [plain] * 3, CHAT_LAYOUT)
+    for turn in range(3):
+        prompt, output = content.prompt_token_array(turn), content.output_token_array(turn)
+        prompt.extend(output)
+        output.extend(prompt)
+        assert content.prompt_token_array(turn) == reference.prompt_token_array(turn)
+        assert content.output_token_array(turn) == reference.output_token_array(turn)
+        assert len(content.prompt_token_array(turn)) == [15, 23, 31][turn]
+    assert [content.prompt_token_array(turn) for turn in range(3)] == [
+        reference.prompt_token_array(turn) for turn in range(3)
+    ]

@@ -134,3 +134,17 @@ def test_reduce_is_the_remainder(values: list[int], modulus: int) -> None:
     array = np.array(values, dtype=np.uint64)
     _reduce(array, modulus, np.empty_like(array))
     assert array.tolist() == [value % modulus for value in values]
+
+
+def test_passing_streams_are_the_streams_made_in_one_reused_array() -> None:
+    """Runs of 12 tokens (an empty stream among them), 5 and 40: each call gives `streams`'
+    tokens; the 5 reuse the memory of the 12, the 40 need a larger array."""
+    tokens, reference = SyntheticTokens(), SyntheticTokens()
+    runs = [(["a", "b", "c"], [4, 0, 8]), (["b", "d"], [2, 3]), (["e", "f"], [1, 39])]
+    made = []
+    for content_ids, lengths in runs:
+        passing = tokens.passing_streams(content_ids, lengths)
+        assert passing.tolist() == reference.streams(content_ids, lengths).tolist()
+        assert len(passing) == sum(lengths)
+        made.append(passing)
+    assert np.shares_memory(made[0], made[1]) and not np.shares_memory(made[1], made[2])

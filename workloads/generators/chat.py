@@ -61,12 +61,14 @@ class ChatBuilder(SessionBuilder):
         question_lengths = config.user_message_tokens.sample_counts(rng, num_turns, 1)
         answer_lengths = config.answer_tokens.sample_counts(rng, num_turns, 1)
         think_times_s = [0.0, *config.think_time_s.samples(rng, num_turns - 1)]
-        # Contents: question k at 2k, its answer at 2k + 1.
+        # Contents: question k at 2k, its answer at 2k + 1 (laid by slice, without a loop).
         user, answer = f"{config.name}/user/{session_id}/", f"{config.name}/answer/{session_id}/"
-        content_ids = [f"{kind}{turn}" for turn in range(num_turns) for kind in (user, answer)]
-        lengths = [
-            length for pair in zip(question_lengths, answer_lengths, strict=True) for length in pair
-        ]
+        turns = [str(turn) for turn in range(num_turns)]
+        content_ids = [user, answer] * num_turns
+        content_ids[::2] = [user + turn for turn in turns]
+        content_ids[1::2] = [answer + turn for turn in turns]
+        lengths = question_lengths + answer_lengths
+        lengths[::2], lengths[1::2] = question_lengths, answer_lengths
         plan = SessionPlan.conversation(content_ids, lengths)
         return plan, think_times_s
 

@@ -127,12 +127,14 @@ def _synthetic_sessions(
     commons: dict[tuple[int, ...], _CommonLayout] = {}
     made: list[_SyntheticSession] = []
     for plan, turn_slots in sessions:
-        key = tuple(map(id, turn_slots))  # the mappings live as long as `sessions`
+        # The distinct mappings, in order (they live as long as `sessions`): sessions of any
+        # number of turns with the same slots share one layout.
+        key = tuple(dict.fromkeys(map(id, turn_slots)))
         common = commons.get(key)
         if common is None:
             common = commons[key] = _CommonLayout(turn_slots, layout, tokens)
         made.append(_SyntheticSession(plan, turn_slots, layout, common))
-    own = tokens.streams(
+    own = tokens.passing_streams(
         [content_id for session in made for content_id in session.plan.content_ids],
         [num_tokens for session in made for num_tokens in session.plan.lengths],
     )
@@ -142,14 +144,21 @@ def _synthetic_sessions(
         own_stop = own_start + session.num_own_tokens
         parts += (session.common.tokens, own[own_start:own_stop])
         own_start = own_stop
-    buffer = np.concatenate(parts) if parts else own
+    # The buffer is an int64 array('q') with a read-only numpy view: an answer is copied out of
+    # it by slicing the array, one call making the new array('q') it must be.
+    batch_tokens = array("q", bytes(_TOKEN_BYTES)) * sum(
+        session.num_buffer_tokens for session in made
+    )
+    buffer = np.frombuffer(batch_tokens, dtype=np.int64)
+    if parts:
+        np.concatenate(parts, out=buffer)
     buffer.flags.writeable = False
-    buffer_bytes = buffer.data.cast("B")
+    token_bytes = memoryview(batch_tokens).cast("B")
     start = 0
     for session in made:
         stop = start + session.num_buffer_tokens
         session.buffer = buffer[start:stop]
-        session.buffer_bytes = buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES]
+        session.tokens, session.token_bytes, session.offset = batch_tokens, token_bytes, start
         start = stop
     return list(made)
 
@@ -211,7 +220,7 @@ class _RenderedSession:
         return self.plan.lengths[self.plan.answers[turn]]
 
 
-# Bytes per token in a session buffer (int64), which prompt arrays are copied from.
+# Bytes per token in a session buffer (int64).
 _TOKEN_BYTES = 8
 
 # A run of a prompt's contents: (start, stop, number of tokens). `start` is where their tokens
@@ -311,15 +320,17 @@ class _CommonLayout:
 
 class _SyntheticSession:
     """A session's contents in one buffer: the common slots' pieces, then the session's own
-    contents in plan order (the order a conversation first shows them). The buffer (and its
-    bytes, which prompt and output arrays are copied from) is set by `_synthetic_sessions` once
-    the tokens are made."""
+    contents in plan order (the order a conversation first shows them). The buffer (a numpy
+    view of `tokens`, the batch's array('q'), from `offset` on, which prompt and output arrays
+    are copied from) is set by `_synthetic_sessions` once the tokens are made."""
 
     __slots__ = (
         "plan",
         "common",
         "buffer",
-        "buffer_bytes",
+        "tokens",
+        "token_bytes",
+        "offset",
         "num_own_tokens",
         "num_buffer_tokens",
         "_turn_slots",
@@ -345,7 +356,9 @@ class _SyntheticSession:
         self.num_buffer_tokens = self._own_start[-1]
         self.num_own_tokens = self.num_buffer_tokens - common.num_tokens
         self.buffer: TokenArray
-        self.buffer_bytes: memoryview
+        self.tokens: array[int]
+        self.token_bytes: memoryview
+        self.offset: int
         self._prompt_spans = self._spans()
 
     def _own_span(self, contents: tuple[int, ...]) -> _Span:
@@ -446,7 +459,14 @@ class _SyntheticSession:
         start, stop, _ = self._prompt_spans[turn]
         if start < 0:
             return token_array(self.prompt_array(turn))
-        return self._token_array(start, stop)
+        # Copied by frombytes, as token_array copies: it leaves the new array room to grow (about
+        # a sixteenth), where the engine appends the turn's output tokens.
+        offset = self.offset
+        prompt = array("q")
+        prompt.frombytes(
+            self.token_bytes[(offset + start) * _TOKEN_BYTES : (offset + stop) * _TOKEN_BYTES]
+        )
+        return prompt
 
     def num_prompt_tokens(self, turn: int) -> int:
         return self._prompt_spans[turn][2]
@@ -455,15 +475,8 @@ class _SyntheticSession:
         return self.output_token_array(turn).tolist()
 
     def output_token_array(self, turn: int) -> array[int]:
-        answer = self.plan.answers[turn]
-        return self._token_array(self._own_start[answer], self._own_start[answer + 1])
-
-    def _token_array(self, start: int, stop: int) -> array[int]:
-        """Buffer positions [start, stop) as a new array, copied from the buffer's bytes (fewer
-        objects on the way than through a numpy view)."""
-        tokens = array("q")
-        tokens.frombytes(self.buffer_bytes[start * _TOKEN_BYTES : stop * _TOKEN_BYTES])
-        return tokens
+        answer, offset, own_start = self.plan.answers[turn], self.offset, self._own_start
+        return self.tokens[offset + own_start[answer] : offset + own_start[answer + 1]]
 
     def num_output_tokens(self, turn: int) -> int:
         return self.plan.lengths[self.plan.answers[turn]]

@@ -69,7 +69,7 @@ class SessionBuilder(ABC):
         # session's draws do not depend on where this one ends.
         tags = tenant_fields(self._tags.tenant())
         prompt_logprobs = self._tags.prompt_logprobs_many(num_turns)
-        request_ids = [turn_request_id(session_id, turn) for turn in range(num_turns)]
+        request_ids = turn_request_ids(session_id, num_turns)
         common = config.common
         turn_slots: list[SlotPieces]
         if common.timestamp_tokens:  # the only common slot that changes from turn to turn
@@ -150,9 +150,9 @@ class _DrawnSession:
     turn_slots: list[SlotPieces]
 
 
-def turn_request_id(session_id: str, turn_index: int) -> str:
-    """The request id of a session's turn."""
-    return f"{session_id}-{turn_index}"
+def turn_request_ids(session_id: str, num_turns: int) -> list[str]:
+    """The request ids of a session's turns, in order."""
+    return [f"{session_id}-{turn}" for turn in range(num_turns)]
 
 
 def validate_session_config(config: ChatConfig | AgentConfig) -> None:

@@ -149,15 +149,17 @@ void sha256(const std::string& data, uint8_t* out) {
     }
 }
 
-// A block hash as the pool keys it: up to 32 bytes (sha256) or 16 (xxh3_128).
+// A block hash as the pool keys it: up to 32 bytes (sha256) or 16 (xxh3_128). The bytes past
+// `size` stay zero, so digests compare and mix as whole words (fixed sizes, no library call).
 struct Digest {
     uint8_t size = 0;
     uint8_t bytes[32] = {0};
 
     bool operator==(const Digest& other) const {
-        return size == other.size && std::memcmp(bytes, other.bytes, size) == 0;
+        return std::memcmp(this, &other, sizeof(Digest)) == 0;
     }
 };
+static_assert(sizeof(Digest) == 33, "a digest has no padding: it compares byte for byte");
 
 Digest digest_of(PyObject* bytes) {
     if (!PyBytes_Check(bytes)) throw nb::type_error("block hashes must be bytes");
@@ -562,8 +564,8 @@ class DigestTable {
     static uint32_t fingerprint_of(const Digest& digest) {
         uint64_t mixed = digest.size;
         for (size_t at = 0; at < digest.size; at += 8) {
-            uint64_t word = 0;
-            std::memcpy(&word, digest.bytes + at, std::min<size_t>(8, digest.size - at));
+            uint64_t word;
+            std::memcpy(&word, digest.bytes + at, sizeof(word));  // zero past the digest
             mixed = (mixed ^ word) * 0x9E3779B97F4A7C15ull;
             mixed ^= mixed >> 29;
         }
@@ -867,27 +869,23 @@ class CacheCore {
             memo_.hashes = nb::borrow(hashes_owner);
             memo_.source = hashes.source();
         }
-        // Each hash's slot is fetched 2 * kLookAhead hashes ahead of its probe and the block
-        // the slot names kLookAhead ahead, so the cache misses of consecutive probes overlap.
-        uint32_t fingerprints[4 * kLookAhead];
-        auto fetch_slot = [&](int64_t index) {
-            if (index >= count) return;
-            uint32_t fingerprint = DigestTable::fingerprint_of(hashes.at(index));
-            fingerprints[index % (4 * kLookAhead)] = fingerprint;
-            cached_.prefetch(fingerprint);
-        };
-        int64_t first = int64_t(memo_.hits.size());
-        for (int64_t index = first; index < first + 2 * kLookAhead; ++index) fetch_slot(index);
-        for (int64_t index = first; index < count; ++index) {
-            fetch_slot(index + 2 * kLookAhead);
-            if (index + kLookAhead < count) {
-                cached_.prefetch_carrier(fingerprints[(index + kLookAhead) % (4 * kLookAhead)]);
+        // The hashes are probed in batches, each in three passes: fetch every slot, then every
+        // block a slot names (whose digest the probe compares), then probe. A batch waits for
+        // memory about twice, however long, rather than once or twice per hash.
+        uint32_t fingerprints[kLookupBatch];
+        for (int64_t begin = int64_t(memo_.hits.size()); begin < count; begin += kLookupBatch) {
+            int64_t size = std::min(kLookupBatch, count - begin);
+            for (int64_t i = 0; i < size; ++i) {
+                fingerprints[i] = DigestTable::fingerprint_of(hashes.at(begin + i));
+                cached_.prefetch(fingerprints[i]);
             }
-            int32_t found =
-                cached_.find(hashes.at(index), fingerprints[index % (4 * kLookAhead)]);
-            if (found < 0) break;
-            memo_.hits.push_back(found);
-            blocks_[size_t(found)].in_memo = 1;
+            for (int64_t i = 0; i < size; ++i) cached_.prefetch_carrier(fingerprints[i]);
+            for (int64_t i = 0; i < size; ++i) {
+                int32_t found = cached_.find(hashes.at(begin + i), fingerprints[i]);
+                if (found < 0) return memo_.hits;
+                memo_.hits.push_back(found);
+                blocks_[size_t(found)].in_memo = 1;
+            }
         }
         return memo_.hits;
     }
@@ -1120,8 +1118,8 @@ class CacheCore {
     nb::object observer() const { return observer_; }
 
   private:
-    // How many hashes ahead a prefix lookup fetches prefix-map slots.
-    static constexpr int64_t kLookAhead = 8;
+    // How many hashes a prefix lookup probes together (a prompt's hit is tens of blocks).
+    static constexpr int64_t kLookupBatch = 32;
     // How many blocks ahead taking blocks fetches their lines (twice as far) and slots.
     static constexpr size_t kFetchAhead = 16;
 

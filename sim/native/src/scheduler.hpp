@@ -297,8 +297,9 @@ SparePool<int64_t> spare_int64s;
 SparePool<Digest> spare_digests;
 
 // One request as the scheduler keeps it. What a step reads and writes comes first (one or
-// two cache lines). Output tokens are counted per step and written into `tokens` (from the
-// planned outputs) only when something reads them: a block to hash, a sync.
+// two cache lines). Output tokens are counted per step and read from the planned outputs in
+// place; they are written into `tokens` only when read with prompt tokens before them (the
+// block the prompt ends in, filled by outputs).
 struct ReqState {
     int64_t num_tokens_ = 0;  // prompt plus outputs so far
     int64_t num_prompt_tokens = 0;
@@ -328,6 +329,7 @@ struct ReqState {
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
     bool skip_reading_prefix_cache = false;
+    bool stop_on_finish = false;  // the compiled step loop stops after the step finishing it
     int64_t num_cached_tokens = -1;
     int64_t num_preemptions = 0;
     double first_scheduled_at = std::numeric_limits<double>::quiet_NaN();
@@ -393,8 +395,6 @@ struct ReqState {
         if (hasher != nullptr) {
             keep_from = std::clamp(num_hashes_ * hasher->block_size(), token_offset, num_tokens_);
         }
-        // Room for every output up front: the tokens kept are copied once.
-        tokens.reserve(size_t(num_tokens_ - keep_from) + planned.size());
         tokens.assign(known.data + (keep_from - token_offset), known.data + known.size);
         token_offset = keep_from;
         skip_reading_prefix_cache = get_bool(object, snames.skip_reading_prefix_cache);
@@ -445,21 +445,23 @@ struct ReqState {
         hasher->extend_digests(hashes, known_tokens, token_offset, num_tokens_);
     }
 
-    // Write the outputs sampled since into `tokens`.
-    void write_tokens() {
-        int64_t from = token_offset + int64_t(tokens.size());
-        if (from >= num_tokens_) return;
-        tokens.insert(tokens.end(), planned.begin() + (from - num_prompt_tokens),
-                      planned.begin() + (num_tokens_ - num_prompt_tokens));
+    // The tokens at positions [from, num_tokens_) (from >= token_offset), contiguous: outputs
+    // alone are the planned ones; else the outputs sampled since are written into `tokens`.
+    const int64_t* tokens_from(int64_t from) {
+        if (from >= num_prompt_tokens) return planned.data() + (from - num_prompt_tokens);
+        int64_t written_to = token_offset + int64_t(tokens.size());
+        if (written_to < num_tokens_) {
+            tokens.insert(tokens.end(), planned.begin() + (written_to - num_prompt_tokens),
+                          planned.begin() + (num_tokens_ - num_prompt_tokens));
+        }
+        return tokens.data() + (from - token_offset);
     }
 
     // Bring the Python request up to date.
     void sync() {
         nb::handle object = request;
         if (synced_tokens < num_tokens_) {
-            write_tokens();
-            extend_with(get(object, snames.all_token_ids),
-                        tokens.data() + (synced_tokens - token_offset),
+            extend_with(get(object, snames.all_token_ids), tokens_from(synced_tokens),
                         size_t(num_tokens_ - synced_tokens));
             synced_tokens = num_tokens_;
         }
@@ -512,8 +514,8 @@ struct ReqState {
         num_tokens_ += count;
         if (num_tokens_ < (num_hashes_ + 1) * block_size) return;  // fills no block
         if (hasher != nullptr) {
-            write_tokens();
-            hasher->extend_digests(hashes, tokens.data(), token_offset, num_tokens_);
+            int64_t from = num_hashes_ * block_size;
+            hasher->extend_digests(hashes, tokens_from(from), from, num_tokens_);
             num_hashes_ = int64_t(hashes.size());
             return;
         }
@@ -895,6 +897,13 @@ class SchedulerCore {
         State state = std::make_shared<ReqState>(request);
         states_[request.ptr()] = state;
         waiting_.push_back(std::move(state));
+    }
+
+    // The compiled step loop stops right after the step that finishes `request`, if it
+    // holds it (a flag on its state: nothing outlives the request).
+    void stop_on_finish_of(nb::handle request) {
+        auto found = states_.find(request.ptr());
+        if (found != states_.end()) found->second->stop_on_finish = true;
     }
 
     // Take `request` out of its queue (abort), brought up to date; the caller frees its
@@ -1552,10 +1561,10 @@ LoopStepShape loop_step_shape(const StepOutput& output) {
     return shape;
 }
 
-// An applied step: the requests it finished (in step order), its prefix-cache counters and
-// the record's token counts.
+// An applied step: the requests it finished (in step order, their Python requests synced),
+// its prefix-cache counters and the record's token counts.
 struct LoopAppliedStep {
-    nb::list finished;
+    std::vector<State> finished;
     int64_t num_queries = 0;
     int64_t num_hits = 0;
     int64_t num_prefill_tokens = 0;
@@ -1565,7 +1574,7 @@ struct LoopAppliedStep {
 LoopAppliedStep loop_apply_step(SchedulerCore& scheduler, const StepOutput& output, double now) {
     StepFinished result = scheduler.update_from_output(output, now, false);
     LoopAppliedStep applied;
-    if (!result.finished.empty()) applied.finished = synced_list(result.finished);
+    applied.finished = std::move(result.finished);
     applied.num_queries = result.counts.queries;
     applied.num_hits = result.counts.hits;
     for (int64_t tokens : output.prefill_new_tokens) applied.num_prefill_tokens += tokens;

@@ -115,7 +115,7 @@ class StepLoop {
     int64_t num_steps = 0;
 
     // A request whose finish ends the resume right after the step that finishes it.
-    void stop_on_finish_of(nb::handle request) { urgent_.insert(request.ptr()); }
+    void stop_on_finish_of(nb::handle request) { scheduler_->stop_on_finish_of(request); }
 
     // Go on from where the replica waited, at time `t`, until it waits again; `other_due_at`
     // is the earliest time any other event is due (SimPy's peek while this replica runs).
@@ -267,9 +267,9 @@ class StepLoop {
         b.replica.push_back(replica_);
         b.cached_free_usage.push_back(manager_->cached_free_usage());
         bool stop = false;
-        for (nb::handle request : applied.finished) {
-            finished.append(nb::make_tuple(replica_, request));
-            stop = stop || urgent_.erase(request.ptr()) > 0;
+        for (const State& state : applied.finished) {
+            finished.append(nb::make_tuple(replica_, state->request));
+            stop = stop || state->stop_on_finish;
         }
         return stop;
     }
@@ -292,7 +292,6 @@ class StepLoop {
     // Steps launched but not yet applied, newest first.
     std::deque<InFlight> in_flight_;
     std::vector<std::unique_ptr<StepOutput>> spare_;
-    std::unordered_set<PyObject*> urgent_;
 };
 
 // A SimPy event's place in the queue: (time, priority, id); SimPy fires events in this order.

@@ -69,13 +69,16 @@ class CacheRequest:
     `num_symbolic_tokens` on: a request made from a SymbolicPrompt never holds the tokens of
     the blocks its trace block ids identify (nothing reads tokens of hashed blocks). The
     prompt's block hashes are computed when `block_hashes` is first read; the compiled
-    scheduler computes them itself and never reads it.
+    scheduler computes them itself and never reads it. `num_tokens` (prompt plus outputs so
+    far, symbolic tokens included) is a plain slot, read on every scheduling decision: whatever
+    grows `all_token_ids` sets it too (`append_output_token_ids`, the compiled scheduler's sync).
     """
 
     __slots__ = (
         "request_id",
         "all_token_ids",
         "num_prompt_tokens",
+        "num_tokens",
         "_block_hashes",
         "num_computed_tokens",
         "status",
@@ -115,7 +118,9 @@ class CacheRequest:
             self.all_token_ids = array("q")
             self.all_token_ids.frombytes(prompt_token_ids.tail)
             self.num_symbolic_tokens = prompt_token_ids.num_symbolic_tokens
-            self.num_prompt_tokens = self.num_symbolic_tokens + len(self.all_token_ids)
+            self.num_prompt_tokens = self.num_tokens = self.num_symbolic_tokens + len(
+                self.all_token_ids
+            )
             self.trace_blocks: TraceBlocks | None = prompt_token_ids.blocks
             self._prefix_source: CacheRequest | None = None
             return
@@ -126,7 +131,7 @@ class CacheRequest:
             else array("q", prompt_token_ids)
         )
         self.num_symbolic_tokens = 0
-        self.num_prompt_tokens = len(self.all_token_ids)
+        self.num_prompt_tokens = self.num_tokens = len(self.all_token_ids)
         self.trace_blocks = None
         self._prefix_source = prefix_source
         if prefix_source is not None:
@@ -171,14 +176,9 @@ class CacheRequest:
         return block_hashes
 
     @property
-    def num_tokens(self) -> int:
-        """Prompt plus output tokens so far."""
-        return self.num_symbolic_tokens + len(self.all_token_ids)
-
-    @property
     def num_output_tokens(self) -> int:
         """Output tokens appended so far."""
-        return self.num_symbolic_tokens + len(self.all_token_ids) - self.num_prompt_tokens
+        return self.num_tokens - self.num_prompt_tokens
 
     def append_output_token_ids(self, token_ids: Sequence[int]) -> int:
         """Append sampled tokens; hash newly full blocks. Returns the number of new hashes."""
@@ -188,7 +188,8 @@ class CacheRequest:
         token_ids_so_far = self.all_token_ids
         token_ids_so_far.extend(token_ids)
         start = self.num_symbolic_tokens
+        self.num_tokens = num_tokens = start + len(token_ids_so_far)
         hasher = self._hasher
-        if (start + len(token_ids_so_far)) // hasher.block_size <= len(block_hashes):
+        if num_tokens // hasher.block_size <= len(block_hashes):
             return 0  # no block became full
         return hasher.extend(block_hashes, token_ids_so_far, self.hash_keys, start)

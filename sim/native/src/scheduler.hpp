@@ -23,6 +23,7 @@ struct Field {
 
 struct SchedulerNames {
     Field all_token_ids;
+    Field num_tokens;
     Field num_prompt_tokens;
     Field num_computed_tokens;
     Field status;
@@ -60,6 +61,7 @@ PyTypeObject* slot_type = nullptr;
 
 void intern_scheduler_names() {
     snames.all_token_ids.name = PyUnicode_InternFromString("all_token_ids");
+    snames.num_tokens.name = PyUnicode_InternFromString("num_tokens");
     snames.num_prompt_tokens.name = PyUnicode_InternFromString("num_prompt_tokens");
     snames.num_computed_tokens.name = PyUnicode_InternFromString("num_computed_tokens");
     snames.status.name = PyUnicode_InternFromString("status");
@@ -463,6 +465,7 @@ struct ReqState {
         if (synced_tokens < num_tokens_) {
             extend_with(get(object, snames.all_token_ids), tokens_from(synced_tokens),
                         size_t(num_tokens_ - synced_tokens));
+            set_int(object, snames.num_tokens, num_tokens_);  // a slot, kept with the tokens
             synced_tokens = num_tokens_;
         }
         sync_hashes();

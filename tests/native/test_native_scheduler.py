@@ -5,7 +5,8 @@ cache core, its straightforward decode path) and `NativeScheduler` (C++ schedule
 cache core), with sync or async scheduling stepped as EngineCore does (async: up to two steps in
 flight). After every engine iteration the batches, preemptions, finishes, queues, free blocks,
 each request's block ids and progress must be equal. Small pools force preemption; prompts
-share prefixes so lookups hit.
+share prefixes so lookups hit; some name an earlier request as their prefix source (a session's
+next turn), whose block hashes the compiled scheduler copies where their tokens agree.
 """
 
 from __future__ import annotations
@@ -62,10 +63,17 @@ ADD = st.tuples(
     st.integers(0, 12),  # length of its prefix
     st.lists(st.integers(0, 2), max_size=8),  # own tail
     st.integers(1, 24),  # number of outputs
+    # An earlier request it names as its prefix source (-1: none); an even one is a session's
+    # next turn: its prompt is the source's prompt and outputs, then its own tail.
+    st.integers(-1, 1000),
 )
 STEP = st.tuples(st.just("step"), st.integers(1, 8))
 ABORT = st.tuples(st.just("abort"), st.integers(0, 1000))
 OPS = st.lists(st.one_of(ADD, ADD, STEP, ABORT), min_size=3, max_size=40)
+
+
+def planned_outputs(num_outputs: int) -> list[int]:
+    return [7 + i % 3 for i in range(num_outputs)]
 
 
 class EngineLoop:
@@ -79,14 +87,22 @@ class EngineLoop:
         self.in_flight: deque[Any] = deque()
         self.now = 0.0
         self.last: dict[str, Any] = {}
+        self.added: list[Request] = []
 
-    def add(self, request_id: str, prompt: list[int], num_outputs: int) -> None:
-        outputs = [7 + i % 3 for i in range(num_outputs)]
-        self.scheduler.add_request(
-            self.request_type(
-                request_id, prompt, outputs, self.scheduler.hasher, arrival_at=self.now
-            )
+    def add(
+        self, request_id: str, prompt: list[int], num_outputs: int, source: int | None = None
+    ) -> None:
+        """Add a request; `source` indexes an earlier one it names as its prefix source."""
+        request = self.request_type(
+            request_id,
+            prompt,
+            planned_outputs(num_outputs),
+            self.scheduler.hasher,
+            arrival_at=self.now,
+            prefix_source=None if source is None else self.added[source],
         )
+        self.added.append(request)
+        self.scheduler.add_request(request)
 
     def iterate(self) -> None:
         """One pass of EngineCore._run: launch a step, process the oldest when due."""
@@ -167,12 +183,18 @@ def test_native_scheduler_decides_as_the_reference(
     assert isinstance(native_scheduler, NativeScheduler)
     native = EngineLoop(native_scheduler)
     next_id = 0
+    sequences: list[list[int]] = []  # each request's prompt and outputs
     for op in ops:
         if op[0] == "add":
-            _, run, prefix_len, tail, num_outputs = op
-            prompt = (SHARED_RUNS[run][:prefix_len] + tail)[: config.max_model_len - 1] or [5]
+            _, run, prefix_len, tail, num_outputs, source = op
+            source_index = source % next_id if source >= 0 and next_id else None
+            prompt = SHARED_RUNS[run][:prefix_len] + tail
+            if source_index is not None and source % 2 == 0:
+                prompt = sequences[source_index] + tail
+            prompt = prompt[: config.max_model_len - 1] or [5]
             for loop in (reference, native):
-                loop.add(f"r{next_id}", prompt, num_outputs)
+                loop.add(f"r{next_id}", prompt, num_outputs, source_index)
+            sequences.append(prompt + planned_outputs(num_outputs))
             next_id += 1
         elif op[0] == "abort":
             if next_id:

@@ -54,6 +54,7 @@ struct SchedulerNames {
     Field num_in_flight_tokens;
     Field num_stale_output_tokens;
     Field skip_reading_prefix_cache;
+    Field prefix_source;
 };
 
 SchedulerNames snames;
@@ -92,6 +93,7 @@ void intern_scheduler_names() {
     snames.num_in_flight_tokens.name = PyUnicode_InternFromString("num_in_flight_tokens");
     snames.num_stale_output_tokens.name = PyUnicode_InternFromString("num_stale_output_tokens");
     snames.skip_reading_prefix_cache.name = PyUnicode_InternFromString("skip_reading_prefix_cache");
+    snames.prefix_source.name = PyUnicode_InternFromString("_prefix_source");
 }
 
 // Requests are slotted objects; reading and writing their slots directly skips the attribute
@@ -298,6 +300,66 @@ SparePool<double> spare_doubles;
 SparePool<int64_t> spare_int64s;
 SparePool<Digest> spare_digests;
 
+// The block hashes of finished requests, each kept with its Python request, for a later
+// request naming it as its prefix source (a session's next turn, whose prompt repeats this
+// one's tokens): the hashes of the full blocks the two share are copied, not recomputed, as
+// CacheRequest._identify_blocks copies them. A request no one else holds can be named by no
+// later one: such are dropped whenever the kept ones have doubled.
+class FinishedTurns {
+  public:
+    void keep(const nb::object& request, const NativeHasher* hasher,
+              std::vector<Digest>&& hashes) {
+        if (turns_.size() >= sweep_at_) {
+            std::erase_if(turns_, [](const auto& entry) { return Py_REFCNT(entry.first) == 1; });
+            sweep_at_ = std::max<size_t>(kMinSweep, 2 * turns_.size());
+        }
+        turns_.insert_or_assign(request.ptr(), Turn{request, hasher, std::move(hashes)});
+    }
+
+    // Fill `hashes` (empty) with those of the leading full blocks of `tokens` (from position
+    // 0) that `source`, kept with hashes made by `hasher`, has too; `source` is let go.
+    void take_shared(nb::handle source, const NativeHasher& hasher, const int64_t* tokens,
+                     int64_t num_tokens, std::vector<Digest>& hashes) {
+        auto found = turns_.find(source.ptr());
+        if (found == turns_.end()) return;
+        Turn turn = std::move(found->second);
+        turns_.erase(found);
+        if (turn.hasher != &hasher) return;
+        std::vector<int64_t> copied;
+        Int64Span source_tokens(get(source, snames.all_token_ids), copied);
+        int64_t block_size = hasher.block_size();
+        int64_t num_candidates = std::min({num_tokens, int64_t(source_tokens.size),
+                                           int64_t(turn.hashes.size()) * block_size}) /
+                                 block_size;
+        // Most often the source's tokens all lead this prompt: one comparison of them all.
+        size_t block_bytes = size_t(block_size) * sizeof(int64_t);
+        int64_t num_shared = 0;
+        if (num_candidates > 0 &&
+            std::memcmp(tokens, source_tokens.data, size_t(num_candidates) * block_bytes) == 0) {
+            num_shared = num_candidates;
+        }
+        while (num_shared < num_candidates &&
+               std::memcmp(tokens + num_shared * block_size,
+                           source_tokens.data + num_shared * block_size, block_bytes) == 0) {
+            ++num_shared;
+        }
+        hashes.assign(turn.hashes.begin(), turn.hashes.begin() + num_shared);
+        spare_digests.give(turn.hashes);
+    }
+
+  private:
+    static constexpr size_t kMinSweep = 64;
+
+    struct Turn {
+        nb::object request;
+        const NativeHasher* hasher;
+        std::vector<Digest> hashes;
+    };
+
+    std::unordered_map<PyObject*, Turn> turns_;
+    size_t sweep_at_ = kMinSweep;
+};
+
 // One request as the scheduler keeps it. What a step reads and writes comes first (one or
 // two cache lines). Output tokens are counted per step and read from the planned outputs in
 // place; they are written into `tokens` only when read with prompt tokens before them (the
@@ -330,6 +392,7 @@ struct ReqState {
     std::vector<int64_t> planned;  // planned_output_token_ids
     std::vector<Digest> hashes;
     NativeHasher* hasher = nullptr;  // null: blocks are hashed by the request's Python hasher
+    bool symbolic = false;  // made from trace block ids (num_symbolic_tokens > 0)
     bool skip_reading_prefix_cache = false;
     bool stop_on_finish = false;  // the compiled step loop stops after the step finishing it
     int64_t num_cached_tokens = -1;
@@ -349,8 +412,9 @@ struct ReqState {
     int64_t num_output_tokens() const { return num_tokens_ - num_prompt_tokens; }
     bool is_finished() const { return status == Status::kFinished || status == Status::kAborted; }
 
-    // Read a request the scheduler is given (add_request).
-    explicit ReqState(nb::handle object)
+    // Read a request the scheduler is given (add_request); the hashes of its prompt's blocks
+    // its prefix source shares are taken from `finished` when kept there.
+    ReqState(nb::handle object, FinishedTurns& finished)
         : new_itls(spare_doubles.take()),
           tokens(spare_int64s.take()),
           planned(spare_int64s.take()),
@@ -362,6 +426,7 @@ struct ReqState {
         max_tokens = get_int(object, snames.max_tokens);
         read_int64s(get(object, snames.planned_output_token_ids), planned);
         token_offset = get_int(object, snames.num_symbolic_tokens);
+        symbolic = token_offset != 0;
         std::vector<int64_t> copied;  // the tokens, when they are not an int64 buffer
         Int64Span known(get(object, snames.all_token_ids), copied);
         num_tokens_ = synced_tokens = token_offset + int64_t(known.size);
@@ -380,7 +445,8 @@ struct ReqState {
         }
         new_itls.reserve(planned.size());
         if (hasher != nullptr && get(object, snames.block_hash_list).is_none()) {
-            identify_prompt_blocks(get(object, snames.trace_blocks), known.data);
+            identify_prompt_blocks(get(object, snames.trace_blocks), known.data, known.size,
+                                   finished);
         } else {
             nb::object hash_objects = hash_list(object);
             Py_ssize_t num_hashes = PyList_GET_SIZE(hash_objects.ptr());
@@ -428,9 +494,15 @@ struct ReqState {
     }
 
     // The hashes of a prompt whose Python request has made none (CacheRequest._identify_blocks),
-    // computed here: the blocks its trace block ids identify, if any, then its tokens' blocks.
-    void identify_prompt_blocks(nb::handle blocks, const int64_t* known_tokens) {
+    // computed here: the blocks its trace block ids identify, if any, or those its prefix
+    // source shares, then its tokens' blocks.
+    void identify_prompt_blocks(nb::handle blocks, const int64_t* known_tokens,
+                                size_t num_known, FinishedTurns& finished) {
         if (blocks.is_none()) {
+            nb::object source = get(request, snames.prefix_source);
+            if (!source.is_none()) {
+                finished.take_shared(source, *hasher, known_tokens, int64_t(num_known), hashes);
+            }
             hasher->extend_digests(hashes, known_tokens, token_offset, num_tokens_);
             return;
         }
@@ -897,7 +969,7 @@ class SchedulerCore {
 
     void add_request(nb::handle request) {
         resolve_slots(Py_TYPE(request.ptr()));
-        State state = std::make_shared<ReqState>(request);
+        State state = std::make_shared<ReqState>(request, finished_turns_);
         states_[request.ptr()] = state;
         waiting_.push_back(std::move(state));
     }
@@ -1022,6 +1094,9 @@ class SchedulerCore {
             }
             state->status = Status::kFinished;
             state->sync();
+            if (state->hasher != nullptr && !state->symbolic) {
+                finished_turns_.keep(state->request, state->hasher, std::move(state->hashes));
+            }
         }
         result.counts = manager_->take_lookup_counts();
         result.stats_type = stats_type_;
@@ -1411,6 +1486,7 @@ class SchedulerCore {
     std::deque<State> waiting_;
     // Every request the scheduler holds, by its Python object.
     std::unordered_map<PyObject*, State> states_;
+    FinishedTurns finished_turns_;
     // Waiting requests the waiting pass skipped (async: output in flight), not yet admitted.
     std::unordered_set<const ReqState*> deferred_;
     int64_t num_executed_steps_ = 0;

@@ -1272,10 +1272,16 @@ class CacheCore {
         }
         num_free_ -= count;
         // Each block's line, and for a cached block the prefix-map slot its eviction probes,
-        // are fetched a few blocks ahead, so their cache misses overlap.
+        // are fetched a few blocks ahead, so their cache misses overlap; the first few blocks'
+        // slots as soon as their lines (asked for together) arrive, so a take of a few blocks
+        // waits about twice, not twice per block.
         size_t end = out.size();
         for (size_t i = first; i < std::min(end, first + 2 * kFetchAhead); ++i) {
             __builtin_prefetch(&blocks_[size_t(out[i])]);
+        }
+        for (size_t i = first; i < std::min(end, first + kFetchAhead); ++i) {
+            const Block& soon = blocks_[size_t(out[i])];
+            if (soon.hashed) cached_.prefetch(soon.fingerprint);
         }
         for (size_t i = first; i < end; ++i) {
             if (i + 2 * kFetchAhead < end) __builtin_prefetch(&blocks_[size_t(out[i + 2 * kFetchAhead])]);
@@ -1288,6 +1294,12 @@ class CacheCore {
             taken.queue_pos = kNotQueued;
             if (taken.hashed) evict(block, now);
             taken.ref_cnt = 1;
+        }
+        // The next block to be taken (by a decode, most likely, alone) is fetched now.
+        if (num_free_ > 0) {
+            int64_t next = front_;
+            while (queue_[slot_of(next)] == kHole) ++next;
+            __builtin_prefetch(&blocks_[size_t(queue_[slot_of(next)])]);
         }
     }
 

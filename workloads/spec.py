@@ -284,9 +284,9 @@ class SessionTurnSpec(RequestSpec):
     @property
     def num_prompt_tokens(self) -> int:
         """Prompt length without making the segments."""
-        if _SEGMENTS.is_made(self):
-            return RequestSpec.num_prompt_tokens.__get__(self)
-        return self._content.num_prompt_tokens(self._turn)
+        if _SEGMENTS.held(self) is _NOT_MADE:
+            return self._content.num_prompt_tokens(self._turn)
+        return RequestSpec.num_prompt_tokens.__get__(self)
 
     @property
     def num_output_tokens(self) -> int:

@@ -35,18 +35,26 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
-_BLAKE2B_8 = functools.partial(hashlib.blake2b, digest_size=8)
+# An empty BLAKE2b state with an 8-byte digest: a copy of it hashes an identity in a third less
+# time than a new state, whose keyword arguments are parsed on every call.
+_BLAKE2B_8 = hashlib.blake2b(digest_size=8)
+
+
+def _digest(content_id: str) -> bytes:
+    state = _BLAKE2B_8.copy()
+    state.update(content_id.encode())
+    return state.digest()
 
 
 def content_seed(content_id: str) -> int:
     """A 64-bit seed for a content identity (stable across runs and platforms)."""
-    return int.from_bytes(_BLAKE2B_8(content_id.encode()).digest(), "little")
+    return int.from_bytes(_digest(content_id), "little")
 
 
 def content_seeds(content_ids: Sequence[str]) -> np.ndarray:
     """`content_seed` of every identity, as one uint64 array (no Python int per seed)."""
-    digests = [_BLAKE2B_8(content_id.encode()).digest() for content_id in content_ids]
-    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+    digests = b"".join(map(_digest, content_ids))
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
 
 
 _SHIFT_1, _SHIFT_2, _SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)

@@ -14,6 +14,7 @@ answer, then adding to them) is one slice of it.
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,12 +47,12 @@ class SessionPlan:
     answer (as an assistant piece), then carried_after[k]."""
 
     content_ids: list[str]
-    roles: list[str]
+    roles: Sequence[str]
     lengths: list[int]
-    questions: list[tuple[int, ...]]
-    answers: list[int]
-    carried_before: list[tuple[int, ...]]
-    carried_after: list[tuple[int, ...]]
+    questions: Sequence[tuple[int, ...]]
+    answers: Sequence[int]
+    carried_before: Sequence[tuple[int, ...]]
+    carried_after: Sequence[tuple[int, ...]]
     # Made by `conversation`: every prompt ends with the conversation so far, in content order.
     is_conversation: bool = field(default=False, init=False)
 
@@ -59,17 +60,8 @@ class SessionPlan:
     def conversation(cls, content_ids: list[str], lengths: list[int]) -> SessionPlan:
         """A chat's turns: turn k asks content 2k (a user's message) and is answered by content
         2k + 1; the history gains both."""
-        num_turns = len(content_ids) // 2
-        questions: list[tuple[int, ...]] = [(content,) for content in range(0, 2 * num_turns, 2)]
-        plan = cls(
-            content_ids,
-            ["user", "assistant"] * num_turns,
-            lengths,
-            questions=questions,
-            answers=list(range(1, 2 * num_turns, 2)),
-            carried_before=questions,
-            carried_after=[()] * num_turns,
-        )
+        roles, questions, answers, carried_after = _conversation_turns(len(content_ids) // 2)
+        plan = cls(content_ids, roles, lengths, questions, answers, questions, carried_after)
         plan.is_conversation = True
         return plan
 
@@ -94,6 +86,17 @@ class SessionPlan:
     def piece(self, slot: str, content: int) -> Piece:
         """Content `content` as a piece of `slot`."""
         return Piece(slot, self.content_ids[content], self.roles[content], self.lengths[content])
+
+
+@functools.cache
+def _conversation_turns(
+    num_turns: int,
+) -> tuple[tuple[str, ...], tuple[tuple[int], ...], tuple[int, ...], tuple[tuple[()], ...]]:
+    """A conversation's roles, questions, answers and carried_after: they depend on its number
+    of turns alone, so they are made once per number and shared (tuples: no plan changes them)."""
+    questions = tuple((content,) for content in range(0, 2 * num_turns, 2))
+    answers = tuple(range(1, 2 * num_turns, 2))
+    return ("user", "assistant") * num_turns, questions, answers, ((),) * num_turns
 
 
 def render_session(

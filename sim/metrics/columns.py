@@ -68,6 +68,15 @@ def numeric_columns(rows: Sequence[tuple[object, ...]], schema: pa.Schema) -> li
     return columns
 
 
+def _utf8(values: Sequence[str]) -> tuple[np.ndarray, bytes]:
+    """Each string's length in UTF-8 bytes (int32), and the strings encoded end to end."""
+    text = "".join(values)
+    if text.isascii():  # a byte per character: encoded in one call
+        return np.fromiter(map(len, values), dtype=np.int32, count=len(values)), text.encode()
+    encoded = [value.encode("utf-8") for value in values]
+    return np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), b"".join(encoded)
+
+
 def string_array(values: Sequence[str | None], times: int = 1) -> pa.Array:
     """A string array of `values` (UTF-8), null where a value is None, repeated `times` times
     end to end (each value is encoded once however often it repeats)."""
@@ -76,13 +85,12 @@ def string_array(values: Sequence[str | None], times: int = 1) -> pa.Array:
     if None in values:
         nulls = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
         present = ["" if value is None else value for value in values]
-    encoded = [value.encode("utf-8") for value in present]  # type: ignore[union-attr]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded))
-    offsets = np.zeros(len(encoded) * times + 1, dtype=np.int32)
+    lengths, encoded = _utf8(present)  # type: ignore[arg-type]
+    offsets = np.zeros(len(lengths) * times + 1, dtype=np.int32)
     np.cumsum(np.tile(lengths, times), out=offsets[1:])
     validity = None if nulls is None else _validity(np.tile(nulls, times))
-    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded) * times)]
-    return pa.Array.from_buffers(pa.string(), len(encoded) * times, buffers)
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(encoded * times)]
+    return pa.Array.from_buffers(pa.string(), len(lengths) * times, buffers)
 
 
 def column_array(values: Sequence[object], arrow_type: pa.DataType) -> pa.Array:

@@ -1,9 +1,9 @@
 """math.fsum of many runs of floats at once, without a Python float per value.
 
 Every finite float is an integer multiple of 2**low, `low` taken from the smallest nonzero
-magnitude among them, so the values scaled by 2**-low are integers. Cut into limbs of a few
-dozen bits (exact: each limb is some of the value's own bits), each limb is summed per run in
-int64 without rounding. A run's exact sum is then one Python int, and `float()` of an int
+magnitude among them, so the values scaled by 2**-low are integers. Cut into limbs of 62 bits
+(exact: each limb is some of the value's own bits), each limb is summed per run in int64, in
+two halves, without rounding. A run's exact sum is then one Python int, and `float()` of an int
 rounds to nearest, ties to even, as fsum rounds its exact sum: the results are fsum's, bit for
 bit.
 """
@@ -25,7 +25,13 @@ _HIGHEST_EXPONENT = 1000
 
 # Runs are summed a chunk of whole runs at a time, about this many values: the scratch arrays
 # stay in cache and are reused from the heap instead of being faulted in afresh per batch.
-CHUNK_VALUES = 1 << 13
+CHUNK_VALUES = 1 << 15
+
+# Limbs of this many bits convert to int64 exactly; one limb holds a batch of inter-token gaps
+# (their values span some 60 bits). A limb is summed as its upper and lower halves, each
+# below 2**31 in magnitude, so a run of fewer than 2**32 values sums without overflow.
+_LIMB_BITS = 62
+_HALF_BITS = 31
 
 
 def run_fsums(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> list[float]:
@@ -71,16 +77,14 @@ def _exact_run_sums(
 ) -> list[int]:
     """Each run's exact sum of `values` (runs at `starts`, `counts` long) in units of 2**low,
     as a Python int; every value is a multiple of 2**low below 2**(low + span) in magnitude."""
-    # A limb below 2**limb_bits: a run's sum of them stays below 2**62.
-    limb_bits = 62 - len(values).bit_length()
     # Scaling by powers of two is exact here (no overflow, no subnormal).
     rest = values * math.ldexp(1.0, -low)  # integers, |rest| < 2**span
     limb = np.empty_like(rest)
-    down, up = math.ldexp(1.0, -limb_bits), math.ldexp(1.0, limb_bits)
+    down, up = math.ldexp(1.0, -_LIMB_BITS), math.ldexp(1.0, _LIMB_BITS)
     nonempty = counts > 0
     run_starts = starts[nonempty]
     limb_sums: list[list[int]] = []
-    for _ in range(-(-span // limb_bits) - 1):
+    for _ in range(-(-span // _LIMB_BITS) - 1):
         np.multiply(rest, down, out=limb)
         np.trunc(limb, out=limb)  # the upper limbs; the remainder keeps rest's sign: exact
         np.multiply(limb, up, out=limb)
@@ -92,7 +96,7 @@ def _exact_run_sums(
     totals = limb_sums.pop()
     while limb_sums:
         lower = limb_sums.pop()
-        totals = [(upper << limb_bits) + part for upper, part in zip(totals, lower, strict=True)]
+        totals = [(upper << _LIMB_BITS) + part for upper, part in zip(totals, lower, strict=True)]
     return totals
 
 
@@ -101,10 +105,18 @@ def _run_sums(
     run_starts: npt.NDArray[np.int64],
     nonempty: npt.NDArray[np.bool_],
 ) -> list[int]:
-    """Each run's sum of `limbs` (integers), summed in int64; `run_starts` are where the
-    runs with values (`nonempty`) start."""
-    sums = np.zeros(len(nonempty), dtype=np.int64)
+    """Each run's sum of `limbs` (integers below 2**_LIMB_BITS in magnitude); `run_starts` are
+    where the runs with values (`nonempty`) start."""
+    # Summed in int64 as two halves: neither half's run sum reaches 2**63 in magnitude.
+    lower = limbs.astype(np.int64)
+    upper = lower >> _HALF_BITS
+    lower &= (1 << _HALF_BITS) - 1
+    upper_sums = np.zeros(len(nonempty), dtype=np.int64)
+    lower_sums = np.zeros(len(nonempty), dtype=np.int64)
     if len(run_starts):
-        sums[nonempty] = np.add.reduceat(limbs.astype(np.int64), run_starts)
-    totals: list[int] = sums.tolist()
-    return totals
+        upper_sums[nonempty] = np.add.reduceat(upper, run_starts)
+        lower_sums[nonempty] = np.add.reduceat(lower, run_starts)
+    return [
+        (high << _HALF_BITS) + part
+        for high, part in zip(upper_sums.tolist(), lower_sums.tolist(), strict=True)
+    ]

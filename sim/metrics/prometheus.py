@@ -242,7 +242,8 @@ def new_counts_by_cut(
     positions: npt.NDArray[np.intp], counted: npt.NDArray[np.intp], width: int
 ) -> npt.NDArray[np.int64]:
     """Row j: how many of the first counted[j] values (counted ascending) land in each of
-    `width` buckets (`positions`): the buckets' growth up to each cut."""
+    `width` buckets (`positions`): the buckets' growth up to each cut; one row more, last, for
+    all the values."""
     num_cuts = len(counted)
     # Each value's index: the first cut counting it, times width, plus its bucket; one
     # per-value array, filled in place.
@@ -250,7 +251,7 @@ def new_counts_by_cut(
     index = np.repeat(np.arange(0, (num_cuts + 1) * width, width), segment_sizes)
     index += positions
     counts = np.bincount(index, minlength=(num_cuts + 1) * width)
-    return np.cumsum(counts.reshape(num_cuts + 1, width)[:num_cuts], axis=0)
+    return np.cumsum(counts.reshape(num_cuts + 1, width), axis=0)
 
 
 class Histogram:
@@ -287,12 +288,12 @@ class Histogram:
         positions = np.searchsorted(self._edges_array, values, side="left")
         num_buckets = len(self.bucket_counts)
         grown = new_counts_by_cut(positions, counted, num_buckets)
-        out[:, :num_buckets] = self.bucket_counts + grown
+        out[:, :num_buckets] = self.bucket_counts + grown[:-1]
         # The sum as one value at a time adds it: left to right (np.cumsum adds in order).
         running = np.cumsum(np.concatenate(((self.total,), totals)))
         out[:, num_buckets] = running[cuts]
-        out[:, num_buckets + 1] = self.count + grown.sum(axis=1)
-        self.bucket_counts += np.bincount(positions, minlength=num_buckets)
+        out[:, num_buckets + 1] = self.count + counted
+        self.bucket_counts += grown[-1]
         self.total = float(running[-1])
         self.count += len(values)
 

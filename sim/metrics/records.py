@@ -350,11 +350,17 @@ class RequestColumns(RequestTimes[Float64Column]):
     def from_records(cls, records: Sequence[RequestRecord]) -> RequestColumns:
         """The columns of `records`, in their order (numbers converted in one C call each)."""
         count = len(records)
-        # Transposed to one contiguous row per field.
-        floats = np.array(list(map(_request_floats, records)), dtype=np.float64)
-        ints = np.array(list(map(_request_ints, records)), dtype=np.int64)
-        floats = floats.reshape(count, len(_REQUEST_FLOAT_FIELDS))
-        ints = ints.reshape(count, len(_REQUEST_INT_FIELDS))
+        # A record's fields one after the other, then transposed to one contiguous row per field.
+        floats = np.fromiter(
+            chain.from_iterable(map(_request_floats, records)),
+            dtype=np.float64,
+            count=count * len(_REQUEST_FLOAT_FIELDS),
+        ).reshape(count, len(_REQUEST_FLOAT_FIELDS))
+        ints = np.fromiter(
+            chain.from_iterable(map(_request_ints, records)),
+            dtype=np.int64,
+            count=count * len(_REQUEST_INT_FIELDS),
+        ).reshape(count, len(_REQUEST_INT_FIELDS))
         columns: dict[str, Any] = {
             **dict(zip(_REQUEST_FLOAT_FIELDS, np.ascontiguousarray(floats.T), strict=True)),
             **dict(zip(_REQUEST_INT_FIELDS, np.ascontiguousarray(ints.T), strict=True)),

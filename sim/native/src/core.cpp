@@ -1254,10 +1254,16 @@ class CacheCore {
         --num_free_;
     }
 
+    // The first free block, the holes before it dropped for good (num_free_ > 0).
+    int32_t front_block() {
+        while (queue_[slot_of(front_)] == kHole) ++front_;
+        return queue_[slot_of(front_)];
+    }
+
     int32_t popleft() {
         if (num_free_ == 0) throw nb::index_error("no free blocks");
-        while (queue_[slot_of(front_)] == kHole) ++front_;
-        int32_t block = queue_[slot_of(front_++)];
+        int32_t block = front_block();
+        ++front_;
         blocks_[size_t(block)].queue_pos = kNotQueued;
         --num_free_;
         return block;
@@ -1296,11 +1302,7 @@ class CacheCore {
             taken.ref_cnt = 1;
         }
         // The next block to be taken (by a decode, most likely, alone) is fetched now.
-        if (num_free_ > 0) {
-            int64_t next = front_;
-            while (queue_[slot_of(next)] == kHole) ++next;
-            __builtin_prefetch(&blocks_[size_t(queue_[slot_of(next)])]);
-        }
+        if (num_free_ > 0) __builtin_prefetch(&blocks_[size_t(front_block())]);
     }
 
     void evict(int32_t block, double now) {

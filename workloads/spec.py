@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 TokenArray: TypeAlias = npt.NDArray[np.int64]
 
 
-def token_array(tokens: TokenArray) -> array[int]:
-    """`tokens` as a new int64 array ('q'), copied without a Python int per token."""
+def token_array(tokens: TokenArray | bytes) -> array[int]:
+    """`tokens` (or their native int64 bytes) as a new int64 array ('q'), copied without a
+    Python int per token."""
     made = array("q")
-    made.frombytes(tokens.data.cast("B"))
+    made.frombytes(tokens if isinstance(tokens, bytes) else tokens.data.cast("B"))
     return made
 
 

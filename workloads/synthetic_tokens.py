@@ -175,7 +175,15 @@ class StreamBatch:
     block are a few dozen tokens each, for which numpy's per-call cost outweighs the work.
     Streams are added before any is read; they are uncached, shared and read-only."""
 
-    __slots__ = ("vocab_size", "_content_ids", "_skips", "_lengths", "_starts", "_tokens")
+    __slots__ = (
+        "vocab_size",
+        "_content_ids",
+        "_skips",
+        "_lengths",
+        "_starts",
+        "_tokens",
+        "_token_bytes",
+    )
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
@@ -184,6 +192,7 @@ class StreamBatch:
         self._lengths: list[int] = []
         self._starts: list[int] = []
         self._tokens: TokenArray | None = None
+        self._token_bytes = b""
 
     def add(self, content_id: str, num_tokens: int, skip: int = 0) -> int:
         """Adds `num_tokens` of `content_id`'s stream from position `skip` on; its index for
@@ -197,6 +206,19 @@ class StreamBatch:
 
     def stream(self, index: int) -> TokenArray:
         """The tokens of the `index`-th stream added (a read-only view)."""
+        tokens = self._made()
+        return tokens[self._starts[index] : self._starts[index + 1]]
+
+    def stream_bytes(self, index: int, skip: int = 0) -> bytes:
+        """The `index`-th stream's tokens from its `skip`-th on as little-endian int64 bytes:
+        requests take their tokens as bytes, and slicing the batch's bytes costs less than
+        converting each stream's view."""
+        if not self._token_bytes:
+            self._token_bytes = self._made().astype("<i8", copy=False).tobytes()
+        starts = self._starts
+        return self._token_bytes[(starts[index] + skip) * 8 : starts[index + 1] * 8]
+
+    def _made(self) -> TokenArray:
         tokens = self._tokens
         if tokens is None:
             # From position `skip` on, a stream is the stream of seed + skip * golden.
@@ -206,7 +228,7 @@ class StreamBatch:
             self._starts = [0, *itertools.accumulate(self._lengths)]
             self._content_ids.clear()
             self._skips.clear()
-        return tokens[self._starts[index] : self._starts[index + 1]]
+        return tokens
 
 
 # A batched trace prompt's tail starts at a multiple of this, so it serves the engine block
@@ -300,10 +322,8 @@ class TracePrompt:
     def token_bytes(self, start: int) -> bytes:
         """Tokens from `start` to the end as little-endian int64 bytes (what a request holds)."""
         if self.tail is not None and start >= self.tail_start:
-            tokens = self.tail.stream(self.tail_index)[start - self.tail_start :]
-        else:
-            tokens = self.token_array(start)
-        return tokens.astype("<i8", copy=False).tobytes()
+            return self.tail.stream_bytes(self.tail_index, start - self.tail_start)
+        return self.token_array(start).astype("<i8", copy=False).tobytes()
 
     def segments(self) -> list[Segment]:
         """One segment per block, each a read-only view of the prompt made in one pass."""

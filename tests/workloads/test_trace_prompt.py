@@ -91,7 +91,8 @@ def test_a_trace_request_equals_its_eager_spec_and_gives_up_its_ids_once_made() 
 
 def test_a_stream_batch_makes_each_stream_as_alone_and_takes_none_once_made() -> None:
     """3 tokens of "a", none of "b", 5 of "c" from position 2: each equals its stream made
-    alone, as a read-only view; a fourth stream added after the first read is refused."""
+    alone, as a read-only view and as int64 bytes (from its second token on: 4 tokens of "c",
+    2 of "a"); a fourth stream added after the first read is refused."""
     batch = StreamBatch(TOKENS.vocab_size)
     indices = [batch.add("a", 3), batch.add("b", 0), batch.add("c", 5, skip=2)]
     assert indices == [0, 1, 2]
@@ -102,6 +103,12 @@ def test_a_stream_batch_makes_each_stream_as_alone_and_takes_none_once_made() ->
         [],
     ]
     assert not any(tokens.flags.writeable for tokens in made)
+    assert [batch.stream_bytes(index) for index in (2, 0, 1)] == [
+        tokens.astype("<i8").tobytes() for tokens in made
+    ]
+    assert batch.stream_bytes(2, skip=1) == made[0][1:].astype("<i8").tobytes()
+    assert len(batch.stream_bytes(2, skip=1)) == 4 * 8
+    assert batch.stream_bytes(0, skip=1) == made[1][1:].astype("<i8").tobytes()
     with pytest.raises(ValueError, match="StreamBatch.add: the batch's streams are made already"):
         batch.add("d", 1)
 

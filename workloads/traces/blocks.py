@@ -62,7 +62,7 @@ class TraceRequestContent:
 
     def output_token_array(self, turn: int) -> array[int]:
         """The answer's unique tokens as an array."""
-        return token_array(self._batch.stream(self._answer_index))
+        return token_array(self._batch.stream_bytes(self._answer_index))
 
     def num_output_tokens(self, turn: int) -> int:
         """The answer length."""

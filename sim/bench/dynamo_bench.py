@@ -64,7 +64,7 @@ CASES = (
         / "mooncake"
         / "arxiv_mooncake_trace_first1000.jsonl",
         1,
-        5,
+        9,
     ),
 )
 

@@ -14,14 +14,19 @@ SHA-256 collision; for 10^9 blocks a 128-bit collision has probability below 10^
 `block_identity_wanted` is the one place that chooses it.
 
 A trace's prompt may come as block ids instead of tokens (`TraceBlocks`): the tokens of trace
-block b at position p are a pure function of the namespace, b and p, so an engine block lying
-inside one trace block gets the identity XXH3-128 of its parent's bytes, the namespace key, b
-and its offset in b (`extend_trace_blocks`), and its tokens are never made. Two such blocks get
-equal identities exactly when their tokens are equal, as with the token identity.
+block b at position p are a pure function of the namespace, b and p, so the engine blocks lying
+inside one trace block are identified from b (`extend_trace_blocks`) and their tokens are never
+made. The trace block's *anchor* is XXH3-128 of the identity before it, the namespace key and b;
+the engine block at offset k in it gets the anchor XOR the mask of k (XXH3-128 of k), one hash
+per trace block instead of one per engine block. The anchor fixes everything before the block
+and the mask its place, so two such blocks get equal identities exactly when their tokens are
+equal (as with the token identity), unless two different anchors differ by exactly the XOR of
+two masks: a 128-bit coincidence, as likely as a collision.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 import struct
@@ -87,9 +92,17 @@ def _plain_block_identity(parent: bytes, tokens: Sequence[int]) -> bytes:
     return xxhash.xxh3_128_digest(parent + array("q", tokens).tobytes())
 
 
-# An engine block inside a trace block: the namespace key, the trace block id, the offset in it,
-# and a pad byte, so no such input is as long as a token block's (the parent, 8 bytes a token).
-_TRACE_BLOCK = struct.Struct("<QQQx")
+# A trace block's anchor follows its parent's bytes with the namespace key, the trace block id
+# and a zero byte, so no such input is as long as a token block's (the parent, 8 bytes a token).
+_TRACE_BLOCK = struct.Struct("<QQx")
+# An offset's mask is XXH3-128 of the offset and a one byte.
+_OFFSET = struct.Struct("<QB")
+
+
+@functools.lru_cache(maxsize=4096)
+def _offset_mask(offset: int) -> int:
+    """The mask an engine block at `offset` tokens into its trace block XORs into the anchor."""
+    return int.from_bytes(xxhash.xxh3_128_digest(_OFFSET.pack(offset, 1)), "big")
 
 
 class TraceBlocks(Protocol):
@@ -282,13 +295,24 @@ class BlockHasher:
         num_full_blocks = num_tokens // block_size
         if num_full_blocks * block_size > len(block_ids) * trace_block_size:
             raise ValueError(f"{len(block_ids)} trace blocks hold fewer than {num_tokens} tokens")
-        parent = block_hashes[-1] if block_hashes else self.none_hash
+        blocks_per_id = trace_block_size // block_size
+        # The identity before the first block of the trace block the first new block lies in.
+        trace_start = start_block - start_block % blocks_per_id
+        parent = block_hashes[trace_start - 1] if trace_start else self.none_hash
         pack, digest, append = _TRACE_BLOCK.pack, xxhash.xxh3_128_digest, block_hashes.append
-        for index in range(start_block, num_full_blocks):
-            trace_block, offset = divmod(index * block_size, trace_block_size)
-            # XXH3-128 of the parent's bytes, the namespace key, the block id and the offset.
-            parent = digest(parent + pack(namespace_key, block_ids[trace_block], offset))
-            append(parent)
+        index = start_block
+        while index < num_full_blocks:
+            trace_block = index // blocks_per_id
+            # XXH3-128 of the parent's bytes, the namespace key and the block id: the anchor
+            # each engine block of the trace block XORs its offset's mask into.
+            parent_and_id = parent + pack(namespace_key, block_ids[trace_block])
+            anchor = int.from_bytes(digest(parent_and_id), "big")
+            first = trace_block * blocks_per_id
+            end = min(num_full_blocks, first + blocks_per_id)
+            for block in range(index, end):
+                append((anchor ^ _offset_mask((block - first) * block_size)).to_bytes(16, "big"))
+            parent = block_hashes[-1]
+            index = end
         return max(num_full_blocks - start_block, 0)
 
     def _hash_block(

@@ -1,6 +1,6 @@
 """Trace prompts held as block ids (sim.kvcache.hashing.extend_trace_blocks): where the block
 identity stands in for hashes, an engine block inside trace block b at offset k is identified
-from (parent, namespace, b, k) and its tokens are never made.
+from (the identity before b, namespace, b, k) and its tokens are never made.
 
 Random traces whose requests share prefixes of block ids, fork, repeat ids at other positions
 and end in partial blocks (hypothesis): two engine blocks get equal identities from the ids
@@ -91,16 +91,34 @@ def test_block_ids_identify_blocks_exactly_as_their_tokens_do(
             assert (by_ids[first] == by_ids[second]) == (by_tokens[first] == by_tokens[second])
 
 
-def test_an_engine_block_is_xxh3_128_of_its_parent_namespace_block_id_and_offset() -> None:
-    """Blocks 0 and 1 (offsets 0 and 4) of trace block 9 of namespace "ns", block size 4."""
+def xor(first: bytes, second: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(first, second, strict=True))
+
+
+def test_an_engine_block_is_its_trace_blocks_anchor_xor_its_offsets_mask() -> None:
+    """Block size 4, trace blocks of 8 tokens [9, 5] of namespace "ns": trace block 9's anchor
+    is XXH3-128 of NONE_HASH, the namespace key, 9 and a zero byte; its blocks at offsets 0 and 4
+    are the anchor XOR the masks of 0 and 4 (XXH3-128 of the offset and a one byte); trace block
+    5's anchor follows its parent, block 1. Asked from block 3 on (blocks 0..2 given), the
+    hasher starts from block 1, the identity before trace block 5, and gives block 3 alone."""
     root = none_hash("sha256", identity=True)
     key = namespace_key("ns")
-    block_0 = xxhash.xxh3_128_digest(root + struct.pack("<QQQ", key, 9, 0) + b"\0")
-    block_1 = xxhash.xxh3_128_digest(block_0 + struct.pack("<QQQ", key, 9, 4) + b"\0")
+
+    def mask(offset: int) -> bytes:
+        return xxhash.xxh3_128_digest(struct.pack("<Q", offset) + b"\1")
+
+    anchor_9 = xxhash.xxh3_128_digest(root + struct.pack("<QQ", key, 9) + b"\0")
+    block_0, block_1 = xor(anchor_9, mask(0)), xor(anchor_9, mask(4))
+    anchor_5 = xxhash.xxh3_128_digest(block_1 + struct.pack("<QQ", key, 5) + b"\0")
+    blocks = [block_0, block_1, xor(anchor_5, mask(0)), xor(anchor_5, mask(4))]
     for hasher in (BlockHasher, NativeBlockHasher):
+        identity = hasher("sha256", 4, identity=True)
         hashes: list[bytes] = []
-        assert hasher("sha256", 4, identity=True).extend_trace_blocks(hashes, key, [9], 8, 8) == 2
-        assert hashes == [block_0, block_1]
+        assert identity.extend_trace_blocks(hashes, key, [9, 5], 8, 16) == 4
+        assert hashes == blocks
+        resumed = blocks[:3]
+        assert identity.extend_trace_blocks(resumed, key, [9, 5], 8, 16) == 1
+        assert resumed == blocks
 
 
 @pytest.mark.parametrize("hasher_type", [BlockHasher, NativeBlockHasher])

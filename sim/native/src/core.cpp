@@ -334,9 +334,10 @@ class NativeHasher {
     }
 
     // Append the identities of the full blocks of the first num_tokens tokens of a prompt of
-    // trace blocks beyond block_hashes (BlockHasher.extend_trace_blocks): block i's identity
-    // is XXH3-128 of its parent, the namespace key, the id of the trace block it lies in and
-    // its offset there, as little-endian uint64s, and a zero byte.
+    // trace blocks beyond block_hashes (BlockHasher.extend_trace_blocks): a block's identity
+    // is the XOR of its trace block's anchor (XXH3-128 of the identity before the trace block,
+    // the namespace key and the trace block id as little-endian uint64s, and a zero byte) and
+    // its offset's mask (offset_masks).
     int64_t extend_trace_blocks(nb::list block_hashes, uint64_t namespace_key, nb::handle block_ids,
                                 int64_t trace_block_size, int64_t num_tokens) {
         if (!identity_ || trace_block_size < 1 || trace_block_size % block_size_ != 0) {
@@ -345,8 +346,12 @@ class NativeHasher {
         nb::object ids = nb::steal(PySequence_Fast(block_ids.ptr(), "block ids must be a sequence"));
         if (!ids.is_valid()) throw nb::python_error();
         PyObject** items = PySequence_Fast_ITEMS(ids.ptr());
+        int64_t start_block = PyList_GET_SIZE(block_hashes.ptr());
+        Digest parent = trace_parent(start_block, trace_block_size, [&](int64_t index) {
+            return digest_of(PyList_GET_ITEM(block_hashes.ptr(), index));
+        });
         return identify_trace_blocks(
-            parent_of(block_hashes), PyList_GET_SIZE(block_hashes.ptr()), namespace_key,
+            parent, start_block, namespace_key,
             [&](int64_t index) {
                 uint64_t block_id = PyLong_AsUnsignedLongLong(items[index]);
                 if (block_id == uint64_t(-1) && PyErr_Occurred()) throw nb::python_error();
@@ -365,8 +370,11 @@ class NativeHasher {
             throw nb::value_error("these trace blocks are not identified by this hasher");
         }
         hashes.reserve(hashes.size() + size_t(num_tokens / block_size_) + 1);
+        int64_t start_block = int64_t(hashes.size());
+        Digest parent = trace_parent(start_block, trace_block_size,
+                                     [&](int64_t index) { return hashes[size_t(index)]; });
         return identify_trace_blocks(
-            hashes.empty() ? none_digest_ : hashes.back(), int64_t(hashes.size()), namespace_key,
+            parent, start_block, namespace_key,
             [&](int64_t index) { return uint64_t(block_ids[size_t(index)]); },
             int64_t(block_ids.size()),
             trace_block_size, num_tokens, [&](const Digest& digest) { hashes.push_back(digest); });
@@ -430,43 +438,72 @@ class NativeHasher {
     }
 
     // The identities of blocks start_block.. of the first num_tokens tokens of a prompt of
-    // `num_ids` trace blocks (`block_id(i)` reads the i-th id) chained from `parent`, handing
-    // each to `append`; returns how many.
+    // `num_ids` trace blocks (`block_id(i)` reads the i-th id), handing each to `append`;
+    // returns how many. `trace_parent` is the identity of the block before the first block of
+    // the trace block start_block lies in (NONE_HASH for the first).
     template <class BlockId, class Append>
-    int64_t identify_trace_blocks(const Digest& parent, int64_t start_block, uint64_t namespace_key,
-                                  BlockId block_id_at, int64_t num_ids, int64_t trace_block_size,
-                                  int64_t num_tokens, Append append) {
+    int64_t identify_trace_blocks(const Digest& trace_parent, int64_t start_block,
+                                  uint64_t namespace_key, BlockId block_id_at, int64_t num_ids,
+                                  int64_t trace_block_size, int64_t num_tokens, Append append) {
         int64_t num_full_blocks = num_tokens / block_size_;
         if (num_full_blocks * block_size_ > num_ids * trace_block_size) {
             throw nb::value_error("the trace blocks hold fewer tokens than asked for");
         }
-        // This runs once per block of every trace prompt: the input is assembled in place on
-        // the stack, each identity written over its parent's bytes (XXH3-128 digests: 16).
-        // Copies are of whole words (fixed sizes, stores the next loads can forward from).
-        char input[sizeof(parent.bytes) + 3 * sizeof(uint64_t) + 1];
-        std::memcpy(input, parent.bytes, sizeof(parent.bytes));
-        size_t parent_size = parent.size;
         int64_t blocks_per_id = trace_block_size / block_size_;
+        const uint64_t* masks = offset_masks(blocks_per_id);
+        // One XXH3-128 per trace block (its anchor), assembled in place on the stack over the
+        // parent's bytes; each engine block in it is the anchor XOR its offset's mask.
+        char input[sizeof(trace_parent.bytes) + 2 * sizeof(uint64_t) + 1];
+        std::memcpy(input, trace_parent.bytes, sizeof(trace_parent.bytes));
+        size_t parent_size = trace_parent.size;
         for (int64_t index = start_block; index < num_full_blocks;) {
             int64_t id_index = index / blocks_per_id;
-            uint64_t block_id = block_id_at(id_index);
-            int64_t end = std::min(num_full_blocks, (id_index + 1) * blocks_per_id);
-            for (uint64_t offset = uint64_t((index - id_index * blocks_per_id) * block_size_);
-                 index < end; ++index, offset += uint64_t(block_size_)) {
-                const uint64_t values[3] = {namespace_key, block_id, offset};
-                std::memcpy(input + parent_size, values, sizeof(values));
-                input[parent_size + sizeof(values)] = '\0';
-                uint64_t words[2];
-                xxh3_words(input, parent_size + sizeof(values) + 1, words);
-                std::memcpy(input, words, sizeof(words));
-                parent_size = sizeof(words);
+            const uint64_t values[2] = {namespace_key, block_id_at(id_index)};
+            std::memcpy(input + parent_size, values, sizeof(values));
+            input[parent_size + sizeof(values)] = '\0';
+            uint64_t anchor[2];
+            xxh3_words(input, parent_size + sizeof(values) + 1, anchor);
+            int64_t first = id_index * blocks_per_id;
+            int64_t end = std::min(num_full_blocks, first + blocks_per_id);
+            uint64_t words[2] = {0, 0};
+            for (; index < end; ++index) {
+                const uint64_t* mask = masks + 2 * (index - first);
+                words[0] = anchor[0] ^ mask[0];
+                words[1] = anchor[1] ^ mask[1];
                 Digest digest;
                 digest.size = uint8_t(sizeof(words));
                 std::memcpy(digest.bytes, words, sizeof(words));
                 append(digest);
             }
+            // The next trace block's parent: this one's last block.
+            std::memcpy(input, words, sizeof(words));
+            parent_size = sizeof(words);
         }
         return std::max<int64_t>(num_full_blocks - start_block, 0);
+    }
+
+    // The masks of the first `count` engine blocks of a trace block, two words each: block k's
+    // is XXH3-128 of its offset k * block_size as a little-endian uint64 and a one byte.
+    const uint64_t* offset_masks(int64_t count) {
+        for (int64_t k = int64_t(masks_.size() / 2); k < count; ++k) {
+            char input[sizeof(uint64_t) + 1];
+            const uint64_t offset = uint64_t(k * block_size_);
+            std::memcpy(input, &offset, sizeof(offset));
+            input[sizeof(offset)] = '\1';
+            uint64_t words[2];
+            xxh3_words(input, sizeof(input), words);
+            masks_.push_back(words[0]);
+            masks_.push_back(words[1]);
+        }
+        return masks_.data();
+    }
+
+    // The identity before the first block of the trace block `start_block` lies in, when
+    // `identity_at(i)` gives block i's.
+    template <class IdentityAt>
+    Digest trace_parent(int64_t start_block, int64_t trace_block_size, IdentityAt identity_at) const {
+        int64_t first = start_block - start_block % (trace_block_size / block_size_);
+        return first > 0 ? identity_at(first - 1) : none_digest_;
     }
 
     // XXH3-128 of data[0:size) in xxhash's canonical (big-endian) byte order, as two words.
@@ -524,6 +561,7 @@ class NativeHasher {
     std::vector<int64_t> tokens_;
     std::string buffer_;
     std::vector<char> identity_input_;  // scratch of hash_block: a parent's bytes, then tokens
+    std::vector<uint64_t> masks_;  // offset_masks(), two words per engine block of a trace block
 };
 
 // ---------------------------------------------------------------------------------------------

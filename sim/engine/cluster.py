@@ -14,7 +14,7 @@ import simpy
 
 from sim.costmodel import CostModel
 from sim.engine.compiled import CompiledReplicas
-from sim.engine.core import EngineCore, RecordMaker, request_record
+from sim.engine.core import ENGINE_VIEW, EngineCore, RecordView
 from sim.engine.offload import OffloadSpec
 from sim.kvcache import Hasher
 from sim.metrics import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders, StepBuffer
@@ -41,7 +41,7 @@ class Cluster:
         fast_decode_path: bool = True,
         offload: OffloadSpec | None = None,
         compiled_loop: bool = True,
-        make_record: RecordMaker = request_record,
+        record_view: RecordView = ENGINE_VIEW,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"a cluster needs at least one replica, got {num_replicas}")
@@ -77,7 +77,7 @@ class Cluster:
                     replica=index,
                     compiled_loop=compiled_loop,
                     compiled_replicas=compiled_replicas,
-                    make_record=make_record,
+                    record_view=record_view,
                 )
             )
         self.views = [

@@ -25,11 +25,11 @@ import simpy
 from simpy.events import NORMAL, URGENT, EventPriority
 
 from sim.engine.clock import call_at
-from sim.metrics import StepBuffer, StepColumns
-from sim.native import ClusterLoop, StepColumnsBuffer, StepLoop
+from sim.metrics import RequestColumns, StepBuffer, StepColumns
+from sim.native import ClusterLoop, RequestColumnsBuffer, StepColumnsBuffer, StepLoop
 
 if TYPE_CHECKING:
-    from sim.engine.core import EngineCore
+    from sim.engine.core import EngineCore, RecordView
 
 _FINISHED = 1  # ClusterLoop.run stopped on a finish the caller needs at once
 _NO_EVENT = (inf, 0, 0, None)  # SimPy's queue top, read as (at, priority, id, event), when empty
@@ -66,12 +66,14 @@ class CompiledReplicas:
         "env",
         "step_buffer",
         "columns",
+        "request_columns",
         "engines",
         "_cluster",
         "_finished",
         "_handed",
         "_ids",
         "_on_step",
+        "_record_view",
         "_driving",
         "_next_wake",
     )
@@ -80,6 +82,8 @@ class CompiledReplicas:
         self.env = env
         self.step_buffer = step_buffer  # its recorder gets the steps, `capacity` at a time
         self.columns = StepColumnsBuffer()  # where the compiled loops write their steps
+        # ... and their finished requests' records, as the engine saw them.
+        self.request_columns = RequestColumnsBuffer()
         self.engines: dict[int, EngineCore] = {}  # by replica number
         self._cluster = ClusterLoop()
         self._finished: list[tuple[int, Any]] = []
@@ -87,6 +91,7 @@ class CompiledReplicas:
         self._ids = _event_ids(env)
         # Every replica of a clock reports to the same progress callback: the first one's.
         self._on_step: Callable[[float], None] | None = None
+        self._record_view: RecordView  # the first replica's (every replica records alike)
         # While `run_clock` runs the clock, wakes are run from its loop, not handed to SimPy:
         # the earliest pending wake as (at, priority, event id), None when every replica idles.
         self._driving = False
@@ -97,6 +102,7 @@ class CompiledReplicas:
         Python loop's process would (SimPy's urgent start event)."""
         if not self.engines:
             self._on_step = engine.on_step
+            self._record_view = engine.record_view
         self.engines[engine.replica] = engine
         env = self.env
         index = self._cluster.add(loop, float(env.now), next(self._ids), URGENT)
@@ -184,7 +190,7 @@ class CompiledReplicas:
         if self._driving:
             self._next_wake = wake
         if wake is None:
-            self._flush_steps()
+            self._flush_records()
             if cluster.last_at > env.now:  # the clock ends where the last step ended
                 call_at(env, cluster.last_at, cluster.last_id, _ignore)
             return
@@ -194,22 +200,32 @@ class CompiledReplicas:
             call_at(env, at, event_id, self._on_wake, event_id, EventPriority(priority))
 
     def _hand_over_finished(self) -> None:
-        """Finished requests to their replicas' recorders and callbacks, in finishing order."""
+        """Finished requests to their replicas' callbacks, in finishing order (their records
+        are in `request_columns`)."""
         finished, self._finished = self._finished, []
         engines = self.engines
         for replica, request in finished:
-            engines[replica].hand_over_finished(request)
+            on_finished = engines[replica].on_request_finished
+            if on_finished is not None:
+                on_finished(request)
 
     def _hand_over_steps(self) -> None:
-        """Report progress; a full batch of steps goes to the recorder."""
+        """Report progress; a full batch of steps or of finished requests goes to the
+        recorder."""
         if self._on_step is not None:
             self._on_step(self._cluster.last_at)
-        if len(self.columns) >= self.step_buffer.capacity:
-            self._flush_steps()
+        capacity = self.step_buffer.capacity
+        if len(self.columns) >= capacity or len(self.request_columns) >= capacity:
+            self._flush_records()
 
-    def _flush_steps(self) -> None:
+    def _flush_records(self) -> None:
+        """Every step and finished request recorded so far to the recorder."""
+        recorder = self.step_buffer.recorder
         if len(self.columns):
-            self.step_buffer.recorder.on_steps(_step_columns(self.columns.take()))
+            recorder.on_steps(_step_columns(self.columns.take()))
+        if len(self.request_columns):
+            engine_view = RequestColumns.from_engine(self.request_columns.take())
+            recorder.on_requests_finished(self._record_view.columns(engine_view))
 
 
 def _step_columns(arrays: dict[str, Any]) -> StepColumns:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
@@ -13,8 +13,16 @@ from sim.costmodel import BatchShape, CostModel, StepTimeModel
 from sim.engine.compiled import CompiledReplicas
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
-from sim.metrics import BlockEvent, NullRecorder, Recorder, RequestRecord, StepBuffer, StepRecord
-from sim.native import StepColumnsBuffer, StepLoop
+from sim.metrics import (
+    BlockEvent,
+    NullRecorder,
+    Recorder,
+    RequestColumns,
+    RequestRecord,
+    StepBuffer,
+    StepRecord,
+)
+from sim.native import RequestColumnsBuffer, StepColumnsBuffer, StepLoop
 from sim.sched import (
     NativeScheduler,
     Request,
@@ -88,9 +96,32 @@ def request_record(
     )
 
 
-RecordMaker = Callable[[Request, int], RequestRecord]
-"""Makes a finished request's record for the replica that served it (request_record, or the
-front end's client view)."""
+class RecordView(Protocol):
+    """How finished requests are recorded: as the engine saw them (ENGINE_VIEW), or as a client
+    sees them through the serving front end (FrontEndStage)."""
+
+    def record(self, request: Request, replica: int) -> RequestRecord:
+        """The finished `request`'s record, served by `replica`."""
+        ...
+
+    def columns(self, requests: RequestColumns) -> RequestColumns:
+        """The same view of requests the compiled step loops recorded as the engine saw them."""
+        ...
+
+
+class _EngineView:
+    """Records as the engine saw the requests: request_record's defaults."""
+
+    def record(self, request: Request, replica: int) -> RequestRecord:
+        """request_record of `request`, served by `replica`."""
+        return request_record(request, replica)
+
+    def columns(self, requests: RequestColumns) -> RequestColumns:
+        """The engine's columns as they are."""
+        return requests
+
+
+ENGINE_VIEW: RecordView = _EngineView()
 
 
 def check_max_model_len_fits(config: SchedulerConfig) -> None:
@@ -112,7 +143,11 @@ def compiled_loop_covers(scheduler: Scheduler | NativeScheduler, cost_model: Cos
 
 
 def _make_step_loop(
-    scheduler: NativeScheduler, cost_model: StepTimeModel, buffer: StepColumnsBuffer, replica: int
+    scheduler: NativeScheduler,
+    cost_model: StepTimeModel,
+    buffer: StepColumnsBuffer,
+    request_buffer: RequestColumnsBuffer,
+    replica: int,
 ) -> StepLoop:
     coefficients = cost_model.coefficients
     return StepLoop(
@@ -128,6 +163,7 @@ def _make_step_loop(
         cost_model=cost_model,
         covered=cost_model.covered,
         buffer=buffer,
+        request_buffer=request_buffer,
         replica=replica,
         async_scheduling=scheduler.async_scheduling,
     )
@@ -173,7 +209,8 @@ class EngineCore:
     many steps per SimPy event (sim/engine/compiled.py: `compiled_replicas` runs the loops of
     one clock's replicas together), in the same order as the Python loop. `on_request_finished`
     then runs at the finishing step's time for requests of a session; for others it may run
-    later, before any other event.
+    later, before any other event. The compiled loops write finished requests' records as
+    columns, which reach the recorder in batches (`on_requests_finished`).
     """
 
     def __init__(
@@ -192,10 +229,10 @@ class EngineCore:
         step_buffer: StepBuffer | None = None,
         compiled_loop: bool = True,
         compiled_replicas: CompiledReplicas | None = None,
-        make_record: RecordMaker = request_record,
+        record_view: RecordView = ENGINE_VIEW,
     ) -> None:
         check_max_model_len_fits(config)
-        self.make_record = make_record
+        self.record_view = record_view
         self.env = env
         self.replica = replica  # stamped on every record this replica hands the recorder
         self.recorder = recorder if recorder is not None else NullRecorder()
@@ -239,7 +276,11 @@ class EngineCore:
             if compiled_replicas is None:
                 compiled_replicas = CompiledReplicas(env, self.step_buffer)
             self._loop = _make_step_loop(
-                self.scheduler, cost_model, compiled_replicas.columns, replica
+                self.scheduler,
+                cost_model,
+                compiled_replicas.columns,
+                compiled_replicas.request_columns,
+                replica,
             )
             self._compiled = compiled_replicas
             self._compiled_index = compiled_replicas.add(self, self._loop)
@@ -430,14 +471,14 @@ class EngineCore:
             )
         )
         for request in result.finished:
-            self.hand_over_finished(request)
+            self._hand_over_finished(request)
         if self.on_step is not None:
             self.on_step(now)
         return load_reported
 
-    def hand_over_finished(self, request: Request) -> None:
+    def _hand_over_finished(self, request: Request) -> None:
         """A finished request to the recorder and the `on_request_finished` callback."""
-        self.recorder.on_request_finished(self.make_record(request, self.replica))
+        self.recorder.on_request_finished(self.record_view.record(request, self.replica))
         if self.on_request_finished is not None:
             self.on_request_finished(request)
 

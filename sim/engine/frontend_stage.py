@@ -4,6 +4,7 @@ ingress time and records finished requests as the client sees them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import nan
 from typing import cast
 
 import simpy
@@ -12,7 +13,7 @@ from sim.costmodel import FrontEnd
 from sim.engine.clock import call_later
 from sim.engine.core import request_record
 from sim.engine.requests import SpecLike
-from sim.metrics import RequestRecord
+from sim.metrics import RequestColumns, RequestRecord
 from sim.sched import Request
 
 
@@ -68,10 +69,19 @@ class FrontEndStage:
 
     def record(self, request: Request, replica: int) -> RequestRecord:
         """The finished `request`'s record as the client sees it: arrival at the API server,
-        tokens received the front end's first-token time after the engine emitted them."""
+        tokens received the front end's first-token time after the engine emitted them
+        (`columns` does the same for a batch)."""
         return request_record(
             request,
             replica,
             self.frontend.first_token_s,
             self._api_arrivals.pop(request.request_id, None),
+        )
+
+    def columns(self, requests: RequestColumns) -> RequestColumns:
+        """The engine's records of `requests` as the client sees them, as `record` makes them."""
+        api_arrivals = self._api_arrivals
+        return requests.through_front_end(
+            [api_arrivals.pop(request_id, nan) for request_id in requests.request_id],
+            self.frontend.first_token_s,
         )

@@ -11,7 +11,7 @@ from sim.costmodel import NO_FRONTEND, CostModel, FrontEnd
 from sim.engine.arrivals import WorkloadDriver
 from sim.engine.cluster import Cluster
 from sim.engine.collector import relaxed_garbage_collection
-from sim.engine.core import request_record
+from sim.engine.core import ENGINE_VIEW
 from sim.engine.frontend_stage import FrontEndStage
 from sim.engine.offload import OffloadSpec
 from sim.engine.requests import SpecLike
@@ -80,7 +80,7 @@ def simulate(
         fast_decode_path=fast_decode_path,
         offload=offload,
         compiled_loop=compiled_loop,
-        make_record=request_record if frontend.is_zero else stage.record,
+        record_view=ENGINE_VIEW if frontend.is_zero else stage,
     )
     driver = WorkloadDriver(
         env,

@@ -4,7 +4,7 @@ from sim.metrics.events import EventsWriter
 from sim.metrics.exposition import prometheus_text
 from sim.metrics.goodput import GoodputSlos, parse_goodput
 from sim.metrics.recorder import FanOutRecorder, NullRecorder, Recorder, ReplicaRecorders
-from sim.metrics.records import BlockEvent, RequestRecord, StepColumns, StepRecord
+from sim.metrics.records import BlockEvent, RequestColumns, RequestRecord, StepColumns, StepRecord
 from sim.metrics.run_recorder import (
     EVENTS_FILE,
     METRICS_FILE,
@@ -33,6 +33,7 @@ __all__ = [
     "NullRecorder",
     "Recorder",
     "ReplicaRecorders",
+    "RequestColumns",
     "RequestRecord",
     "RequestsWriter",
     "StepBuffer",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sim.metrics.records import BlockEvent, RequestRecord, StepColumns
+from sim.metrics.records import BlockEvent, RequestColumns, RequestRecord, StepColumns
 
 
 class Recorder(Protocol):
@@ -15,6 +15,8 @@ class Recorder(Protocol):
     Steps come in batches, in the order the engines took them; a recorder's outputs must not
     depend on how they are cut into batches, nor on how `on_steps` calls interleave with the
     other hooks (a batch may come before or after the requests that finished inside it).
+    Finished requests come one at a time (`on_request_finished`) or, from the compiled step
+    loops, in batches (`on_requests_finished`), in the order they finished either way.
     """
 
     def on_block_event(self, event: BlockEvent) -> None: ...
@@ -22,6 +24,8 @@ class Recorder(Protocol):
     def on_steps(self, steps: StepColumns) -> None: ...
 
     def on_request_finished(self, request: RequestRecord) -> None: ...
+
+    def on_requests_finished(self, requests: RequestColumns) -> None: ...
 
     def close(self, end_at: float) -> None: ...
 
@@ -37,6 +41,12 @@ class NullRecorder:
 
     def on_request_finished(self, request: RequestRecord) -> None:
         """Ignore the request."""
+
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Hand each request to `on_request_finished`, in order (so a recorder taking requests
+        one at a time need not know about batches)."""
+        for record in requests.records():
+            self.on_request_finished(record)
 
     def close(self, end_at: float) -> None:
         """Nothing to finalise."""
@@ -63,6 +73,11 @@ class FanOutRecorder:
         for recorder in self.recorders:
             recorder.on_request_finished(request)
 
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Forward the finished requests."""
+        for recorder in self.recorders:
+            recorder.on_requests_finished(requests)
+
     def close(self, end_at: float) -> None:
         """Close every recorder."""
         for recorder in self.recorders:
@@ -88,6 +103,11 @@ class ReplicaRecorders:
     def on_request_finished(self, request: RequestRecord) -> None:
         """Forward the finished request to its replica's recorder."""
         self.recorders[request.replica].on_request_finished(request)
+
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Forward each replica's finished requests to its recorder."""
+        for replica, replica_requests in requests.by_replica():
+            self.recorders[replica].on_requests_finished(replica_requests)
 
     def close(self, end_at: float) -> None:
         """Close every replica's recorder."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
@@ -385,6 +385,62 @@ class RequestColumns(RequestTimes[Float64Column]):
             **columns,
         )
 
+    @classmethod
+    def from_engine(cls, columns: dict[str, Any]) -> RequestColumns:
+        """The columns the compiled step loops wrote (RequestColumnsBuffer.take): the engine's
+        view, as request_record makes it without a front end, nothing loaded from a CPU tier."""
+        count = len(columns["num_gaps"])
+        return cls(
+            **columns,
+            frontend_in_s=np.zeros(count),
+            frontend_out_s=np.zeros(count),
+            prefill_done_at=columns["first_token_at"].copy(),
+            num_host_cached_tokens=np.zeros(count, dtype=np.int64),
+        )
+
+    def through_front_end(self, api_arrival_at: Sequence[float], out_s: float) -> RequestColumns:
+        """These requests, as the engine saw them (`from_engine`), as a client sees them through
+        the serving front end, as request_record makes each record: arrived at the API server
+        at `api_arrival_at` (NaN: when the engine got it), tokens received `out_s` after the
+        engine emitted them."""
+        engine_arrival_at = self.arrival_at
+        api_arrivals = np.array(api_arrival_at, dtype=np.float64)
+        arrival_at = np.where(np.isnan(api_arrivals), engine_arrival_at, api_arrivals)
+        return replace(
+            self,
+            arrival_at=arrival_at,
+            first_token_at=self.first_token_at + out_s,
+            finished_at=self.finished_at + out_s,
+            frontend_in_s=engine_arrival_at - arrival_at,
+            frontend_out_s=np.full(len(self), out_s),
+            prefill_done_at=self.first_token_at,
+        )
+
+    def records(self) -> list[RequestRecord]:
+        """One RequestRecord per request, in order (for recorders taking them one at a time)."""
+        values = {
+            name: column if isinstance(column := getattr(self, name), list) else column.tolist()
+            for name in _RECORD_FIELDS
+            if name != "inter_token_latencies_s"
+        }
+        gap_ends = np.cumsum(self.num_gaps).tolist()
+        gap_bytes = self.inter_token_latencies_s.tobytes()
+        values["inter_token_latencies_s"] = [
+            array("d", gap_bytes[start * 8 : stop * 8])
+            for start, stop in zip([0, *gap_ends], gap_ends, strict=False)
+        ]
+        # None where the first token's step completed the prefill, as request_record writes
+        # it without a front end.
+        in_first_step = (self.frontend_out_s == 0) & (self.prefill_done_at == self.first_token_at)
+        values["prefill_done_at"] = [
+            None if first else at
+            for first, at in zip(in_first_step.tolist(), values["prefill_done_at"], strict=True)
+        ]
+        return [
+            RequestRecord(*fields)
+            for fields in zip(*(values[name] for name in _RECORD_FIELDS), strict=True)
+        ]
+
     def __len__(self) -> int:
         return len(self.request_id)
 
@@ -440,6 +496,9 @@ class RequestColumns(RequestTimes[Float64Column]):
             starts = (np.cumsum(self.num_gaps) - self.num_gaps)[has_gaps]
             itl_max_s[has_gaps] = np.maximum.reduceat(self.inter_token_latencies_s, starts)
         return itl_max_s
+
+
+_RECORD_FIELDS = tuple(field.name for field in fields(RequestRecord))
 
 
 class RequestBatcher:

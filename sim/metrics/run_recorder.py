@@ -47,6 +47,12 @@ class RunRecorder(FanOutRecorder):
         if self._batcher.add(request):
             self._hand_over_requests()
 
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Hand the requests to the request-fed recorders, after those buffered one at a time."""
+        self._hand_over_requests()
+        for recorder in self.request_recorders:
+            recorder.add_requests(requests)
+
     def close(self, end_at: float) -> None:
         """Hand over the buffered requests, then close every recorder."""
         self._hand_over_requests()

@@ -7,6 +7,7 @@ decisions block for block (tests/native compares every result file).
 
 from sim.native._core import (
     ClusterLoop,
+    RequestColumnsBuffer,
     SchedulerCore,
     StepColumnsBuffer,
     StepLoop,
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_CORE",
     "NativeBlockHasher",
     "NativeKVCacheManager",
+    "RequestColumnsBuffer",
     "SchedulerCore",
     "StepColumnsBuffer",
     "StepLoop",

@@ -193,6 +193,14 @@ class StepColumnsBuffer:
     def __len__(self) -> int: ...
     def take(self) -> dict[str, Any]: ...
 
+class RequestColumnsBuffer:
+    """Finished requests' record columns (engine view) appended by StepLoops, in finishing
+    order (see sim/native/src/step_loop.hpp)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def take(self) -> dict[str, Any]: ...
+
 class StepLoop:
     """One replica's engine step loop (EngineCore's loop for the compiled scheduler)."""
 
@@ -211,6 +219,7 @@ class StepLoop:
         cost_model: Any,
         covered: Any,
         buffer: StepColumnsBuffer,
+        request_buffer: RequestColumnsBuffer,
         replica: int,
         async_scheduling: bool,
         lazy_decoding: bool = True,

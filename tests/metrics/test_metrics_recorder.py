@@ -1,12 +1,15 @@
-"""NullRecorder accepts every hook; FanOutRecorder forwards each hook to every recorder in order;
-ReplicaRecorders splits hooks by replica; StepBuffer hands steps over in batches."""
+"""NullRecorder accepts every hook (a batch of finished requests as one call per request);
+FanOutRecorder forwards each hook to every recorder in order; ReplicaRecorders splits hooks by
+replica; StepBuffer hands steps over in batches."""
 
 from __future__ import annotations
+
+from array import array
 
 from step_helpers import steps_of
 
 from sim.metrics.recorder import FanOutRecorder, NullRecorder, ReplicaRecorders
-from sim.metrics.records import BlockEvent
+from sim.metrics.records import BlockEvent, RequestColumns, RequestRecord
 from sim.metrics.step_buffer import StepBuffer
 
 
@@ -24,6 +27,9 @@ class CallLog:
     def on_request_finished(self, request):
         self.log.append((self.name, "request", request.request_id))
 
+    def on_requests_finished(self, requests):
+        self.log.append((self.name, "requests", requests.request_id))
+
     def close(self, end_at):
         self.log.append((self.name, "close", end_at))
 
@@ -34,7 +40,27 @@ def test_null_recorder_returns_none_for_every_hook(make_step, make_request):
     assert recorder.on_block_event(event) is None
     assert recorder.on_steps(steps_of(make_step())) is None
     assert recorder.on_request_finished(make_request()) is None
+    assert recorder.on_requests_finished(RequestColumns.from_records([make_request()])) is None
     assert recorder.close(1.0) is None
+
+
+class _Collector(NullRecorder):
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+
+    def on_request_finished(self, request: RequestRecord) -> None:
+        self.records.append(request)
+
+
+def test_null_recorder_hands_a_batch_over_one_request_at_a_time(make_request):
+    # Two requests in one batch reach on_request_finished as the records they were made from.
+    records = [
+        make_request(request_id="x", inter_token_latencies_s=array("d", [0.5, 0.25])),
+        make_request(request_id="y", replica=1, inter_token_latencies_s=array("d")),
+    ]
+    collector = _Collector()
+    collector.on_requests_finished(RequestColumns.from_records(records))
+    assert collector.records == records
 
 
 def test_fan_out_calls_each_recorder_in_order(make_step, make_request):
@@ -43,6 +69,7 @@ def test_fan_out_calls_each_recorder_in_order(make_step, make_request):
     fan_out.on_block_event(BlockEvent("hit", 1.0, b"\x02", 7, 32))
     fan_out.on_steps(steps_of(make_step(step_index=3)))
     fan_out.on_request_finished(make_request(request_id="x"))
+    fan_out.on_requests_finished(RequestColumns.from_records([make_request(request_id="y")]))
     fan_out.close(9.5)
     assert log == [
         ("a", "block", 7),
@@ -51,6 +78,8 @@ def test_fan_out_calls_each_recorder_in_order(make_step, make_request):
         ("b", "steps", [3]),
         ("a", "request", "x"),
         ("b", "request", "x"),
+        ("a", "requests", ["y"]),
+        ("b", "requests", ["y"]),
         ("a", "close", 9.5),
         ("b", "close", 9.5),
     ]
@@ -69,6 +98,12 @@ def test_replica_recorders_send_each_hook_to_its_replica(make_step, make_request
     )
     split.on_steps(steps_of(make_step(step_index=4, replica=1)))
     split.on_request_finished(make_request(request_id="x", replica=1))
+    # A batch of replicas 1, 0, 1: replica 0 gets [z], replica 1 gets [y, w].
+    batch = [
+        make_request(request_id=rid, replica=replica)
+        for rid, replica in zip("yzw", (1, 0, 1), strict=True)
+    ]
+    split.on_requests_finished(RequestColumns.from_records(batch))
     split.on_block_event(BlockEvent("hit", 1.0, b"\x02", 7, 32, replica=0))
     split.close(2.0)
     assert log == [
@@ -76,6 +111,8 @@ def test_replica_recorders_send_each_hook_to_its_replica(make_step, make_request
         ("r1", "steps", [1, 3]),
         ("r1", "steps", [4]),
         ("r1", "request", "x"),
+        ("r0", "requests", ["z"]),
+        ("r1", "requests", ["y", "w"]),
         ("r0", "block", 7),
         ("r0", "close", 2.0),
         ("r1", "close", 2.0),

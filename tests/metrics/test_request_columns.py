@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 from array import array
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from conftest import build_request
@@ -143,3 +145,89 @@ def test_batcher_hands_over_whole_batches_in_order() -> None:
     assert second is not None and second.request_id == ["r2"]
     assert second.num_output_tokens.tolist() == [7]
     assert batcher.take() is None
+
+
+@st.composite
+def engine_records(draw: st.DrawFn) -> RequestRecord:
+    """A record as request_record makes one: without a front end (out 0 s, prefill_done_at
+    None) or with one (out > 0 s, prefill_done_at the engine's first-token time); gaps as
+    array("d")."""
+    record = draw(requests())
+    gaps = array("d", record.inter_token_latencies_s)
+    if draw(st.booleans()):
+        return replace(
+            record,
+            frontend_in_s=0.0,
+            frontend_out_s=0.0,
+            prefill_done_at=None,
+            inter_token_latencies_s=gaps,
+        )
+    out_s = draw(st.floats(1e-6, 0.1))
+    return replace(
+        record,
+        frontend_out_s=out_s,
+        prefill_done_at=record.first_token_at - out_s,
+        inter_token_latencies_s=gaps,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(engine_records(), max_size=8))
+def test_records_gives_back_the_records_the_columns_were_made_from(
+    records: list[RequestRecord],
+) -> None:
+    assert RequestColumns.from_records(records).records() == records
+
+
+# Two requests as the compiled loops write them: r1 (session s, 3 gaps) and r2 (1 gap).
+ENGINE_COLUMNS: dict[str, Any] = {
+    "request_id": ["r1", "r2"],
+    "session_id": ["s", None],
+    "tenant": [None, "t"],
+    "arrival_at": np.array([0.0, 1.0]),
+    "first_scheduled_at": np.array([0.25, 1.25]),
+    "first_token_at": np.array([0.5, 1.5]),
+    "finished_at": np.array([2.0, 3.0]),
+    "num_prompt_tokens": np.array([100, 200]),
+    "num_cached_tokens": np.array([0, 16]),
+    "num_computed_prefill_tokens": np.array([100, 184]),
+    "num_output_tokens": np.array([4, 2]),
+    "num_preemptions": np.array([0, 1]),
+    "replica": np.array([0, 1]),
+    "inter_token_latencies_s": np.array([0.5, 0.5, 0.5, 1.5]),
+    "num_gaps": np.array([3, 1]),
+}
+
+
+def test_from_engine_in_numbers() -> None:
+    # The engine's view, as without a front end: out 0 s, prefill done in the first-token step,
+    # nothing loaded from a CPU tier.
+    columns = RequestColumns.from_engine(ENGINE_COLUMNS)
+    expected = [
+        build_request(request_id="r1", session_id="s", num_output_tokens=4,
+                      inter_token_latencies_s=array("d", [0.5, 0.5, 0.5])),
+        build_request(request_id="r2", tenant="t", arrival_at=1.0, first_scheduled_at=1.25,
+                      first_token_at=1.5, finished_at=3.0, num_prompt_tokens=200,
+                      num_cached_tokens=16, num_computed_prefill_tokens=184, num_output_tokens=2,
+                      num_preemptions=1, replica=1, inter_token_latencies_s=array("d", [1.5])),
+    ]  # fmt: skip
+    assert columns.records() == expected
+    assert columns.prefill_done_at.tolist() == [0.5, 1.5]
+    assert columns.frontend_out_s.tolist() == [0.0, 0.0]
+    assert columns.num_host_cached_tokens.tolist() == [0, 0]
+
+
+def test_through_front_end_in_numbers() -> None:
+    # r1 reached the API server at -0.125 s (the engine got it at 0), r2 has no API arrival
+    # (NaN: it arrived when the engine got it); tokens reach the client 0.25 s after the engine
+    # emitted them; the prefill finished in the engine's first-token step (0.5 s, 1.5 s).
+    engine = RequestColumns.from_engine(ENGINE_COLUMNS)
+    client = engine.through_front_end([-0.125, math.nan], 0.25)
+    assert client.arrival_at.tolist() == [-0.125, 1.0]
+    assert client.frontend_in_s.tolist() == [0.125, 0.0]
+    assert client.first_token_at.tolist() == [0.75, 1.75]
+    assert client.finished_at.tolist() == [2.25, 3.25]
+    assert client.frontend_out_s.tolist() == [0.25, 0.25]
+    assert client.prefill_done_at.tolist() == [0.5, 1.5]
+    assert client.ttft_s.tolist() == [0.875, 0.75]
+    assert client.request_id == ["r1", "r2"]

@@ -55,6 +55,9 @@ struct SchedulerNames {
     Field num_stale_output_tokens;
     Field skip_reading_prefix_cache;
     Field prefix_source;
+    Field arrival_at;
+    Field session_id;
+    Field tenant;
 };
 
 SchedulerNames snames;
@@ -94,6 +97,9 @@ void intern_scheduler_names() {
     snames.num_stale_output_tokens.name = PyUnicode_InternFromString("num_stale_output_tokens");
     snames.skip_reading_prefix_cache.name = PyUnicode_InternFromString("skip_reading_prefix_cache");
     snames.prefix_source.name = PyUnicode_InternFromString("_prefix_source");
+    snames.arrival_at.name = PyUnicode_InternFromString("arrival_at");
+    snames.session_id.name = PyUnicode_InternFromString("session_id");
+    snames.tenant.name = PyUnicode_InternFromString("tenant");
 }
 
 // Requests are slotted objects; reading and writing their slots directly skips the attribute
@@ -171,31 +177,49 @@ void set_time(nb::handle object, const Field& field, double value) {
     }
 }
 
-// Append a sequence of int64: a buffer of int64 (array('q'), numpy) or Python ints.
-void read_int64s(nb::handle sequence, std::vector<int64_t>& out) {
+// Whether a buffer's items are `Value`s (int64_t or double) in native byte order.
+template <typename Value>
+bool holds(const Py_buffer& view) {
+    std::string_view format = view.format == nullptr ? "B" : view.format;
+    if (view.itemsize != 8) return false;
+    if constexpr (std::is_same_v<Value, double>) {
+        return format == "d" || format == "<d" || format == "=d";
+    } else {
+        return format == "q" || format == "l" || format == "<q" || format == "<l" ||
+               format == "=q" || format == "=l";
+    }
+}
+
+// Append a sequence of int64 (or double): a buffer of them (array('q'), numpy) or Python
+// numbers.
+template <typename Value>
+void read_numbers(nb::handle sequence, std::vector<Value>& out) {
     if (!PyList_Check(sequence.ptr()) && PyObject_CheckBuffer(sequence.ptr())) {
         Py_buffer view;
         if (PyObject_GetBuffer(sequence.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
-            std::string_view format = view.format == nullptr ? "B" : view.format;
-            bool int64 = view.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
-                                                format == "<l" || format == "=q" || format == "=l");
-            if (int64) {
-                const auto* items = static_cast<const int64_t*>(view.buf);
+            bool matches = holds<Value>(view);
+            if (matches) {
+                const auto* items = static_cast<const Value*>(view.buf);
                 out.insert(out.end(), items, items + view.len / 8);
             }
             PyBuffer_Release(&view);
-            if (int64) return;
+            if (matches) return;
         } else {
             PyErr_Clear();
         }
     }
-    nb::object items = nb::steal(PySequence_Fast(sequence.ptr(), "tokens must be a sequence"));
+    nb::object items = nb::steal(PySequence_Fast(sequence.ptr(), "expected a sequence of numbers"));
     if (!items.is_valid()) throw nb::python_error();
     Py_ssize_t size = PySequence_Fast_GET_SIZE(items.ptr());
     PyObject** values = PySequence_Fast_ITEMS(items.ptr());
     for (Py_ssize_t i = 0; i < size; ++i) {
-        int64_t value = PyLong_AsLongLong(values[i]);
-        if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+        Value value;
+        if constexpr (std::is_same_v<Value, double>) {
+            value = PyFloat_AsDouble(values[i]);
+        } else {
+            value = PyLong_AsLongLong(values[i]);
+        }
+        if (value == Value(-1) && PyErr_Occurred()) throw nb::python_error();
         out.push_back(value);
     }
 }
@@ -209,9 +233,7 @@ struct Int64Span {
     Int64Span(nb::handle sequence, std::vector<int64_t>& copy) {
         if (!PyList_Check(sequence.ptr()) && PyObject_CheckBuffer(sequence.ptr())) {
             if (PyObject_GetBuffer(sequence.ptr(), &view_, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
-                std::string_view format = view_.format == nullptr ? "B" : view_.format;
-                if (view_.itemsize == 8 && (format == "q" || format == "l" || format == "<q" ||
-                                            format == "<l" || format == "=q" || format == "=l")) {
+                if (holds<int64_t>(view_)) {
                     data = static_cast<const int64_t*>(view_.buf);
                     size = size_t(view_.len / 8);
                     held_ = true;
@@ -222,7 +244,7 @@ struct Int64Span {
                 PyErr_Clear();
             }
         }
-        read_int64s(sequence, copy);
+        read_numbers(sequence, copy);
         data = copy.data();
         size = copy.size();
     }
@@ -424,7 +446,7 @@ struct ReqState {
         id = std::string(id_view(request_id));
         num_prompt_tokens = get_int(object, snames.num_prompt_tokens);
         max_tokens = get_int(object, snames.max_tokens);
-        read_int64s(get(object, snames.planned_output_token_ids), planned);
+        read_numbers(get(object, snames.planned_output_token_ids), planned);
         token_offset = get_int(object, snames.num_symbolic_tokens);
         symbolic = token_offset != 0;
         std::vector<int64_t> copied;  // the tokens, when they are not an int64 buffer
@@ -507,7 +529,7 @@ struct ReqState {
             return;
         }
         std::vector<int64_t> block_ids;
-        read_int64s(get(blocks, snames.block_ids), block_ids);
+        read_numbers(get(blocks, snames.block_ids), block_ids);
         if (std::any_of(block_ids.begin(), block_ids.end(), [](int64_t id) { return id < 0; })) {
             throw nb::value_error("a trace block id is negative");
         }

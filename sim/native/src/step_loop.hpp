@@ -21,6 +21,20 @@ struct StepCosts {
     double per_decode_seq_s;
 };
 
+// A column's values as a numpy array that owns them (moved out, no copy); `values` starts
+// empty again, with room for as many (the next batch is as long, most likely).
+template <typename T>
+void move_out(nb::dict& columns, const char* name, std::vector<T>& values) {
+    auto* owned = new std::vector<T>(std::move(values));
+    values = std::vector<T>();
+    values.reserve(owned->size());
+    nb::capsule owner(owned, [](void* pointer) noexcept {
+        delete static_cast<std::vector<T>*>(pointer);
+    });
+    size_t shape[1] = {owned->size()};
+    columns[name] = nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), 1, shape, owner);
+}
+
 // The step records' columns (sim.metrics.StepColumns' fields but the CPU-tier counters, which
 // are 0 without a tier), appended as steps are applied. One buffer may serve several replicas:
 // its rows are then in the order the replicas applied their steps.
@@ -33,7 +47,7 @@ class StepColumnsBuffer {
 
     size_t size() const { return step_index.size(); }
 
-    // The columns so far as numpy arrays (moved out, no copy); the buffer starts empty again.
+    // The columns so far as numpy arrays; the buffer starts empty again.
     nb::dict take() {
         nb::dict columns;
         move_out(columns, "step_index", step_index);
@@ -53,18 +67,67 @@ class StepColumnsBuffer {
         move_out(columns, "cached_free_usage", cached_free_usage);
         return columns;
     }
+};
+
+// Finished requests' records as the engine sees them (sim.metrics.RequestColumns without a
+// front end: sim/engine/core.py request_record's fields), appended in finishing order. One
+// buffer may serve several replicas, as StepColumnsBuffer does.
+class RequestColumnsBuffer {
+  public:
+    nb::list request_id, session_id, tenant;
+    std::vector<double> arrival_at, first_scheduled_at, first_token_at, finished_at,
+        inter_token_latencies_s;
+    std::vector<int64_t> num_prompt_tokens, num_cached_tokens, num_computed_prefill_tokens,
+        num_output_tokens, num_preemptions, replica, num_gaps;
+
+    size_t size() const { return num_gaps.size(); }
+
+    // The finished request `state`, served by `replica_index`, written back to its Python
+    // request (sync) already: its gaps are read from there, where all of them are.
+    void add(const ReqState& state, int64_t replica_index) {
+        nb::handle request = state.request;
+        append(request_id, state.request_id);
+        append(session_id, get(request, snames.session_id));
+        append(tenant, get(request, snames.tenant));
+        arrival_at.push_back(get_time(request, snames.arrival_at));
+        first_scheduled_at.push_back(state.first_scheduled_at);
+        first_token_at.push_back(state.first_token_at);
+        finished_at.push_back(state.finished_at);
+        num_prompt_tokens.push_back(state.num_prompt_tokens);
+        num_cached_tokens.push_back(state.num_cached_tokens);
+        num_computed_prefill_tokens.push_back(state.num_computed_prefill_tokens);
+        num_output_tokens.push_back(state.num_output_tokens());
+        num_preemptions.push_back(state.num_preemptions);
+        replica.push_back(replica_index);
+        size_t num_before = inter_token_latencies_s.size();
+        read_numbers(get(request, snames.inter_token_latencies_s), inter_token_latencies_s);
+        num_gaps.push_back(int64_t(inter_token_latencies_s.size() - num_before));
+    }
+
+    // The columns so far (ids as lists, numbers as numpy arrays); the buffer starts empty again.
+    nb::dict take() {
+        nb::dict columns;
+        columns["request_id"] = std::exchange(request_id, nb::list());
+        columns["session_id"] = std::exchange(session_id, nb::list());
+        columns["tenant"] = std::exchange(tenant, nb::list());
+        move_out(columns, "arrival_at", arrival_at);
+        move_out(columns, "first_scheduled_at", first_scheduled_at);
+        move_out(columns, "first_token_at", first_token_at);
+        move_out(columns, "finished_at", finished_at);
+        move_out(columns, "num_prompt_tokens", num_prompt_tokens);
+        move_out(columns, "num_cached_tokens", num_cached_tokens);
+        move_out(columns, "num_computed_prefill_tokens", num_computed_prefill_tokens);
+        move_out(columns, "num_output_tokens", num_output_tokens);
+        move_out(columns, "num_preemptions", num_preemptions);
+        move_out(columns, "replica", replica);
+        move_out(columns, "inter_token_latencies_s", inter_token_latencies_s);
+        move_out(columns, "num_gaps", num_gaps);
+        return columns;
+    }
 
   private:
-    template <typename T>
-    static void move_out(nb::dict& columns, const char* name, std::vector<T>& values) {
-        auto* owned = new std::vector<T>(std::move(values));
-        values = std::vector<T>();
-        values.reserve(owned->size());  // the next batch is as long, most likely
-        nb::capsule owner(owned, [](void* pointer) noexcept {
-            delete static_cast<std::vector<T>*>(pointer);
-        });
-        size_t shape[1] = {owned->size()};
-        columns[name] = nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), 1, shape, owner);
+    static void append(nb::list& items, nb::handle item) {
+        if (PyList_Append(items.ptr(), item.ptr()) != 0) throw nb::python_error();
     }
 };
 
@@ -83,8 +146,9 @@ struct Resumed {
 class StepLoop {
   public:
     StepLoop(nb::object scheduler, nb::object manager, nb::dict requests, StepCosts costs,
-             nb::object cost_model, nb::object covered, nb::object buffer, int64_t replica,
-             bool async_scheduling, bool lazy_decoding)
+             nb::object cost_model, nb::object covered, nb::object buffer,
+             nb::object request_buffer, int64_t replica, bool async_scheduling,
+             bool lazy_decoding)
         : scheduler_object_(scheduler),
           scheduler_(nb::cast<SchedulerCore*>(scheduler)),
           manager_object_(manager),
@@ -94,6 +158,8 @@ class StepLoop {
           cost_model_(cost_model),
           buffer_object_(buffer),
           buffer_(nb::cast<StepColumnsBuffer*>(buffer)),
+          request_buffer_object_(request_buffer),
+          request_buffer_(nb::cast<RequestColumnsBuffer*>(request_buffer)),
           replica_(replica),
           max_in_flight_(async_scheduling ? 2 : 1) {
         if (lazy_decoding) scheduler_->enable_lazy_decoding();
@@ -119,7 +185,8 @@ class StepLoop {
 
     // Go on from where the replica waited, at time `t`, until it waits again; `other_due_at`
     // is the earliest time any other event is due (SimPy's peek while this replica runs).
-    // Applied steps' finished requests are appended to `finished` as (replica, request).
+    // Applied steps' finished requests are appended to `finished` as (replica, request), their
+    // records to the request buffer.
     Resumed resume(double t, double other_due_at, nb::list& finished) {
         for (;;) {
             switch (phase_) {
@@ -268,6 +335,7 @@ class StepLoop {
         b.cached_free_usage.push_back(manager_->cached_free_usage());
         bool stop = false;
         for (const State& state : applied.finished) {
+            request_buffer_->add(*state, replica_);
             finished.append(nb::make_tuple(replica_, state->request));
             stop = stop || state->stop_on_finish;
         }
@@ -285,6 +353,8 @@ class StepLoop {
     double covered_[5][2] = {};
     nb::object buffer_object_;
     StepColumnsBuffer* buffer_;
+    nb::object request_buffer_object_;
+    RequestColumnsBuffer* request_buffer_;
     int64_t replica_;
     size_t max_in_flight_;
     Phase phase_ = Phase::kTop;
@@ -420,24 +490,31 @@ void bind_step_loop(nb::module_& m) {
         .def("__len__", &StepColumnsBuffer::size)
         .def("take", &StepColumnsBuffer::take);
 
+    nb::class_<RequestColumnsBuffer>(m, "RequestColumnsBuffer")
+        .def(nb::init<>())
+        .def("__len__", &RequestColumnsBuffer::size)
+        .def("take", &RequestColumnsBuffer::take);
+
     nb::class_<StepLoop>(m, "StepLoop")
         .def(
             "__init__",
             [](StepLoop* self, nb::object scheduler, nb::object manager, nb::dict requests,
                double step_overhead_s, double per_token_s, int64_t t_star_tokens,
                double half_pair_s, double per_kv_token_s, double per_decode_seq_s,
-               nb::object cost_model, nb::object covered, nb::object buffer, int64_t replica,
-               bool async_scheduling, bool lazy_decoding) {
+               nb::object cost_model, nb::object covered, nb::object buffer,
+               nb::object request_buffer, int64_t replica, bool async_scheduling,
+               bool lazy_decoding) {
                 StepCosts costs{step_overhead_s, per_token_s,     t_star_tokens,
                                 half_pair_s,     per_kv_token_s, per_decode_seq_s};
                 new (self) StepLoop(scheduler, manager, requests, costs, cost_model, covered,
-                                    buffer, replica, async_scheduling, lazy_decoding);
+                                    buffer, request_buffer, replica, async_scheduling,
+                                    lazy_decoding);
             },
             nb::arg("scheduler"), nb::arg("manager"), nb::arg("requests"),
             nb::arg("step_overhead_s"), nb::arg("per_token_s"), nb::arg("t_star_tokens"),
             nb::arg("half_pair_s"), nb::arg("per_kv_token_s"), nb::arg("per_decode_seq_s"),
             nb::arg("cost_model"), nb::arg("covered").none(), nb::arg("buffer"),
-            nb::arg("replica"), nb::arg("async_scheduling"), nb::arg("lazy_decoding") = true)
+            nb::arg("request_buffer"), nb::arg("replica"), nb::arg("async_scheduling"), nb::arg("lazy_decoding") = true)
         .def_ro("num_steps", &StepLoop::num_steps)
         .def("stop_on_finish_of", &StepLoop::stop_on_finish_of);
 

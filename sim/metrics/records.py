@@ -437,8 +437,8 @@ class RequestColumns(RequestTimes[Float64Column]):
             for first, at in zip(in_first_step.tolist(), values["prefill_done_at"], strict=True)
         ]
         return [
-            RequestRecord(*fields)
-            for fields in zip(*(values[name] for name in _RECORD_FIELDS), strict=True)
+            RequestRecord(*row)
+            for row in zip(*(values[name] for name in _RECORD_FIELDS), strict=True)
         ]
 
     def __len__(self) -> int:

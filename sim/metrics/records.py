@@ -398,6 +398,18 @@ class RequestColumns(RequestTimes[Float64Column]):
             num_host_cached_tokens=np.zeros(count, dtype=np.int64),
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence[RequestColumns]) -> RequestColumns:
+        """The requests of `parts`, one after the other."""
+        columns: dict[str, Any] = {}
+        for field in fields(RequestColumns):
+            values = [getattr(part, field.name) for part in parts]
+            if isinstance(values[0], list):
+                columns[field.name] = [value for part in values for value in part]
+            else:
+                columns[field.name] = np.concatenate(values)
+        return cls(**columns)
+
     def through_front_end(self, api_arrival_at: Sequence[float], out_s: float) -> RequestColumns:
         """These requests, as the engine saw them (`from_engine`), as a client sees them through
         the serving front end, as request_record makes each record: arrived at the API server
@@ -502,25 +514,44 @@ _RECORD_FIELDS = tuple(field.name for field in fields(RequestRecord))
 
 
 class RequestBatcher:
-    """Finished requests gathered one at a time and taken as one RequestColumns batch (the
-    recorders fed by requests count them in bulk)."""
+    """Finished requests gathered one at a time (`add`) or a batch at a time (`add_columns`)
+    and taken as one RequestColumns batch, in order (the recorders fed by requests count them
+    in bulk, a fixed cost per batch)."""
 
-    __slots__ = ("batch_size", "_records")
+    __slots__ = ("batch_size", "_records", "_parts", "_num_in_parts")
 
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
-        self._records: list[RequestRecord] = []
+        self._records: list[RequestRecord] = []  # gathered after every part
+        self._parts: list[RequestColumns] = []
+        self._num_in_parts = 0
 
     def add(self, record: RequestRecord) -> bool:
         """Gather `record`; True once a whole batch is gathered."""
         records = self._records
         records.append(record)
-        return len(records) >= self.batch_size
+        return len(records) + self._num_in_parts >= self.batch_size
+
+    def add_columns(self, requests: RequestColumns) -> bool:
+        """Gather a batch of requests, after those gathered so far; True once a whole batch is
+        gathered."""
+        self._close_records()
+        self._parts.append(requests)
+        self._num_in_parts += len(requests)
+        return self._num_in_parts >= self.batch_size
 
     def take(self) -> RequestColumns | None:
         """The gathered requests as columns, in order (None when there are none); the batcher
         starts empty again."""
-        if not self._records:
+        self._close_records()
+        if not self._parts:
             return None
-        records, self._records = self._records, []
-        return RequestColumns.from_records(records)
+        parts, self._parts, self._num_in_parts = self._parts, [], 0
+        return parts[0] if len(parts) == 1 else RequestColumns.concat(parts)
+
+    def _close_records(self) -> None:
+        """The records gathered one at a time become a part."""
+        if self._records:
+            records, self._records = self._records, []
+            self._parts.append(RequestColumns.from_records(records))
+            self._num_in_parts += len(records)

@@ -48,10 +48,10 @@ class RunRecorder(FanOutRecorder):
             self._hand_over_requests()
 
     def on_requests_finished(self, requests: RequestColumns) -> None:
-        """Hand the requests to the request-fed recorders, after those buffered one at a time."""
-        self._hand_over_requests()
-        for recorder in self.request_recorders:
-            recorder.add_requests(requests)
+        """Buffer the batch, after the requests buffered so far; a full buffer goes to the
+        request-fed recorders."""
+        if self._batcher.add_columns(requests):
+            self._hand_over_requests()
 
     def close(self, end_at: float) -> None:
         """Hand over the buffered requests, then close every recorder."""

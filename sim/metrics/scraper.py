@@ -137,6 +137,10 @@ class MetricsScraper(NullRecorder):
             self._count_requests(request.replica)
             self._hand_over_complete()
 
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Count a batch of finished requests (`add_requests`)."""
+        self.add_requests(requests)
+
     def add_requests(self, requests: RequestColumns) -> None:
         """Count a batch of finished requests (in finishing order, any replicas), after those
         buffered one at a time."""

@@ -222,6 +222,11 @@ class SummaryRecorder(NullRecorder):
         if self._batcher.add(request):
             self._count_requests()
 
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Buffer a batch of requests after those buffered so far; they count in bulk."""
+        if self._batcher.add_columns(requests):
+            self._count_requests()
+
     def add_requests(self, requests: RequestColumns) -> None:
         """Count a batch of finished requests, after those buffered one at a time."""
         self._count_requests()

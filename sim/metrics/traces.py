@@ -86,6 +86,11 @@ class RequestsWriter(NullRecorder):
         self._write()
         self.sink.close()
 
+    def on_requests_finished(self, requests: RequestColumns) -> None:
+        """Buffer a batch of rows after those buffered so far; a full buffer is written."""
+        if self._batcher.add_columns(requests):
+            self._write()
+
     def add_requests(self, requests: RequestColumns) -> None:
         """Buffer a batch of rows, after those buffered one at a time."""
         self._write()

@@ -3,8 +3,9 @@
 A run's hooks are three streams: steps (each replica's in time order), finished requests and
 block events (both in a fixed order). The reference hands every step alone, replicas
 interleaved as generated, and all steps before any request or event. Each case then
-interleaves the replicas' steps in a random order, cuts them into random batches and merges
-the three streams in a random order; every file the recorders write
+interleaves the replicas' steps in a random order, cuts them and the finished requests into
+random batches (requests handed over one at a time or as RequestColumns, as the compiled step
+loops hand them) and merges the three streams in a random order; every file the recorders write
 (requests, steps, events, metrics with small row groups, summary, per-replica summaries)
 and every raw summary value must be identical to the reference's.
 """
@@ -30,6 +31,7 @@ from sim.metrics import (
     MetricsScraper,
     Recorder,
     ReplicaRecorders,
+    RequestColumns,
     RequestRecord,
     RequestsWriter,
     StepRecord,
@@ -159,6 +161,7 @@ def _run(
     and the raw summaries."""
     steps, requests, events = hooks
     recorder, summaries = _recorders(out_dir, num_replicas)
+    request_batches = [[request] for request in requests]
     if rng is None:
         batches = [[step] for step in steps]
         order = ["steps"] * len(batches) + ["request"] * len(requests) + ["event"] * len(events)
@@ -174,15 +177,23 @@ def _run(
             size = rng.choice((1, 2, 3, 8, 40))
             batches.append(merged[start : start + size])
             start += size
-        order = ["steps"] * len(batches) + ["request"] * len(requests) + ["event"] * len(events)
+        request_batches, start = [], 0
+        while start < len(requests):
+            size = rng.choice((1, 1, 2, 5))
+            request_batches.append(requests[start : start + size])
+            start += size
+        order = ["steps"] * len(batches) + ["request"] * len(request_batches)
+        order += ["event"] * len(events)
         rng.shuffle(order)  # each stream keeps its own order
-    queues = {"steps": iter(batches), "request": iter(requests), "event": iter(events)}
+    queues = {"steps": iter(batches), "request": iter(request_batches), "event": iter(events)}
     for kind in order:
         item = next(queues[kind])
         if kind == "steps":
             recorder.on_steps(steps_of(*item))
+        elif kind == "request" and len(item) == 1 and (rng is None or rng.random() < 0.5):
+            recorder.on_request_finished(item[0])
         elif kind == "request":
-            recorder.on_request_finished(item)
+            recorder.on_requests_finished(RequestColumns.from_records(item))
         else:
             recorder.on_block_event(item)
     raw = [repr(sorted(summary.summary(end_at).items())) for summary in summaries]

@@ -231,3 +231,25 @@ def test_through_front_end_in_numbers() -> None:
     assert client.prefill_done_at.tolist() == [0.5, 1.5]
     assert client.ttft_s.tolist() == [0.875, 0.75]
     assert client.request_id == ["r1", "r2"]
+
+
+def test_batcher_keeps_records_and_column_batches_in_order() -> None:
+    """Batches of 3: r0 alone, then r1 and r2 as columns fill a batch (r0, r1, r2, gaps end to
+    end); r3 as columns, then r4 alone, are taken together."""
+    batcher = RequestBatcher(3)
+    assert not batcher.add(build_request(request_id="r0", inter_token_latencies_s=[0.5]))
+    pair = [
+        build_request(request_id="r1", inter_token_latencies_s=[0.25, 0.125]),
+        build_request(request_id="r2", inter_token_latencies_s=[]),
+    ]
+    assert batcher.add_columns(RequestColumns.from_records(pair))
+    first = batcher.take()
+    assert first is not None and first.request_id == ["r0", "r1", "r2"]
+    assert first.inter_token_latencies_s.tolist() == [0.5, 0.25, 0.125]
+    assert first.num_gaps.tolist() == [1, 2, 0]
+    assert not batcher.add_columns(RequestColumns.from_records([build_request(request_id="r3")]))
+    assert not batcher.add(build_request(request_id="r4"))
+    second = batcher.take()
+    assert second is not None and second.request_id == ["r3", "r4"]
+    assert second.num_gaps.tolist() == [3, 3]
+    assert batcher.take() is None

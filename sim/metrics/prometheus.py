@@ -18,6 +18,7 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
+from sim.metrics.exact_sums import CHUNK_VALUES
 from sim.metrics.records import RequestColumns, StepColumns
 
 COUNTER = "counter"
@@ -285,9 +286,16 @@ class Histogram:
         stream the cuts count: a value, or a request's values summed exactly), in order: cut j
         has the first cuts[j] of them.
         """
-        positions = np.searchsorted(self._edges_array, values, side="left")
         num_buckets = len(self.bucket_counts)
-        grown = new_counts_by_cut(positions, counted, num_buckets)
+        # A chunk of values at a time: its bucket positions and per-cut index stay in cache
+        # and are reused from the heap. A batch's gaps at once (millions of them) made fresh
+        # pages to fault in and zero on every batch, 2 % of the engine bench's hour.
+        grown = np.zeros((len(counted) + 1, num_buckets), dtype=np.int64)
+        for start in range(0, len(values), CHUNK_VALUES):
+            chunk = values[start : start + CHUNK_VALUES]
+            positions = np.searchsorted(self._edges_array, chunk, side="left")
+            counted_in_chunk = np.clip(counted - start, 0, len(chunk))
+            grown += new_counts_by_cut(positions, counted_in_chunk, num_buckets)
         out[:, :num_buckets] = self.bucket_counts + grown[:-1]
         # The sum as one value at a time adds it: left to right (np.cumsum adds in order).
         running = np.cumsum(np.concatenate(((self.total,), totals)))

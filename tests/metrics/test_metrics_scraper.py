@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from step_helpers import steps_of
 
 from sim.errors import InputError
+from sim.metrics.exact_sums import CHUNK_VALUES
 from sim.metrics.prometheus import (
     FIXED_HISTOGRAM_EDGES,
     REQUEST_LATENCY_BUCKET_EDGES,
@@ -270,6 +271,26 @@ def test_histogram_batch_gives_each_cut_the_state_of_the_values_before_it() -> N
         total += value
     assert rows[2].tolist() == [2, 2, 0, 1, 2, 1, 1, total, 9]
     assert histogram.raw_values().tolist() == rows[2].tolist()
+
+
+def test_histogram_counts_a_batch_longer_than_a_chunk_as_one() -> None:
+    # 98,304 values (three chunks of CHUNK_VALUES = 32,768) cycling 0.5, 1.5, 2.5 over edges 1
+    # and 2; cuts inside the first chunk, just past its end and at the end: each cut counts the
+    # first counted[j] values whichever chunks they lie in.
+    assert CHUNK_VALUES == 32_768
+    histogram = Histogram((1.0, 2.0))
+    values = np.tile([0.5, 1.5, 2.5], CHUNK_VALUES)
+    counted = np.array([0, 32_767, 32_770, 98_304])
+    rows = np.zeros((4, histogram.width))
+    histogram.advance(values, counted, np.zeros(len(values)), np.arange(4), rows)
+    assert rows[:, :3].tolist() == [
+        [0, 0, 0],
+        [10_923, 10_922, 10_922],
+        [10_924, 10_923, 10_923],
+        [32_768, 32_768, 32_768],
+    ]
+    assert rows[:, 4].tolist() == [0, 32_767, 32_770, 98_304]
+    assert histogram.bucket_counts.tolist() == [32_768, 32_768, 32_768]
 
 
 def test_histogram_sum_grows_by_the_totals_given_per_item() -> None:

@@ -23,7 +23,7 @@ from sim.config.scenario import (
     validate_scenario_data,
 )
 from sim.config.workload import GammaSettings, PoissonSettings, TraceSource
-from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
+from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
 
 __all__ = [
     "DEFAULT_MAX_RUNS",
@@ -51,4 +51,5 @@ __all__ = [
     "scenario_json_schema",
     "validate_scenario_data",
     "validation_error_to_input_error",
+    "yaml_text",
 ]

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from sim.config.base import StrictModel, field_problem
 from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.workload import TraceSource, WorkloadSettings
-from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source
+from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
 from sim.costmodel import load_cost_model
 from sim.errors import InputError
 
@@ -100,7 +99,7 @@ class Scenario(StrictModel):
 
     def resolved_yaml(self) -> str:
         """The resolved config as YAML (written beside a run's results)."""
-        return yaml.safe_dump(self.resolved(), sort_keys=False)
+        return yaml_text(self.resolved())
 
 
 def is_relative_profile_path(cost_model: str) -> bool:

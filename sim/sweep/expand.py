@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.config import (
     DEFAULT_MAX_RUNS,
     Scenario,
@@ -19,6 +17,7 @@ from sim.config import (
     check_sweep_size,
     load_source,
     validate_scenario_data,
+    yaml_text,
 )
 from sim.errors import InputError
 from sim.sweep.spec import SweepSpec, parse_sweep_spec
@@ -48,7 +47,7 @@ class SweepPlan:
     def resolved_yaml(self) -> str:
         """The base scenario (extends and --set applied) with the checked `sweep:` spec."""
         document = {**self.base_data, "sweep": self.spec.as_data()}
-        return yaml.safe_dump(document, sort_keys=False)
+        return yaml_text(document)
 
 
 def format_value(value: Any) -> str:

@@ -9,6 +9,10 @@ that wake's id. So every step, finish, block event and submit happens in the sam
 same time, as with the Python loop, and the state any other code reads when its event runs is
 the same.
 
+While the clock is driven from here (`run_clock`), the serving front end's bursts are held in
+C++ as well (FrontEndStage.hand_off): a burst's close and submit are events with the ids SimPy
+would give them, in the same order, and only the submit comes back to Python.
+
 This needs SimPy's event ids and queue, which SimPy keeps private (`Environment._eid`,
 `Environment._queue`, an `Event`'s `_ok` and `_value`); they are read and written here only.
 """
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import fields
 from heapq import heappop
 from math import inf
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 from simpy.events import NORMAL, URGENT, EventPriority
@@ -31,7 +35,11 @@ from sim.native import ClusterLoop, RequestColumnsBuffer, StepColumnsBuffer, Ste
 if TYPE_CHECKING:
     from sim.engine.core import EngineCore, RecordView
 
-_FINISHED = 1  # ClusterLoop.run stopped on a finish the caller needs at once
+# Why ClusterLoop.run stopped (ClusterStop in step_loop.hpp).
+_REACHED = 0  # SimPy's next event is due
+_FINISHED = 1  # a finish the caller needs at once
+_SUBMIT = 2  # the front end hands a burst to the engines
+_FINISHED_LATER = 3  # a finish whose hand-over comes after SimPy's next event
 _NO_EVENT = (inf, 0, 0, None)  # SimPy's queue top, read as (at, priority, id, event), when empty
 
 
@@ -76,6 +84,7 @@ class CompiledReplicas:
         "_record_view",
         "_driving",
         "_next_wake",
+        "on_burst_due",
     )
 
     def __init__(self, env: simpy.Environment, step_buffer: StepBuffer) -> None:
@@ -96,6 +105,26 @@ class CompiledReplicas:
         # the earliest pending wake as (at, priority, event id), None when every replica idles.
         self._driving = False
         self._next_wake: tuple[float, int, int] | None = None
+        # Where a front-end burst held here goes when due: (its specs, now).
+        self.on_burst_due: Callable[[list[Any], float], None] = _no_front_end
+
+    @property
+    def driving(self) -> bool:
+        """Whether `run_clock` runs the clock (the front end's bursts may be held here)."""
+        return self._driving
+
+    def hand_off(self, spec: Any, ingress_s: float) -> None:
+        """A request reached the front end now, `ingress_s` (> 0) before the engines may have
+        it: it joins the open burst, held here, or opens one (`driving` only)."""
+        ids = self._ids
+        close_id = ids.next_id
+        now = float(self.env.now)
+        ids.next_id = self._cluster.hand_off(spec, ingress_s, now, close_id)
+        if ids.next_id != close_id:  # a burst opened: its close may be the next event
+            close = (now, NORMAL, close_id)
+            wake = self._next_wake
+            if wake is None or close < wake:
+                self._next_wake = close
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
         """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the
@@ -165,20 +194,27 @@ class CompiledReplicas:
             cluster.next_event_id = ids.next_id
             # (time, priority, id) of the next event SimPy will fire; time inf when none is left.
             at_top, priority, top_id, _ = queue[0] if queue else _NO_EVENT
-            stop, at, event_id = cluster.run(env._now, at_top, priority, top_id, self._finished)
+            stop, at, event_id, burst = cluster.run(
+                env._now, at_top, priority, top_id, self._finished
+            )
             ids.next_id = cluster.next_event_id
-            if stop == _FINISHED and at != env._now:
+            if stop == _SUBMIT:
+                env._now = at  # the burst's submit event, as SimPy would run it
+                self.on_burst_due(cast(list[Any], burst), at)
+                continue
+            if stop == _FINISHED_LATER:
                 # Finishes are handed over at their time, where the replica's process was: as
-                # an event (at, NORMAL, event_id). One due before SimPy's next event would be
-                # the next SimPy runs, so it runs here, the clock set as SimPy would set it.
-                if queue and (at, NORMAL, event_id) > (at_top, priority, top_id):
-                    call_at(env, at, event_id, self._on_finish)
-                    self._next_wake = None  # the loops go on from that event
-                    return
+                # an event (at, NORMAL, event_id), here after SimPy's next event.
+                call_at(env, at, event_id, self._on_finish)
+                self._next_wake = None  # the loops go on from that event
+                return
+            if stop == _FINISHED:
+                # One due before SimPy's next event would be the next SimPy runs, so it runs
+                # here, the clock set as SimPy would set it.
                 env._now = at
             if self._finished:
                 self._hand_over_finished()
-            if stop != _FINISHED:
+            if stop == _REACHED:
                 break
         self._hand_over_steps()
         self._hand_next_wake_to_simpy()
@@ -239,3 +275,7 @@ _STEP_FIELDS = tuple(field.name for field in fields(StepColumns))
 
 def _ignore(_event: simpy.Event) -> None:
     """A wake that only moves the clock."""
+
+
+def _no_front_end(_burst: list[Any], _now: float) -> None:
+    raise RuntimeError("a front-end burst came due, but no front end holds its bursts here")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import nan
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
@@ -15,6 +15,9 @@ from sim.engine.core import request_record
 from sim.engine.requests import SpecLike
 from sim.metrics import RequestColumns, RequestRecord
 from sim.sched import Request
+
+if TYPE_CHECKING:
+    from sim.engine.compiled import CompiledReplicas
 
 
 class FrontEndStage:
@@ -26,7 +29,15 @@ class FrontEndStage:
     tokenization.
     """
 
-    __slots__ = ("env", "frontend", "submit", "_api_arrivals", "_burst", "_burst_delay_s")
+    __slots__ = (
+        "env",
+        "frontend",
+        "submit",
+        "_api_arrivals",
+        "_burst",
+        "_burst_delay_s",
+        "_holder",
+    )
 
     def __init__(
         self,
@@ -40,6 +51,13 @@ class FrontEndStage:
         self._api_arrivals: dict[str, float] = {}
         self._burst: list[SpecLike] = []
         self._burst_delay_s = 0.0  # the slowest ingress of the burst
+        self._holder: CompiledReplicas | None = None
+
+    def hold_bursts_in(self, replicas: CompiledReplicas) -> None:
+        """Let `replicas` hold the bursts while it drives the clock: the same events, with
+        the same ids, in C++ (sim/engine/compiled.py)."""
+        self._holder = replicas
+        replicas.on_burst_due = self.submit_burst
 
     def hand_off(self, spec: SpecLike) -> None:
         """`submit` the request once the API server has tokenized and forwarded it."""
@@ -49,6 +67,10 @@ class FrontEndStage:
             self.submit(spec, now)
             return
         self._api_arrivals[spec.request_id] = now
+        holder = self._holder
+        if holder is not None and holder.driving:
+            holder.hand_off(spec, delay_s)
+            return
         if not self._burst:
             # Runs after every other hand-off of this instant (same-time dispatches come first).
             call_later(self.env, 0, self._close_burst)
@@ -62,9 +84,12 @@ class FrontEndStage:
         call_later(self.env, self._burst_delay_s, self._submit_burst, burst)
 
     def _submit_burst(self, event: simpy.Event) -> None:
-        now = float(self.env.now)
+        self.submit_burst(cast(list[SpecLike], event.value), float(self.env.now))
+
+    def submit_burst(self, burst: list[SpecLike], now: float) -> None:
+        """The burst's requests reach the engines at `now`, in hand-off order."""
         submit = self.submit
-        for spec in cast(list[SpecLike], event.value):
+        for spec in burst:
             submit(spec, now)
 
     def record(self, request: Request, replica: int) -> RequestRecord:

@@ -90,6 +90,7 @@ def simulate(
         on_session_end=sessions.session_ended,
     )
     sessions.bind(cluster, driver)
+    stage.hold_bursts_in(cluster.compiled_replicas)
     # The recorders' closing conversions allocate many containers too: closed inside.
     with relaxed_garbage_collection():
         try:

@@ -29,6 +29,7 @@ from test_fast_path_equivalence import PROFILE, chat
 
 import sim.engine.core as core_module
 from sim.config import Scenario
+from sim.costmodel import NO_FRONTEND, FrontEnd
 from sim.engine import EngineCore, request_from_spec, simulate
 from sim.engine.cluster import Cluster
 from sim.engine.compiled import CompiledReplicas
@@ -247,9 +248,12 @@ def random_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], dict[str, Any]]:
 
 
 def run_loop(
-    specs: list[RequestSpec], options: dict[str, Any], compiled: bool
+    specs: list[RequestSpec],
+    options: dict[str, Any],
+    compiled: bool,
+    frontend: FrontEnd = NO_FRONTEND,
 ) -> CollectingRecorder:
-    """simulate() with events on, on the compiled or the Python loop."""
+    """simulate() with events on, on the compiled or the Python loop, behind `frontend`."""
     recorder = CollectingRecorder()
     config = engine_config(
         num_gpu_blocks=options["num_gpu_blocks"],
@@ -265,6 +269,7 @@ def run_loop(
         num_replicas=options["num_replicas"],
         router=make_router(options["router"]),
         compiled_loop=compiled,
+        frontend=frontend,
     )
     return recorder
 
@@ -279,6 +284,30 @@ def test_compiled_and_python_loops_hand_the_recorder_the_same_hooks(
     assert compiled.steps == python.steps
     assert list(compiled.requests.items()) == list(python.requests.items())
     assert compiled.block_events == python.block_events
+
+
+# Ingress grows with the prompt, so a burst's requests wait for its slowest one.
+BURSTY_FRONTEND = FrontEnd(request_s=0.004, per_prompt_token_s=5e-5, first_token_s=0.002)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_runs())
+def test_front_end_bursts_held_in_cpp_run_as_simpys_own_events(
+    run: tuple[list[RequestSpec], dict[str, Any]],
+) -> None:
+    # Same-time arrivals and turns released by finishes in one step reach the front end at one
+    # instant: their burst's close and submit are held in C++ while the cluster drives the
+    # clock (compiled or Python loop alike), and are SimPy events under env.run().
+    specs, options = run
+    driven = run_loop(specs, options, True, BURSTY_FRONTEND)
+    python_loop = run_loop(specs, options, False, BURSTY_FRONTEND)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Cluster, "run_clock", lambda cluster: cluster.compiled_replicas.env.run())
+        by_simpy = run_loop(specs, options, True, BURSTY_FRONTEND)
+    for other in (python_loop, by_simpy):
+        assert driven.steps == other.steps
+        assert list(driven.requests.items()) == list(other.requests.items())
+        assert driven.block_events == other.block_events
 
 
 def test_the_clock_run_by_the_cluster_and_by_simpy_write_identical_files(

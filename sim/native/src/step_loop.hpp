@@ -382,6 +382,10 @@ constexpr int64_t kNormalPriority = 1;  // simpy.events.NORMAL: timeouts and suc
 enum class ClusterStop : int {
     kReached = 0,   // every wait due before the next outside event is done
     kFinished = 1,  // a replica finished a request the caller needs at once, at `at`
+    kSubmit = 2,    // the front end hands a burst of requests to the engines, at `at`
+    // A replica finished a request at `at` under an urgent wake, where the Python loop's
+    // hand-over would be an event after the next outside event: the caller schedules it.
+    kFinishedLater = 3,
 };
 
 // Several replicas' step loops on one SimPy clock, run as SimPy would run their processes:
@@ -390,6 +394,12 @@ enum class ClusterStop : int {
 // session's next turn, a wake the caller gave SimPy) is due. So steps, finishes and block
 // events come in the same order as with one SimPy process per replica, interleaved the same
 // way with everything else; SimPy only sees the waits that meet an outside event.
+//
+// The serving front end's bursts (sim/engine/frontend_stage.py) are held here too while the
+// caller drives the clock from here: a hand-off opens a burst with its close event (now, the
+// next id), the close schedules the burst's submit (now plus the slowest ingress, the next id
+// then), and only the submit returns to the caller. They count as outside events for the
+// replicas, exactly as they would in SimPy's queue.
 class ClusterLoop {
   public:
     ClusterLoop() = default;
@@ -420,36 +430,73 @@ class ClusterLoop {
         wakes_.push(Wake{{now, kNormalPriority, event_id}, replica});
     }
 
-    // The earliest pending wake as (at, priority, event id), or None when every replica is idle.
+    // The earliest event held here (a wake or a front-end event) as (at, priority, event id),
+    // or None when every replica is idle and no burst is pending.
     nb::object next_wake() const {
-        if (wakes_.empty()) return nb::none();
-        const EventKey& key = wakes_.top().key;
-        return nb::make_tuple(key.at, key.priority, key.id);
+        const EventKey* key = earliest_held();
+        if (key == nullptr) return nb::none();
+        return nb::make_tuple(key->at, key->priority, key->id);
     }
 
-    // Run every wake before `queue_top` (the first event in SimPy's queue), SimPy's clock at
-    // `now`. Returns (stop, at, event id of the wake that stopped).
-    std::tuple<int, double, int64_t> run(double now, double top_at, int64_t top_priority,
-                                         int64_t top_id, nb::list finished) {
-        EventKey top{top_at, top_priority, top_id};
+    // A request reaches the front end at `now`, `ingress_s` (> 0) before the engines may have
+    // it: it joins the open burst, or opens one whose close takes event id `next_id`. Returns
+    // the next free event id.
+    int64_t hand_off(nb::handle spec, double ingress_s, double now, int64_t next_id) {
+        if (PyList_GET_SIZE(burst_.ptr()) == 0) {
+            stage_.push(StageEvent{{now, kNormalPriority, next_id++}, nb::none()});
+            burst_ingress_s_ = ingress_s;
+        } else if (ingress_s > burst_ingress_s_) {
+            burst_ingress_s_ = ingress_s;
+        }
+        if (PyList_Append(burst_.ptr(), spec.ptr()) != 0) throw nb::python_error();
+        return next_id;
+    }
+
+    // Run every event held here before `queue_top` (the first event in SimPy's queue), SimPy's
+    // clock at `now`. Returns (stop, at, event id of the event that stopped, the burst to
+    // submit for kSubmit, else None).
+    std::tuple<int, double, int64_t, nb::object> run(double now, double top_at,
+                                                     int64_t top_priority, int64_t top_id,
+                                                     nb::list finished) {
+        EventKey queue_top{top_at, top_priority, top_id};
         if (resuming_ >= 0) {  // the replica whose finish stopped the last run goes on
             int64_t replica = resuming_;
             resuming_ = -1;
-            if (resume(replica, now, top, finished)) return {int(ClusterStop::kFinished), now, last_id};
-        }
-        int64_t num_run = 0;
-        while (!wakes_.empty() && wakes_.top().key < top) {
-            // A run may go on for many steps: Ctrl-C and SIGTERM are seen inside it too.
-            if (++num_run % 4096 == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
-            Wake wake = wakes_.top();
-            wakes_.pop();
-            last_at = wake.key.at;
-            last_id = wake.key.id;
-            if (resume(wake.replica, wake.key.at, top, finished)) {
-                return {int(ClusterStop::kFinished), wake.key.at, wake.key.id};
+            if (resume(replica, now, outside_top(queue_top), finished)) {
+                return {int(ClusterStop::kFinished), now, last_id, nb::none()};
             }
         }
-        return {int(ClusterStop::kReached), last_at, last_id};
+        int64_t num_run = 0;
+        while (true) {
+            // A run may go on for many steps: Ctrl-C and SIGTERM are seen inside it too.
+            if (++num_run % 4096 == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
+            EventKey top = outside_top(queue_top);
+            if (!wakes_.empty() && wakes_.top().key < top) {
+                Wake wake = wakes_.top();
+                wakes_.pop();
+                last_at = wake.key.at;
+                last_id = wake.key.id;
+                if (resume(wake.replica, wake.key.at, top, finished)) {
+                    EventKey handed_over{wake.key.at, kNormalPriority, wake.key.id};
+                    ClusterStop stop = wake.key.at != now && top < handed_over
+                                           ? ClusterStop::kFinishedLater
+                                           : ClusterStop::kFinished;
+                    return {int(stop), wake.key.at, wake.key.id, nb::none()};
+                }
+                continue;
+            }
+            if (stage_.empty() || !(stage_.top().key < queue_top)) break;
+            StageEvent event = stage_.top();
+            stage_.pop();
+            if (event.burst.is_none()) {  // a burst closes: its submit, after the slowest ingress
+                nb::list burst = std::exchange(burst_, nb::list());
+                stage_.push(StageEvent{
+                    {event.key.at + burst_ingress_s_, kNormalPriority, next_event_id++}, burst});
+                continue;
+            }
+            return {int(ClusterStop::kSubmit), event.key.at, event.key.id, event.burst};
+        }
+        return {int(ClusterStop::kReached), last_at, last_id, nb::none()};
     }
 
   private:
@@ -458,6 +505,27 @@ class ClusterLoop {
         int64_t replica;
         bool operator>(const Wake& other) const { return key > other.key; }
     };
+
+    // A front-end event: a burst's close (no burst yet) or its submit (the burst's specs).
+    struct StageEvent {
+        EventKey key;
+        nb::object burst;
+        bool operator>(const StageEvent& other) const { return key > other.key; }
+    };
+
+    // The first event a replica must stop before: SimPy's, or a front-end event before it.
+    EventKey outside_top(const EventKey& queue_top) const {
+        if (!stage_.empty() && stage_.top().key < queue_top) return stage_.top().key;
+        return queue_top;
+    }
+
+    const EventKey* earliest_held() const {
+        const EventKey* wake = wakes_.empty() ? nullptr : &wakes_.top().key;
+        const EventKey* stage = stage_.empty() ? nullptr : &stage_.top().key;
+        if (wake == nullptr) return stage;
+        if (stage == nullptr) return wake;
+        return *stage < *wake ? stage : wake;
+    }
 
     // True when the replica stopped on a finish the caller needs at once.
     bool resume(int64_t replica, double at, const EventKey& top, nb::list& finished) {
@@ -481,6 +549,9 @@ class ClusterLoop {
     std::vector<StepLoop*> loops_;
     std::vector<uint8_t> idle_;
     std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes_;
+    std::priority_queue<StageEvent, std::vector<StageEvent>, std::greater<StageEvent>> stage_;
+    nb::list burst_;  // the open burst's specs, in hand-off order
+    double burst_ingress_s_ = 0.0;  // its slowest ingress
     int64_t resuming_ = -1;
 };
 
@@ -528,6 +599,8 @@ void bind_step_loop(nb::module_& m) {
         .def("is_idle", &ClusterLoop::is_idle)
         .def("wake", &ClusterLoop::wake, nb::arg("replica"), nb::arg("now"), nb::arg("event_id"))
         .def("next_wake", &ClusterLoop::next_wake)
+        .def("hand_off", &ClusterLoop::hand_off, nb::arg("spec"), nb::arg("ingress_s"),
+             nb::arg("now"), nb::arg("next_id"))
         .def("run", &ClusterLoop::run, nb::arg("now"), nb::arg("top_at"), nb::arg("top_priority"),
              nb::arg("top_id"), nb::arg("finished"));
 }

@@ -16,7 +16,7 @@ from typing import cast
 
 import simpy
 
-from sim.engine.clock import call_later, call_now_urgent
+from sim.engine.clock import call_at, call_later, call_now_urgent
 from sim.engine.requests import SpecLike
 from sim.errors import InputError
 
@@ -34,6 +34,10 @@ class WorkloadDriver:
     The workload is read by callbacks on the clock where a SimPy process reading it would run:
     it starts as a process starts, and each wait for the next arrival is where that process's
     Timeout would be (same time, priority and event id), so every event keeps its order.
+
+    `dispatch_at(spec, at)`, where given, takes a later turn due at `at` in the place of the
+    event that would dispatch it (the next event id) and says whether it did; where it does
+    not, that event dispatches it.
     """
 
     def __init__(
@@ -44,9 +48,11 @@ class WorkloadDriver:
         *,
         duration_s: float | None = None,
         on_session_end: Callable[[str], None] | None = None,
+        dispatch_at: Callable[[SpecLike, float], bool] | None = None,
     ) -> None:
         self.env = env
         self.dispatch = dispatch
+        self.dispatch_at = dispatch_at
         self.duration_s = duration_s
         self.on_session_end = on_session_end
         self.sessions: dict[str, _Session] = {}
@@ -130,15 +136,19 @@ class WorkloadDriver:
             self._idle_session_ids.append(session_id)
 
     def _release_next(self, session: _Session, finished_at: float) -> None:
-        now = self.env.now
+        env = self.env
+        now = env.now
         release_at = max(now, finished_at + session.pending[0].think_time_s)
         if not self._in_window(release_at):
             session.pending.clear()
             return
         session.in_flight = True
-        call_later(self.env, release_at - now, self._release, session)
+        self.num_submitted += 1
+        spec = session.pending.popleft()
+        at = now + (release_at - now)  # where a wait of release_at - now ends, as SimPy adds it
+        if self.dispatch_at is None or not self.dispatch_at(spec, at):
+            call_at(env, at, next(env._eid), self._release, spec)
 
     def _release(self, event: simpy.Event) -> None:
-        """The session's next turn is due (the event's value is the session)."""
-        self.num_submitted += 1
-        self.dispatch(cast(_Session, event.value).pending.popleft())
+        """A session's next turn is due (the event's value is its spec)."""
+        self.dispatch(cast(SpecLike, event.value))

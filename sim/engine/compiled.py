@@ -9,9 +9,11 @@ that wake's id. So every step, finish, block event and submit happens in the sam
 same time, as with the Python loop, and the state any other code reads when its event runs is
 the same.
 
-While the clock is driven from here (`run_clock`), the serving front end's bursts are held in
-C++ as well (FrontEndStage.hand_off): a burst's close and submit are events with the ids SimPy
-would give them, in the same order, and only the submit comes back to Python.
+While the clock is driven from here (`run_clock`) and no replica on it runs the Python loop
+(which reads SimPy's queue: `env.peek()`), the serving front end's bursts and sessions' next
+turns are held in C++ as well (FrontEndStage.hand_off, hand_off_at): a burst's close and
+submit, and a turn's release, are events with the ids SimPy would give them, in the same order,
+and only the submit comes back to Python.
 
 This needs SimPy's event ids and queue, which SimPy keeps private (`Environment._eid`,
 `Environment._queue`, an `Event`'s `_ok` and `_value`); they are read and written here only.
@@ -84,6 +86,7 @@ class CompiledReplicas:
         "_record_view",
         "_driving",
         "_next_wake",
+        "_python_loops",
         "on_burst_due",
     )
 
@@ -107,15 +110,22 @@ class CompiledReplicas:
         self._next_wake: tuple[float, int, int] | None = None
         # Where a front-end burst held here goes when due: (its specs, now).
         self.on_burst_due: Callable[[list[Any], float], None] = _no_front_end
+        self._python_loops = False  # whether a replica on this clock runs the Python loop
+
+    def add_python_loop(self) -> None:
+        """A replica on this clock runs EngineCore's Python loop, which reads SimPy's queue: no
+        outside event may be held here, out of its sight."""
+        self._python_loops = True
 
     @property
-    def driving(self) -> bool:
-        """Whether `run_clock` runs the clock (the front end's bursts may be held here)."""
-        return self._driving
+    def holds_outside_events(self) -> bool:
+        """Whether the front end's bursts and sessions' next turns may be held here: the clock
+        runs from here (`run_clock`) and no replica reads SimPy's queue."""
+        return self._driving and not self._python_loops
 
     def hand_off(self, spec: Any, ingress_s: float) -> None:
         """A request reached the front end now, `ingress_s` (> 0) before the engines may have
-        it: it joins the open burst, held here, or opens one (`driving` only)."""
+        it: it joins the open burst, held here, or opens one (`holds_outside_events` only)."""
         ids = self._ids
         close_id = ids.next_id
         now = float(self.env.now)
@@ -125,6 +135,16 @@ class CompiledReplicas:
             wake = self._next_wake
             if wake is None or close < wake:
                 self._next_wake = close
+
+    def release(self, spec: Any, at: float, ingress_s: float) -> None:
+        """A session's next turn reaches the front end at `at`, held here in the place of the
+        event that would hand it off (the next event id; `holds_outside_events` only)."""
+        event_id = next(self._ids)
+        self._cluster.release(spec, at, event_id, ingress_s)
+        release = (at, NORMAL, event_id)
+        wake = self._next_wake
+        if wake is None or release < wake:
+            self._next_wake = release
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
         """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the

@@ -285,6 +285,8 @@ class EngineCore:
             self._compiled = compiled_replicas
             self._compiled_index = compiled_replicas.add(self, self._loop)
         else:
+            if compiled_replicas is not None:
+                compiled_replicas.add_python_loop()
             self.step_buffer.attach_engine()  # the Python loop says when it idles
             self.process = env.process(self._run())
 

@@ -54,10 +54,23 @@ class FrontEndStage:
         self._holder: CompiledReplicas | None = None
 
     def hold_bursts_in(self, replicas: CompiledReplicas) -> None:
-        """Let `replicas` hold the bursts while it drives the clock: the same events, with
-        the same ids, in C++ (sim/engine/compiled.py)."""
+        """Let `replicas` hold the bursts and released turns where it can (its
+        `holds_outside_events`): the same events, with the same ids, in C++
+        (sim/engine/compiled.py)."""
         self._holder = replicas
         replicas.on_burst_due = self.submit_burst
+
+    def hand_off_at(self, spec: SpecLike, at: float) -> bool:
+        """`hand_off` the request at `at`, held in C++ in the place of the event that would
+        (the next event id), where the clock is driven from there; False where it is not."""
+        holder = self._holder
+        if holder is None or not holder.holds_outside_events:
+            return False
+        delay_s = self.frontend.ingress_s(spec.num_prompt_tokens)
+        if delay_s != 0:
+            self._api_arrivals[spec.request_id] = at
+        holder.release(spec, at, delay_s)
+        return True
 
     def hand_off(self, spec: SpecLike) -> None:
         """`submit` the request once the API server has tokenized and forwarded it."""
@@ -68,7 +81,7 @@ class FrontEndStage:
             return
         self._api_arrivals[spec.request_id] = now
         holder = self._holder
-        if holder is not None and holder.driving:
+        if holder is not None and holder.holds_outside_events:
             holder.hand_off(spec, delay_s)
             return
         if not self._burst:

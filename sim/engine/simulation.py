@@ -88,6 +88,7 @@ def simulate(
         stage.hand_off,
         duration_s=duration_s,
         on_session_end=sessions.session_ended,
+        dispatch_at=stage.hand_off_at,
     )
     sessions.bind(cluster, driver)
     stage.hold_bursts_in(cluster.compiled_replicas)

@@ -398,8 +398,9 @@ enum class ClusterStop : int {
 // The serving front end's bursts (sim/engine/frontend_stage.py) are held here too while the
 // caller drives the clock from here: a hand-off opens a burst with its close event (now, the
 // next id), the close schedules the burst's submit (now plus the slowest ingress, the next id
-// then), and only the submit returns to the caller. They count as outside events for the
-// replicas, exactly as they would in SimPy's queue.
+// then), and only the submit returns to the caller. So are sessions' next turns, released
+// after their think time (sim/engine/arrivals.py): the release hands the turn off here. They
+// count as outside events for the replicas, exactly as they would in SimPy's queue.
 class ClusterLoop {
   public:
     ClusterLoop() = default;
@@ -443,13 +444,26 @@ class ClusterLoop {
     // the next free event id.
     int64_t hand_off(nb::handle spec, double ingress_s, double now, int64_t next_id) {
         if (PyList_GET_SIZE(burst_.ptr()) == 0) {
-            stage_.push(StageEvent{{now, kNormalPriority, next_id++}, nb::none()});
+            stage_.push(StageEvent{{now, kNormalPriority, next_id++}, StageKind::kClose});
             burst_ingress_s_ = ingress_s;
         } else if (ingress_s > burst_ingress_s_) {
             burst_ingress_s_ = ingress_s;
         }
         if (PyList_Append(burst_.ptr(), spec.ptr()) != 0) throw nb::python_error();
         return next_id;
+    }
+
+    // A session's next turn reaches the front end at `at`, the event SimPy would give id
+    // `event_id`: handed off then with `ingress_s`, or submitted then when that is 0.
+    void release(nb::object spec, double at, int64_t event_id, double ingress_s) {
+        if (ingress_s == 0.0) {
+            nb::list burst;
+            if (PyList_Append(burst.ptr(), spec.ptr()) != 0) throw nb::python_error();
+            stage_.push(StageEvent{{at, kNormalPriority, event_id}, StageKind::kSubmit, burst});
+            return;
+        }
+        stage_.push(StageEvent{
+            {at, kNormalPriority, event_id}, StageKind::kRelease, std::move(spec), ingress_s});
     }
 
     // Run every event held here before `queue_top` (the first event in SimPy's queue), SimPy's
@@ -488,13 +502,22 @@ class ClusterLoop {
             if (stage_.empty() || !(stage_.top().key < queue_top)) break;
             StageEvent event = stage_.top();
             stage_.pop();
-            if (event.burst.is_none()) {  // a burst closes: its submit, after the slowest ingress
-                nb::list burst = std::exchange(burst_, nb::list());
-                stage_.push(StageEvent{
-                    {event.key.at + burst_ingress_s_, kNormalPriority, next_event_id++}, burst});
-                continue;
+            switch (event.kind) {
+                case StageKind::kClose: {  // the burst's submit, after its slowest ingress
+                    nb::list burst = std::exchange(burst_, nb::list());
+                    stage_.push(StageEvent{
+                        {event.key.at + burst_ingress_s_, kNormalPriority, next_event_id++},
+                        StageKind::kSubmit,
+                        burst});
+                    break;
+                }
+                case StageKind::kRelease:
+                    next_event_id =
+                        hand_off(event.payload, event.ingress_s, event.key.at, next_event_id);
+                    break;
+                case StageKind::kSubmit:
+                    return {int(ClusterStop::kSubmit), event.key.at, event.key.id, event.payload};
             }
-            return {int(ClusterStop::kSubmit), event.key.at, event.key.id, event.burst};
         }
         return {int(ClusterStop::kReached), last_at, last_id, nb::none()};
     }
@@ -506,10 +529,14 @@ class ClusterLoop {
         bool operator>(const Wake& other) const { return key > other.key; }
     };
 
-    // A front-end event: a burst's close (no burst yet) or its submit (the burst's specs).
+    // A front-end event: a burst's close, its submit (the payload: the burst's specs), or a
+    // session turn's release (the payload: its spec, handed off with `ingress_s`).
+    enum class StageKind : uint8_t { kClose, kSubmit, kRelease };
     struct StageEvent {
         EventKey key;
-        nb::object burst;
+        StageKind kind;
+        nb::object payload = nb::none();
+        double ingress_s = 0.0;
         bool operator>(const StageEvent& other) const { return key > other.key; }
     };
 
@@ -601,6 +628,8 @@ void bind_step_loop(nb::module_& m) {
         .def("next_wake", &ClusterLoop::next_wake)
         .def("hand_off", &ClusterLoop::hand_off, nb::arg("spec"), nb::arg("ingress_s"),
              nb::arg("now"), nb::arg("next_id"))
+        .def("release", &ClusterLoop::release, nb::arg("spec"), nb::arg("at"),
+             nb::arg("event_id"), nb::arg("ingress_s"))
         .def("run", &ClusterLoop::run, nb::arg("now"), nb::arg("top_at"), nb::arg("top_priority"),
              nb::arg("top_id"), nb::arg("finished"));
 }

@@ -395,8 +395,9 @@ enum class ClusterStop : int {
 // events come in the same order as with one SimPy process per replica, interleaved the same
 // way with everything else; SimPy only sees the waits that meet an outside event.
 //
-// The serving front end's bursts (sim/engine/frontend_stage.py) are held here too while the
-// caller drives the clock from here: a hand-off opens a burst with its close event (now, the
+// The serving front end's bursts (sim/engine/frontend_stage.py) are held here too where the
+// caller drives the clock from here and no replica runs the Python loop (which reads SimPy's
+// queue, where these are not): a hand-off opens a burst with its close event (now, the
 // next id), the close schedules the burst's submit (now plus the slowest ingress, the next id
 // then), and only the submit returns to the caller. So are sessions' next turns, released
 // after their think time (sim/engine/arrivals.py): the release hands the turn off here. They

@@ -130,21 +130,21 @@ class CompiledReplicas:
         close_id = ids.next_id
         now = float(self.env.now)
         ids.next_id = self._cluster.hand_off(spec, ingress_s, now, close_id)
-        if ids.next_id != close_id:  # a burst opened: its close may be the next event
-            close = (now, NORMAL, close_id)
-            wake = self._next_wake
-            if wake is None or close < wake:
-                self._next_wake = close
+        if ids.next_id != close_id:  # a burst opened: its close is held here
+            self._held((now, NORMAL, close_id))
 
     def release(self, spec: Any, at: float, ingress_s: float) -> None:
         """A session's next turn reaches the front end at `at`, held here in the place of the
         event that would hand it off (the next event id; `holds_outside_events` only)."""
         event_id = next(self._ids)
         self._cluster.release(spec, at, event_id, ingress_s)
-        release = (at, NORMAL, event_id)
+        self._held((at, NORMAL, event_id))
+
+    def _held(self, key: tuple[float, int, int]) -> None:
+        """An event (at, priority, id) is now held here: it may be the next one run_clock runs."""
         wake = self._next_wake
-        if wake is None or release < wake:
-            self._next_wake = release
+        if wake is None or key < wake:
+            self._next_wake = key
 
     def add(self, engine: EngineCore, loop: StepLoop) -> int:
         """Take on `engine`, whose step loop is `loop`; its index here. It starts now, as the

@@ -66,20 +66,16 @@ class FrontEndStage:
         holder = self._holder
         if holder is None or not holder.holds_outside_events:
             return False
-        delay_s = self.frontend.ingress_s(spec.num_prompt_tokens)
-        if delay_s != 0:
-            self._api_arrivals[spec.request_id] = at
-        holder.release(spec, at, delay_s)
+        holder.release(spec, at, self._reaches_api_server(spec, at))
         return True
 
     def hand_off(self, spec: SpecLike) -> None:
         """`submit` the request once the API server has tokenized and forwarded it."""
-        delay_s = self.frontend.ingress_s(spec.num_prompt_tokens)
         now = float(self.env.now)
+        delay_s = self._reaches_api_server(spec, now)
         if delay_s == 0:
             self.submit(spec, now)
             return
-        self._api_arrivals[spec.request_id] = now
         holder = self._holder
         if holder is not None and holder.holds_outside_events:
             holder.hand_off(spec, delay_s)
@@ -91,6 +87,14 @@ class FrontEndStage:
         elif delay_s > self._burst_delay_s:
             self._burst_delay_s = delay_s
         self._burst.append(spec)
+
+    def _reaches_api_server(self, spec: SpecLike, at: float) -> float:
+        """The request's ingress time; with one, its arrival at the API server is noted at
+        `at` (its record's arrival)."""
+        delay_s = self.frontend.ingress_s(spec.num_prompt_tokens)
+        if delay_s != 0:
+            self._api_arrivals[spec.request_id] = at
+        return delay_s
 
     def _close_burst(self, _event: simpy.Event) -> None:
         burst, self._burst = self._burst, []

@@ -280,10 +280,14 @@ def test_compiled_and_python_loops_hand_the_recorder_the_same_hooks(
     run: tuple[list[RequestSpec], dict[str, Any]],
 ) -> None:
     specs, options = run
-    compiled, python = run_loop(specs, options, True), run_loop(specs, options, False)
-    assert compiled.steps == python.steps
-    assert list(compiled.requests.items()) == list(python.requests.items())
-    assert compiled.block_events == python.block_events
+    assert_same_hooks(run_loop(specs, options, True), run_loop(specs, options, False))
+
+
+def assert_same_hooks(first: CollectingRecorder, second: CollectingRecorder) -> None:
+    """Two recorders were handed the same steps, request records and block events."""
+    assert first.steps == second.steps
+    assert list(first.requests.items()) == list(second.requests.items())
+    assert first.block_events == second.block_events
 
 
 # Ingress grows with the prompt, so a burst's requests wait for its slowest one.
@@ -305,9 +309,7 @@ def test_front_end_bursts_held_in_cpp_run_as_simpys_own_events(
         patch.setattr(Cluster, "run_clock", lambda cluster: cluster.compiled_replicas.env.run())
         by_simpy = run_loop(specs, options, True, BURSTY_FRONTEND)
     for other in (python_loop, by_simpy):
-        assert driven.steps == other.steps
-        assert list(driven.requests.items()) == list(other.requests.items())
-        assert driven.block_events == other.block_events
+        assert_same_hooks(driven, other)
 
 
 def test_the_clock_run_by_the_cluster_and_by_simpy_write_identical_files(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workloads._token_streams import fill_streams
 from workloads.errors import WorkloadError
 from workloads.lru import WeightedLru
 from workloads.prompt import Piece
@@ -101,22 +102,19 @@ _POSITIONS = _Positions()
 
 
 class _Workspace:
-    """Two uint64 arrays a token mode reuses from pass to pass, grown as needed: fresh arrays
-    the size of a batch's streams fault in new pages every time (a large part of their cost)."""
+    """An int64 array a token mode reuses from pass to pass, grown as needed: a fresh array the
+    size of a batch's streams faults in new pages every time (a large part of its cost)."""
 
-    __slots__ = ("_values", "_scratch")
+    __slots__ = ("_tokens",)
 
     def __init__(self) -> None:
-        self._values = np.zeros(0, dtype=np.uint64)
-        self._scratch = np.zeros(0, dtype=np.uint64)
+        self._tokens = np.zeros(0, dtype=np.int64)
 
-    def arrays(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """The first `size` entries of both arrays (their contents are left over)."""
-        if size > len(self._values):
-            length = max(size, 2 * len(self._values))
-            self._values = np.empty(length, dtype=np.uint64)
-            self._scratch = np.empty(length, dtype=np.uint64)
-        return self._values[:size], self._scratch[:size]
+    def tokens(self, size: int) -> np.ndarray:
+        """The first `size` entries (their contents are left over)."""
+        if size > len(self._tokens):
+            self._tokens = np.empty(max(size, 2 * len(self._tokens)), dtype=np.int64)
+        return self._tokens[:size]
 
 
 def _streams(
@@ -126,13 +124,21 @@ def _streams(
     workspace: _Workspace | None = None,
 ) -> np.ndarray:
     """The first lengths[r] ids of the stream seeded by seeds[r], for every r, end to end
-    (int64): one numpy pass however many streams there are. A new array, or a view of
-    `workspace` (valid until its next use) where one is given."""
+    (int64), in one compiled pass: a new array, or a view of `workspace` (valid until its next
+    use) where one is given. `reference_streams` is the same in numpy."""
+    counts = np.asarray(lengths, dtype=np.int64)
+    total = int(counts.sum())
+    tokens = np.empty(total, dtype=np.int64) if workspace is None else workspace.tokens(total)
+    fill_streams(np.asarray(seeds, dtype=np.uint64), counts, vocab_size, tokens)
+    return tokens
+
+
+def reference_streams(
+    seeds: Sequence[int] | np.ndarray, lengths: Sequence[int], vocab_size: int
+) -> np.ndarray:
+    """`_streams` in numpy: the readable reference the compiled kernel is tested against."""
     total = sum(lengths)
-    if workspace is None:
-        mixed, scratch = np.empty(total, dtype=np.uint64), np.empty(total, dtype=np.uint64)
-    else:
-        mixed, scratch = workspace.arrays(total)
+    mixed, scratch = np.empty(total, dtype=np.uint64), np.empty(total, dtype=np.uint64)
     positions = _POSITIONS.first(total)
     if len(seeds) == 1:
         np.add(positions, np.uint64(seeds[0]), out=mixed)
@@ -170,7 +176,7 @@ def trace_block_content_id(namespace: str, hash_id: int) -> str:
 
 
 class StreamBatch:
-    """The first tokens of several content identities, all made in one numpy pass when one is
+    """The first tokens of several content identities, all made in one pass when one is
     first read: a trace request's answer and the tail of its prompt past the last full engine
     block are a few dozen tokens each, for which numpy's per-call cost outweighs the work.
     Streams are added before any is read; they are uncached, shared and read-only."""
@@ -294,7 +300,7 @@ class TracePrompt:
         return [min(size, num_tokens - index * size) for index in range(first, last + 1)]
 
     def _block_tokens(self, first: int, last: int, skip: int = 0) -> TokenArray:
-        """Tokens of blocks first..last end to end but the first `skip`, made in one numpy pass
+        """Tokens of blocks first..last end to end but the first `skip`, made in one pass
         (not cached: most trace blocks occur once, so caching them costs more than it saves)."""
         namespace = self.namespace
         seeds = [
@@ -377,7 +383,7 @@ class SyntheticTokens:
         return self._cache.total_weight
 
     def tokens_many(self, content_ids: Sequence[str], lengths: Sequence[int]) -> list[TokenArray]:
-        """`tokens` for several identities, generating the uncached ones in one numpy pass."""
+        """`tokens` for several identities, generating the uncached ones in one pass."""
         found: list[TokenArray | None] = []
         missing: list[int] = []
         for index, (content_id, num_tokens) in enumerate(zip(content_ids, lengths, strict=True)):
@@ -403,7 +409,7 @@ class SyntheticTokens:
 
     def streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:
         """The first lengths[i] ids of content_ids[i]'s stream for every i, end to end in one new
-        array, generated in one numpy pass and not cached (for content used by one session)."""
+        array, generated in one pass and not cached (for content used by one session)."""
         return _streams(content_seeds(content_ids), lengths, self.vocab_size)
 
     def passing_streams(self, content_ids: Sequence[str], lengths: Sequence[int]) -> TokenArray:

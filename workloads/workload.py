@@ -123,7 +123,7 @@ def generate(
         )
 
     bounded = takewhile(in_bounds, enumerate(arrivals.arrival_times(arrival_rng)))
-    # Arrivals are built a batch at a time: their tokens are made in one numpy pass.
+    # Arrivals are built a batch at a time: their tokens are made in one pass.
     while batch := list(islice(bounded, ARRIVALS_PER_BATCH)):
         for specs in build_arrivals(builder, batch):
             yield from specs

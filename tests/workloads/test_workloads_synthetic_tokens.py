@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from workloads._token_streams import fill_streams
 from workloads.lru import WeightedLru
 from workloads.prompt import Piece
 from workloads.spec import RequestSpec, Segment
 from workloads.synthetic_tokens import (
     SyntheticTokens,
     _reduce,
+    _streams,
     content_seed,
     content_seeds,
+    reference_streams,
     token_stream,
 )
 
@@ -112,7 +116,7 @@ def test_batched_generation_equals_one_at_a_time(lengths: list[int], warm: int) 
 def test_streams_of_many_identities_are_each_identity_s_stream_end_to_end(
     content_ids: list[str], lengths: st.DataObject
 ) -> None:
-    """One numpy pass over several streams (seeds shifted modulo 2^64) gives the streams one by
+    """One pass over several streams (seeds shifted modulo 2^64) gives the streams one by
     one, and the seeds as an array are content_seed's."""
     counts = [lengths.draw(st.integers(min_value=0, max_value=50)) for _ in content_ids]
     streams = SyntheticTokens().streams(content_ids, counts)
@@ -134,6 +138,45 @@ def test_reduce_is_the_remainder(values: list[int], modulus: int) -> None:
     array = np.array(values, dtype=np.uint64)
     _reduce(array, modulus, np.empty_like(array))
     assert array.tolist() == [value % modulus for value in values]
+
+
+@given(
+    seeds=st.lists(st.integers(0, 2**64 - 1), max_size=8),
+    lengths=st.data(),
+    vocab_size=st.one_of(
+        st.integers(2, 2**64 - 1), st.sampled_from([2, 3, 128_000, 2**32, 2**63, 2**64 - 1])
+    ),
+)
+def test_compiled_streams_are_the_numpy_reference_s(
+    seeds: list[int], lengths: st.DataObject, vocab_size: int
+) -> None:
+    """The compiled pass and the numpy reference give the same ids for any seeds (the uint64
+    edges included, where seed + (i + 1) * golden wraps), lengths (empty streams among them) and
+    vocabulary size (where the remainder by a multiply needs its corrections)."""
+    counts = [lengths.draw(st.integers(min_value=0, max_value=300)) for _ in seeds]
+    compiled = _streams(seeds, counts, vocab_size)
+    assert compiled.dtype == np.int64
+    assert compiled.tolist() == reference_streams(seeds, counts, vocab_size).tolist()
+
+
+@pytest.mark.parametrize(
+    ("seeds", "lengths", "out_size", "message"),
+    [
+        ([1, 2], [3], 3, "one length per seed"),
+        ([1], [-1], 0, "a negative length"),
+        ([1, 2], [3, 4], 6, "out must hold the streams' total length"),
+    ],
+)
+def test_the_kernel_refuses_arguments_that_do_not_fit(
+    seeds: list[int], lengths: list[int], out_size: int, message: str
+) -> None:
+    """Lengths that do not match the seeds or the output array raise, writing nothing."""
+    out = np.full(out_size, -7, dtype=np.int64)
+    with pytest.raises(ValueError, match=message):
+        fill_streams(
+            np.array(seeds, dtype=np.uint64), np.array(lengths, dtype=np.int64), 128_000, out
+        )
+    assert (out == -7).all()
 
 
 def test_passing_streams_are_the_streams_made_in_one_reused_array() -> None:

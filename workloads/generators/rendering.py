@@ -6,7 +6,7 @@ from which each turn's spec is made when read (spec.SessionTurnSpec). Any token 
 prompt by prompt: pieces arranged by the layout, through `TokenMode.render`. Synthetic tokens
 take a faster road, decided here alone: the session's contents are laid out once in one buffer
 (the common slots' pieces, then the session's own contents in the order the conversation shows
-them), its own part synthesised in one numpy pass; a turn is a few numbers (where its prompt
+them), its own part synthesised in one pass; a turn is a few numbers (where its prompt
 lies and how long it is) until its segments, views into the buffer, are asked for, and a
 prompt whose slots lie back to back there (each turn repeating the previous prompt and its
 answer, then adding to them) is one slice of it.

@@ -14,7 +14,10 @@ DIFF_SYNC   ?= 500
 DIFF_ASYNC  ?= 200
 DIFF_SEED   ?=
 
-$(STAMP): pyproject.toml
+# The compiled modules' sources are prerequisites too: an edited core is rebuilt before tests.
+NATIVE_SOURCES := CMakeLists.txt $(wildcard sim/native/src/*) $(wildcard workloads/src/*)
+
+$(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -e '.[dev,ray]'

@@ -147,7 +147,7 @@ def test_reduce_is_the_remainder(values: list[int], modulus: int) -> None:
         st.integers(2, 2**64 - 1), st.sampled_from([2, 3, 128_000, 2**32, 2**63, 2**64 - 1])
     ),
 )
-def test_compiled_streams_are_the_numpy_reference_s(
+def test_compiled_streams_equal_the_numpy_reference(
     seeds: list[int], lengths: st.DataObject, vocab_size: int
 ) -> None:
     """The compiled pass and the numpy reference give the same ids for any seeds (the uint64

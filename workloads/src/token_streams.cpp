@@ -1,6 +1,6 @@
-// Synthetic token streams in one pass (workloads/synthetic_tokens.py's `_streams` is the
-// readable numpy reference; tests check both give the same ids). Token i of a stream seeded by
-// s is mix64(s + (i + 1) * golden) % vocab_size, all modulo 2^64.
+// Synthetic token streams in one pass (workloads/synthetic_tokens.py: `_streams` calls this,
+// `reference_streams` is the readable numpy reference; tests check both give the same ids).
+// Token i of a stream seeded by s is mix64(s + (i + 1) * golden) % vocab_size, all modulo 2^64.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 

@@ -209,6 +209,16 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
         f"{report.eager_host_per_layer_s * 1e6:.1f} us per decode step, floor per layer "
         f"{report.eager_prefill_floor_per_layer_s * 1e6:.0f} us under prefill steps"
     )
+    growths = ", ".join(
+        f"{growth.model} TP {growth.tp} {growth.per_sequence_s * 1e6:.0f} us"
+        for growth in report.sequence_host_growths
+    )
+    term = report.eager_sequence_host
+    console.print(
+        f"host time per decoding sequence of engines without CUDA graphs (derived from Vidur's "
+        f"host profiles, shipped in engine_terms.yaml): {term.per_sequence_s * 1e6:.1f} us + "
+        f"{term.per_tp_doubling_s * 1e6:.1f} us x log2(TP); per setup {growths}"
+    )
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
 
 

@@ -20,12 +20,17 @@ class BatchShape:
     aggregate_longest_context: int = 0
 
 
+def count_decodes(batch: BatchShape) -> int:
+    """Decoding sequences in the step, listed or in aggregate."""
+    return len(batch.decode_context_lens) + batch.num_aggregate_decodes
+
+
 def step_features(batch: BatchShape) -> tuple[int, int, int, int]:
     """(num_tokens T, twice the attention pairs 2S, KV tokens read K, num decodes B) of a step.
 
     S = sum n * (p + (n + 1) / 2) is kept doubled so every feature is an exact integer.
     """
-    num_decodes = len(batch.decode_context_lens) + batch.num_aggregate_decodes
+    num_decodes = count_decodes(batch)
     num_tokens = num_decodes
     twice_attention_pairs = 0
     kv_tokens = sum(batch.decode_context_lens) + batch.aggregate_decode_kv_tokens

@@ -13,7 +13,9 @@ measurements, never to kernel tables.
 An engine without CUDA graphs (vLLM before 0.2.5, `--enforce-eager`) launches every layer's
 kernels from Python in every decode step too; the host time of those launches that the GPU work
 does not hide is a fixed time per decoder layer, added to decode-only steps of such engines. It is
-fitted to published eager vs CUDA-graph step times and eager engines' decode steps. Its prefill
+fitted to published eager vs CUDA-graph step times and eager engines' decode steps. Such an engine
+also works on every decoding sequence on the host, in series with the GPU: a time per sequence
+(sim/costmodel/sequence_host.py), added to the same steps. Its prefill
 steps cannot finish before the host has issued every layer: a floor of a host time per layer under
 them (the longer of the two), fitted to eager engines' prefill steps.
 """
@@ -28,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from sim.costmodel.batch import BatchShape
+from sim.costmodel.batch import BatchShape, count_decodes
 from sim.costmodel.model import CostModel, StepCoefficients
+from sim.costmodel.sequence_host import SequenceHostTerm
 
 ENGINE_TERMS_PATH = Path(__file__).parent / "data" / "engine_terms.yaml"
 # Profile sources the factor applies to: models of kernels alone. Calibrated profiles are fitted
@@ -42,8 +45,8 @@ FACTOR_GRID = np.round(np.arange(1.0, 3.0005, 0.005), 3)
 @dataclass(frozen=True, slots=True)
 class EngineTerms:
     """Prefill compute factors per GPU key; `pooled` (fitted on every GPU's rows together) for
-    GPUs without real measurements; the eager engines' host time per layer and decode step, and
-    their floor per layer under a prefill step."""
+    GPUs without real measurements; the eager engines' host time per layer and per decoding
+    sequence in a decode step, and their floor per layer under a prefill step."""
 
     factors: dict[str, float]
     pooled: float
@@ -52,6 +55,8 @@ class EngineTerms:
     eager_provenance: str
     eager_prefill_floor_per_layer_s: float
     eager_prefill_floor_provenance: str
+    eager_sequence_host: SequenceHostTerm
+    eager_sequence_host_provenance: str
 
     def factor(self, gpu_key: str) -> float:
         return self.factors.get(gpu_key, self.pooled)
@@ -63,6 +68,7 @@ def load_engine_terms() -> EngineTerms:
     document = yaml.safe_load(ENGINE_TERMS_PATH.read_text())
     factors = {str(gpu): float(value) for gpu, value in document["per_gpu"].items()}
     eager, floor = document["eager_host"], document["eager_prefill_floor"]
+    sequences = document["eager_sequence_host"]
     return EngineTerms(
         factors,
         float(document["pooled"]),
@@ -71,6 +77,8 @@ def load_engine_terms() -> EngineTerms:
         str(eager["provenance"]),
         float(floor["per_layer_s"]),
         str(floor["provenance"]),
+        SequenceHostTerm(float(sequences["per_sequence_s"]), float(sequences["per_tp_doubling_s"])),
+        str(sequences["provenance"]),
     )
 
 
@@ -97,11 +105,11 @@ def engine_coefficients(
 
 class EagerEngineModel:
     """A step model of an engine without CUDA graphs: decode-only steps add the host time of
-    launching `num_layers` layers from Python; a step with a prefill chunk takes the longer of
-    `inner`'s time (every engine the factor was fitted on runs prefill eagerly) and the host's
-    floor of `num_layers` x `prefill_floor_per_layer_s`."""
+    launching `num_layers` layers from Python and `per_sequence_s` per decoding sequence; a step
+    with a prefill chunk takes the longer of `inner`'s time (every engine the factor was fitted
+    on runs prefill eagerly) and the host's floor of `num_layers` x `prefill_floor_per_layer_s`."""
 
-    __slots__ = ("inner", "decode_host_s", "prefill_floor_s")
+    __slots__ = ("inner", "decode_host_s", "per_sequence_s", "prefill_floor_s")
 
     def __init__(
         self,
@@ -109,27 +117,40 @@ class EagerEngineModel:
         num_layers: int,
         per_layer_s: float,
         prefill_floor_per_layer_s: float,
+        per_sequence_s: float,
     ) -> None:
         self.inner = inner
         self.decode_host_s = num_layers * per_layer_s
+        self.per_sequence_s = per_sequence_s
         self.prefill_floor_s = num_layers * prefill_floor_per_layer_s
 
     def step_time_s(self, batch: BatchShape) -> float:
         step_s = self.inner.step_time_s(batch)
         if batch.prefill_new_tokens:
             return max(step_s, self.prefill_floor_s)
-        return step_s + self.decode_host_s
+        return step_s + self.decode_host_s + self.per_sequence_s * count_decodes(batch)
 
 
-def eager_engine_model(inner: CostModel, num_layers: int, profile_source: str) -> CostModel:
-    """`inner` as an engine without CUDA graphs runs it: kernel-only models get the shipped host
-    time per layer on decode steps and the shipped floor under prefill steps; calibrated models
-    are fitted to their engine already."""
+def eager_sequence_host_s(batch: BatchShape, tp: int) -> float:
+    """The shipped host time of `batch`'s decoding sequences in an eager engine's step at `tp`."""
+    return load_engine_terms().eager_sequence_host.at_tp(tp) * count_decodes(batch)
+
+
+def eager_engine_model(
+    inner: CostModel, num_layers: int, tp: int, profile_source: str
+) -> CostModel:
+    """`inner` as an engine without CUDA graphs runs it at tensor parallelism `tp`: kernel-only
+    models get the shipped host times per layer and per decoding sequence on decode steps and the
+    shipped floor under prefill steps; calibrated models are fitted to their engine already."""
     if profile_source not in KERNEL_ONLY_SOURCES:
         return inner
     terms = load_engine_terms()
     return EagerEngineModel(
-        inner, num_layers, terms.eager_host_per_layer_s, terms.eager_prefill_floor_per_layer_s
+        inner,
+        num_layers,
+        terms.eager_host_per_layer_s,
+        terms.eager_prefill_floor_per_layer_s,
+        terms.eager_sequence_host.at_tp(tp),
     )
 
 

@@ -84,7 +84,9 @@ def cost_model_from_profile(profile: Profile, *, cuda_graphs: bool = True) -> Co
     )
     if cuda_graphs:
         return step_model
-    return eager_engine_model(step_model, get_model(profile.model).num_layers, profile.source)
+    return eager_engine_model(
+        step_model, get_model(profile.model).num_layers, profile.tp, profile.source
+    )
 
 
 def _linear_coefficients(step_overhead_s: float, per_token_s: float) -> StepCoefficients:

@@ -13,6 +13,7 @@ from sim.costmodel.batch import BatchShape, longest_context, step_features
 from sim.costmodel.derive import kernel_reference
 from sim.costmodel.engine_terms import (
     eager_engine_model,
+    eager_sequence_host_s,
     engine_coefficients,
     load_engine_terms,
     real_engine_coefficients,
@@ -214,6 +215,8 @@ def _real_row(step: EngineStep) -> RealRow:
     # of that fit keeps the shipped per-layer time, which never saw it, as shipped and held out.
     fitted_layers = eager_layers if step.fits_eager_host else 0
     fixed_host_s = (eager_layers - fitted_layers) * load_engine_terms().eager_host_per_layer_s
+    if eager_layers:  # its decoding sequences' host time is derived, not fitted
+        fixed_host_s += sum(eager_sequence_host_s(shape, step.tp) for shape in shapes)
     # GPUs without kernel tables (A100 PCIe) have no layer-sum to compare with.
     reference = kernel_reference(gpu, model, step.tp) if gpu.kernel_tables else None
     steps_s = _steps_at_factor(profile, shapes, at_real_rate)
@@ -257,7 +260,7 @@ def _as_compared(
         coefficients = engine_coefficients(coefficients, profile.source, profile.gpu)
     model: CostModel = StepTimeModel(coefficients)
     if eager_num_layers:
-        model = eager_engine_model(model, eager_num_layers, profile.source)
+        model = eager_engine_model(model, eager_num_layers, profile.tp, profile.source)
     return sum(model.step_time_s(shape) for shape in shapes)
 
 

@@ -32,9 +32,10 @@ class CostModelChoice:
     name: str  # the profile's name, its file, or the constant/linear spec
     provenance: str
     cuda_graphs: bool = True  # the deployment's engine replays decode steps as CUDA graphs
-    # The host time per layer added to decode steps and the floor per layer under prefill steps
-    # (docs/cost_model.md §5.8); None: not applied.
+    # The host times per layer and per decoding sequence added to decode steps and the floor per
+    # layer under prefill steps (docs/cost_model.md §5.8); None: not applied.
     eager_host_per_layer_s: float | None = None
+    eager_host_per_sequence_s: float | None = None
     eager_prefill_floor_per_layer_s: float | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -45,6 +46,7 @@ class CostModelChoice:
             "provenance": self.provenance,
             "cuda_graphs": self.cuda_graphs,
             "eager_host_per_layer_s": self.eager_host_per_layer_s,
+            "eager_host_per_sequence_s": self.eager_host_per_sequence_s,
             "eager_prefill_floor_per_layer_s": self.eager_prefill_floor_per_layer_s,
             "frontend_request_s": self.frontend.request_s,
             "frontend_per_prompt_token_s": self.frontend.per_prompt_token_s,
@@ -71,6 +73,7 @@ def choose_cost_model(
         choice,
         cuda_graphs=cuda_graphs,
         eager_host_per_layer_s=terms.eager_host_per_layer_s if eager else None,
+        eager_host_per_sequence_s=terms.eager_sequence_host.at_tp(tp) if eager else None,
         eager_prefill_floor_per_layer_s=terms.eager_prefill_floor_per_layer_s if eager else None,
     )
 

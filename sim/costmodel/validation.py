@@ -23,6 +23,7 @@ from sim.costmodel.engine_terms import (
     FloorFitRow,
     best_offset_s,
     eager_engine_model,
+    eager_sequence_host_s,
     engine_coefficients,
     fit_eager_host_per_layer_s,
     fit_engine_terms,
@@ -34,6 +35,12 @@ from sim.costmodel.fit import Measurement, StepFeatures, fit_step_form
 from sim.costmodel.model import CostModel, StepCoefficients, StepTimeModel
 from sim.costmodel.profiles import Profile, load_profile, shipped_profile_path
 from sim.costmodel.roofline import roofline_coefficients, roofline_profile
+from sim.costmodel.sequence_host import (
+    SequenceHostTerm,
+    SetupGrowth,
+    fit_sequence_host_term,
+    setup_growths,
+)
 from sim.costmodel.shapes import held_out_shapes
 from sim.costmodel.specs import get_gpu, get_model
 
@@ -207,6 +214,9 @@ class ValidationReport:
     fit_on_all: EngineFit  # the real-engine factor and request_s fitted on every real source
     eager_host_per_layer_s: float  # fitted on every real source's eager decode steps
     eager_prefill_floor_per_layer_s: float  # fitted on every real source's eager prefill steps
+    # Derived from Vidur's host profiles alone (no step time fitted), with its setups' growths.
+    eager_sequence_host: SequenceHostTerm
+    sequence_host_growths: list[SetupGrowth]
 
     def summaries(self, key: str = "source") -> list[ErrorSummary]:
         """Error statistics per source (or per `key`="profile" within the kernel held-out rows)."""
@@ -247,6 +257,7 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
     profiles = _shipped_profiles()
     real_rows, exclusions = _real_rows(profiles, served or [])
     on_all = fit_real_engine_terms(real_rows)
+    growths = setup_growths()
     return ValidationReport(
         _kernel_held_out_records(profiles)
         + [row.record for row in real_rows]
@@ -256,6 +267,8 @@ def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> 
         on_all.fit,
         on_all.eager_host_per_layer_s,
         on_all.prefill_floor_per_layer_s,
+        fit_sequence_host_term(growths),
+        growths,
     )
 
 
@@ -488,7 +501,9 @@ def eager_tp_sweep_rows() -> list[RealRow]:
                     replace(record, batch_size=batch_size),
                     EAGER_TP_SWEEP_SOURCE,
                     gpu_key,
-                    _step_time_at_factor(profile.coefficients, shape),
+                    _step_time_at_factor(
+                        profile.coefficients, shape, eager_sequence_host_s(shape, tp)
+                    ),
                     eager_layers=model.num_layers,
                 )
             )
@@ -619,7 +634,11 @@ def _splitwise_rows(
                 replace(record, batch_size=case.batch_size),
                 _origin(case.source),
                 case.gpu_key,
-                _step_time_at_factor(profile.coefficients, case.shape),
+                _step_time_at_factor(
+                    profile.coefficients,
+                    case.shape,
+                    eager_sequence_host_s(case.shape, case.tp) if is_decode else 0.0,
+                ),
                 fitted=not is_decode,
                 eager_layers=model.num_layers if is_decode else 0,
                 floor_layers=0 if is_decode else model.num_layers,
@@ -629,14 +648,15 @@ def _splitwise_rows(
 
 
 def _step_time_at_factor(
-    coefficients: StepCoefficients, shape: BatchShape
+    coefficients: StepCoefficients, shape: BatchShape, host_s: float = 0.0
 ) -> Callable[[float], float]:
-    """The step time of `shape` under kernel-derived `coefficients` times a real-engine factor."""
+    """The step time of `shape` under kernel-derived `coefficients` times a real-engine factor,
+    plus `host_s` that no factor moves."""
     features = step_features(shape)
 
     def step_time_s(factor: float) -> float:
         model = StepTimeModel(real_engine_coefficients(coefficients, factor))
-        return model.features_time_s(*features)
+        return model.features_time_s(*features) + host_s
 
     return step_time_s
 
@@ -770,10 +790,10 @@ def _record(
         profile=profile.name,
         case=case,
         measured_s=measured_s,
-        predicted_s=_as_run(model, profile.source, eager_num_layers).step_time_s(shape),
+        predicted_s=_as_run(model, profile.source, eager_num_layers, profile.tp).step_time_s(shape),
         table_predicted_s=table_predicted_s,
         roofline_predicted_s=(
-            _as_run(roofline, "roofline", eager_num_layers).step_time_s(shape)
+            _as_run(roofline, "roofline", eager_num_layers, profile.tp).step_time_s(shape)
             if with_roofline
             else None
         ),
@@ -781,12 +801,12 @@ def _record(
     )
 
 
-def _as_run(model: CostModel, profile_source: str, eager_num_layers: int) -> CostModel:
-    """`model` as a run uses it: an engine without CUDA graphs of `eager_num_layers` layers, or
-    with CUDA graphs when that is 0."""
+def _as_run(model: CostModel, profile_source: str, eager_num_layers: int, tp: int) -> CostModel:
+    """`model` as a run uses it: an engine without CUDA graphs of `eager_num_layers` layers at
+    tensor parallelism `tp`, or with CUDA graphs when that is 0."""
     if not eager_num_layers:
         return model
-    return eager_engine_model(model, eager_num_layers, profile_source)
+    return eager_engine_model(model, eager_num_layers, tp, profile_source)
 
 
 @functools.cache

@@ -24,6 +24,7 @@ from sim.costmodel.engine_terms import (
     load_engine_terms,
 )
 from sim.costmodel.loader import load_cost_model
+from sim.costmodel.sequence_host import SequenceHostTerm
 from sim.runner import scenario_cost_model_choice
 
 KERNELS = StepCoefficients(0.004, 2e-5, 200, 1e-9, 4e-8, 3e-6)
@@ -83,14 +84,14 @@ def test_request_s_is_fitted_with_the_factor_on_rows_measured_through_a_front_en
     assert fit.request_s == pytest.approx(0.01)
 
 
-def test_an_engine_without_cuda_graphs_adds_its_layers_host_time_to_decode_steps_only():
-    """80 layers x 0.2 ms = 16 ms on the 8.43 ms decode step of the first test (24.43 ms); the
-    24.5005 ms prefill and a step mixing that prefill with the decodes keep the kernel time
-    (prefill runs eagerly in every engine the prefill factor was fitted on) while it outlasts
-    the host's floor (80 layers x 0.25 ms = 20 ms)."""
+def test_an_engine_without_cuda_graphs_adds_its_host_time_to_decode_steps_only():
+    """80 layers x 0.2 ms = 16 ms and 10 sequences x 0.3 ms = 3 ms on the 8.43 ms decode step of
+    the first test (27.43 ms); the 24.5005 ms prefill and a step mixing that prefill with the
+    decodes keep the kernel time (prefill runs eagerly in every engine the prefill factor was
+    fitted on) while it outlasts the host's floor (80 layers x 0.25 ms = 20 ms)."""
     kernels = StepTimeModel(KERNELS)
-    eager = EagerEngineModel(kernels, 80, 0.0002, 0.00025)
-    assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02443)
+    eager = EagerEngineModel(kernels, 80, 0.0002, 0.00025, 0.0003)
+    assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02743)
     assert eager.step_time_s(PREFILL_1000) == pytest.approx(0.0245005)
     mixed = BatchShape([1000], [0], [1000] * 10)
     assert eager.step_time_s(mixed) == kernels.step_time_s(mixed)
@@ -104,8 +105,8 @@ def test_an_engine_without_cuda_graphs_waits_for_its_host_under_a_short_prefill(
     kernels = StepTimeModel(KERNELS)
     short = BatchShape([100], [0], [])
     assert kernels.step_time_s(short) == pytest.approx(0.00800505)
-    assert EagerEngineModel(kernels, 80, 0.0002, 0.00025).step_time_s(short) == 0.02
-    low_floor = EagerEngineModel(kernels, 80, 0.0002, 0.00005)
+    assert EagerEngineModel(kernels, 80, 0.0002, 0.00025, 0.0003).step_time_s(short) == 0.02
+    low_floor = EagerEngineModel(kernels, 80, 0.0002, 0.00005, 0.0)
     assert low_floor.step_time_s(short) == kernels.step_time_s(short)
     assert low_floor.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.02443)
 
@@ -127,29 +128,33 @@ def test_the_floor_per_layer_is_the_least_relative_squares_fit_of_the_steps_it_b
 
 
 def test_only_kernel_only_models_get_the_shipped_eager_terms():
-    """Shipped: 196.4 us per layer on decode steps, a floor of 687 us per layer under prefill
-    steps. A kernel-derived or roofline model of 32 layers adds 6.28 ms per decode step and takes
-    at least 21.98 ms per prefill step (the 100-token prefill's 8.01 ms GPU time is under it);
-    a calibrated model is fitted to its own engine and stays as is."""
+    """Shipped: 181.2 us per layer and 140.2 + 64.8 x log2(TP) us per decoding sequence on decode
+    steps, a floor of 687 us per layer under prefill steps. A kernel-derived or roofline model of
+    32 layers at TP 2 adds 5.80 ms + 10 x 205.0 us = 7.85 ms to the 10-sequence decode step and
+    takes at least 21.98 ms per prefill step (the 100-token prefill's 8.01 ms GPU time is under
+    it); a calibrated model is fitted to its own engine and stays as is."""
     terms = load_engine_terms()
-    assert terms.eager_host_per_layer_s == 0.0001964
+    assert terms.eager_host_per_layer_s == 0.0001812
     assert terms.eager_prefill_floor_per_layer_s == 0.000687
+    assert terms.eager_sequence_host == SequenceHostTerm(0.0001402, 0.0000648)
     kernels = StepTimeModel(KERNELS)
     for source in ("kernel-derived", "roofline"):
-        eager = eager_engine_model(kernels, 32, source)
-        assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(0.00843 + 32 * 0.0001964)
+        eager = eager_engine_model(kernels, 32, 2, source)
+        assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(
+            0.00843 + 32 * 0.0001812 + 10 * 0.0002050
+        )
         assert eager.step_time_s(BatchShape([100], [0], [])) == pytest.approx(0.021984)
-    assert eager_engine_model(kernels, 32, "calibrated") is kernels
+    assert eager_engine_model(kernels, 32, 2, "calibrated") is kernels
 
 
 def test_a_deployment_without_cuda_graphs_loads_the_profile_with_the_eager_term():
-    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 196.4 us = 6.28 ms
-    slower without CUDA graphs; a 1000-token prefill (35 ms) outlasts the 32 x 687 us = 21.98 ms
-    floor and is not; a 100-token prefill is the floor."""
+    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 181.2 us + 10 x 140.2
+    us = 7.20 ms slower without CUDA graphs; a 1000-token prefill (35 ms) outlasts the 32 x 687 us
+    = 21.98 ms floor and is not; a 100-token prefill is the floor."""
     graphs = load_cost_model("h100/llama-3.1-8b/tp1")
     eager = load_cost_model("h100/llama-3.1-8b/tp1", cuda_graphs=False)
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(0.0062848)
+    assert decode_extra_s == pytest.approx(0.0072004)
     assert eager.step_time_s(PREFILL_1000) == graphs.step_time_s(PREFILL_1000)
     short = BatchShape([100], [0], [])
     assert graphs.step_time_s(short) < 0.021984 == pytest.approx(eager.step_time_s(short))
@@ -166,8 +171,9 @@ def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
 
 def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     """deployment.cuda_graphs false on Llama-3.1-8B (32 layers) on one H100: the run's step model
-    adds 32 x 196.4 us = 6.28 ms to every decode-only step and holds every prefill step to at
-    least 32 x 687 us, and its summary says so; the default keeps CUDA graphs."""
+    adds 32 x 181.2 us and 140.2 us per decoding sequence to every decode-only step (7.20 ms for
+    10 sequences) and holds every prefill step to at least 32 x 687 us, and its summary says so;
+    the default keeps CUDA graphs."""
     path = tmp_path / "eager.yaml"
     path.write_text(
         "name: eager\nseed: 1\nduration_s: 10\n"
@@ -183,9 +189,11 @@ def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     # summary.json says which: the deployment's setting and the host time added.
     assert graphs_choice.summary()["cuda_graphs"] is True
     assert graphs_choice.summary()["eager_host_per_layer_s"] is None
+    assert graphs_choice.summary()["eager_host_per_sequence_s"] is None
     assert eager_choice.summary()["cuda_graphs"] is False
     assert graphs_choice.summary()["eager_prefill_floor_per_layer_s"] is None
-    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001964
+    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001812
+    assert eager_choice.summary()["eager_host_per_sequence_s"] == 0.0001402
     assert eager_choice.summary()["eager_prefill_floor_per_layer_s"] == 0.000687
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(32 * 0.0001964)
+    assert decode_extra_s == pytest.approx(32 * 0.0001812 + 10 * 0.0001402)

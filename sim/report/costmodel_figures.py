@@ -6,7 +6,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sim.costmodel.calibrate import Calibration
-from sim.costmodel.validation import KERNEL_SOURCE, ValidationReport, is_as_shipped
+from sim.costmodel.validation import (
+    KERNEL_SOURCE,
+    ErrorSummary,
+    ValidationReport,
+    is_as_shipped,
+)
 
 KIND_MARKERS = {"step": "o", "request": "s", "decode": "^"}
 
@@ -55,10 +60,14 @@ def calibration_figure(calibration: Calibration) -> Figure:
 
 
 def validation_figure(report: ValidationReport) -> Figure:
-    """Predicted vs reference per source, and MAPE per source for three model variants."""
-    figure = Figure(figsize=(18, 7.5))
-    kernel_axes, end_to_end_axes, bar_axes = figure.subplots(1, 3)
+    """Predicted vs reference per source (the kernel tables, the real sources as shipped), and
+    MAPE per source for three model variants, one bar group per source."""
     summaries = report.summaries()
+    figure = Figure(figsize=(16, 8 + 0.3 * len(summaries)), layout="constrained")
+    # Two subfigures: the bars' long source names do not squeeze the scatter plots above.
+    grid = figure.add_gridspec(2, 1, height_ratios=(7, 0.3 * len(summaries) + 1))
+    top, bottom = figure.add_subfigure(grid[0]), figure.add_subfigure(grid[1])
+    kernel_axes, end_to_end_axes = top.subplots(1, 2)
     for axes, sources, title in (
         (kernel_axes, [KERNEL_SOURCE], "kernel tables: model vs its own training data"),
         (
@@ -67,21 +76,7 @@ def validation_figure(report: ValidationReport) -> Figure:
             "real measurements, as shipped",
         ),
     ):
-        values_ms = []
-        for index, source in enumerate(sources):
-            rows = [r for r in report.records if r.source == source]
-            measured = [r.measured_s * 1e3 for r in rows]
-            predicted = [r.predicted_s * 1e3 for r in rows]
-            values_ms += measured + predicted
-            axes.scatter(
-                measured,
-                predicted,
-                s=8 if len(rows) > 20 else 40,
-                alpha=0.6,
-                marker="os^Dvp"[index % 6],
-                label=source,
-            )
-        identity_line(axes, values_ms)
+        _scatter_sources(axes, report, sources)
         axes.set(
             xscale="log",
             yscale="log",
@@ -89,33 +84,57 @@ def validation_figure(report: ValidationReport) -> Figure:
             ylabel="predicted by the shipped profile (ms)",
             title=title,
         )
-        axes.legend(fontsize=7, markerscale=1.2, loc="upper left")
-    positions = range(len(summaries))
+    kernel_axes.legend(fontsize=7, loc="upper left")
+    # Many real sources: their legend goes beside the points, not over them.
+    end_to_end_axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    _mape_bars(bottom.subplots(), summaries)
+    return figure
+
+
+def _scatter_sources(axes: Axes, report: ValidationReport, sources: list[str]) -> None:
+    values_ms = []
+    for index, source in enumerate(sources):
+        rows = [r for r in report.records if r.source == source]
+        measured = [r.measured_s * 1e3 for r in rows]
+        predicted = [r.predicted_s * 1e3 for r in rows]
+        values_ms += measured + predicted
+        axes.scatter(
+            measured,
+            predicted,
+            s=8 if len(rows) > 20 else 40,
+            alpha=0.6,
+            marker="os^Dvp"[index % 6],
+            label=source,
+        )
+    identity_line(axes, values_ms)
+
+
+def _mape_bars(axes: Axes, summaries: list[ErrorSummary]) -> None:
+    """Horizontal bars, the first source on top, each labelled with its MAPE."""
+    positions = [len(summaries) - 1 - index for index in range(len(summaries))]
     variants: tuple[tuple[str, list[float | None]], ...] = (
         ("fitted form (shipped profile)", [s.mape for s in summaries]),
         ("kernel table layer-sum", [s.table_mape for s in summaries]),
         ("roofline-only profile", [s.roofline_mape for s in summaries]),
     )
-    width = 0.27
+    height = 0.27
     for offset, (label, values) in enumerate(variants):
-        bars = bar_axes.bar(
-            [p + (offset - 1) * width for p in positions],
-            [100 * v if v is not None else 0 for v in values],
-            width=width,
+        shown = [(p, v) for p, v in zip(positions, values, strict=True) if v is not None]
+        bars = axes.barh(
+            [p - (offset - 1) * height for p, _ in shown],
+            [100 * v for _, v in shown],
+            height=height,
             label=label,
         )
-        bar_axes.bar_label(
-            bars, labels=[f"{100 * v:.0f}" if v is not None else "" for v in values], fontsize=7
-        )
+        axes.bar_label(bars, labels=[f"{100 * v:.1f}" for _, v in shown], fontsize=7, padding=2)
     highest = max(100 * v for _, values in variants for v in values if v is not None)
-    bar_axes.set_ylim(0, 1.3 * highest)
-    bar_axes.axhline(10, color="grey", linestyle="--", linewidth=0.8)
-    bar_axes.set_xticks(list(positions))
-    bar_axes.set_xticklabels([s.name for s in summaries], rotation=60, ha="right", fontsize=7)
-    bar_axes.set(ylabel="MAPE (%)", title="MAPE per source (dashed: 10 %)")
-    bar_axes.legend(fontsize=8)
-    figure.tight_layout()
-    return figure
+    axes.set_xlim(0, 1.1 * highest)
+    axes.axvline(10, color="grey", linestyle="--", linewidth=0.8)
+    axes.set_yticks(positions)
+    axes.set_yticklabels([s.name for s in summaries], fontsize=8)
+    axes.set_ylim(-0.6, len(summaries) - 0.4)
+    axes.set(xlabel="MAPE (%)", title="MAPE per source (dashed: 10 %)")
+    axes.legend(fontsize=8, loc="lower right")
 
 
 def identity_line(axes: Axes, values_ms: list[float]) -> None:

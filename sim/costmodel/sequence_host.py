@@ -43,9 +43,6 @@ class SequenceHostTerm:
         return self.per_sequence_s + self.per_tp_doubling_s * math.log2(tp)
 
 
-NO_SEQUENCE_HOST = SequenceHostTerm(0.0, 0.0)
-
-
 @dataclass(frozen=True, slots=True)
 class SetupGrowth:
     """How fast one profiled setup's host parts grow: seconds per added sequence."""

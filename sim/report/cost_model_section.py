@@ -24,22 +24,37 @@ def cost_model_section(run_set: RunSet) -> str:
         return ""
     lines = ["## Cost model\n"]
     for (kind, name), block in seen.items():
-        frontend = (
-            f"front end {block['frontend_request_s'] * 1e3:.3g} ms per request + "
-            f"{block['frontend_per_prompt_token_s'] * 1e6:.3g} µs per prompt token, first "
-            f"token out {block['frontend_first_token_s'] * 1e3:.3g} ms"
-        )
-        lines.append(f"- **{kind}** `{name}`: {frontend}.")
-        error = block.get("validated_error")
-        if error:
-            figures = ", ".join(
-                f"{key.removesuffix('_mape').replace('_', ' ')} {value:.1%}"
-                for key, value in error.items()
-                if key.endswith("_mape")
-            )
-            lines.append(
-                f"  Validated MAPE against real measurements ({error['measured_by']}): {figures}."
-            )
-        else:
-            lines.append("  No validated error for this kind of cost model.")
+        lines += describe_cost_model(kind, name, block)
     return "\n".join(lines) + "\n"
+
+
+def describe_cost_model(kind: str, name: str, block: dict[str, Any]) -> list[str]:
+    """The report's lines on one cost model: its front end, the eager engine's host terms when
+    it runs without CUDA graphs, and its validated error."""
+    frontend = (
+        f"front end {block['frontend_request_s'] * 1e3:.3g} ms per request + "
+        f"{block['frontend_per_prompt_token_s'] * 1e6:.3g} µs per prompt token, first "
+        f"token out {block['frontend_first_token_s'] * 1e3:.3g} ms"
+    )
+    lines = [f"- **{kind}** `{name}`: {frontend}."]
+    if block.get("cuda_graphs") is False and block.get("eager_host_per_layer_s") is not None:
+        lines.append(
+            "  Engine without CUDA graphs: every decode step adds "
+            f"{block['eager_host_per_layer_s'] * 1e6:.4g} µs of host time per layer and "
+            f"{block['eager_host_per_sequence_s'] * 1e6:.4g} µs per decoding sequence; a step "
+            f"with a prefill chunk lasts at least "
+            f"{block['eager_prefill_floor_per_layer_s'] * 1e6:.4g} µs per layer."
+        )
+    error = block.get("validated_error")
+    if error:
+        figures = ", ".join(
+            f"{key.removesuffix('_mape').replace('_', ' ')} {value:.1%}"
+            for key, value in error.items()
+            if key.endswith("_mape")
+        )
+        lines.append(
+            f"  Validated MAPE against real measurements ({error['measured_by']}): {figures}."
+        )
+    else:
+        lines.append("  No validated error for this kind of cost model.")
+    return lines

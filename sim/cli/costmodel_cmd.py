@@ -19,6 +19,8 @@ from sim.costmodel.derive import write_derived_profiles
 from sim.costmodel.fit import COLUMNS
 from sim.costmodel.validation import (
     KERNEL_SOURCE,
+    TARGET_MAPE,
+    TARGET_MIN_ROWS,
     ErrorSummary,
     ValidationReport,
     validate_shipped_profiles,
@@ -219,6 +221,17 @@ def _print_validation(report: ValidationReport, out: Path) -> None:
         f"host profiles, shipped in engine_terms.yaml): {term.per_sequence_s * 1e6:.1f} us + "
         f"{term.per_tp_doubling_s * 1e6:.1f} us x log2(TP); per setup {growths}"
     )
+    checked = report.target_check()
+    missed = sum(not met for _, met in checked)
+    console.print(
+        f"target, leave-one-source-out MAPE <= {TARGET_MAPE:.0%} on every real source with >= "
+        f"{TARGET_MIN_ROWS} rows: " + (f"MISSED on {missed} of {len(checked)}" if missed else "met")
+    )
+    for summary, met in checked:
+        console.print(
+            f"  {'met   ' if met else 'MISSED'} {summary.mape:8.4%}  {summary.name} "
+            f"({summary.num_rows} rows)"
+        )
     console.print(f"wrote {out / 'validation.png'} and {out / 'validation_records.csv'}")
 
 

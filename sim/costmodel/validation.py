@@ -58,6 +58,10 @@ SERVED_LOSO_SUFFIX = " (leave-one-source-out; front end leave-one-setup-out)"
 SPLITWISE_PREFILL_SOURCE = "Splitwise prefill"
 SPLITWISE_DECODE_SOURCE = "Splitwise decode"
 SPLITWISE_REFIT_SOURCE = "Splitwise, form refitted (2-fold)"
+# The validation target: leave-one-source-out MAPE within 10 % on every real source with at
+# least 20 rows.
+TARGET_MAPE = 0.10
+TARGET_MIN_ROWS = 20
 PUBLISHED_SPLITWISE_SOURCE = "published TTFT (Splitwise rows)"
 PUBLISHED_OTHER_SOURCE = "published TTFT (other rows)"
 EAGER_PAIRS_SOURCE = "eager vs CUDA-graph decode steps"
@@ -227,6 +231,18 @@ class ValidationReport:
             elif record.source == KERNEL_SOURCE:
                 groups[record.profile].append(record)
         return [_summarize(name, rows) for name, rows in groups.items()]
+
+    def target_check(
+        self, max_mape: float = TARGET_MAPE, min_rows: int = TARGET_MIN_ROWS
+    ) -> list[tuple[ErrorSummary, bool]]:
+        """Every real source predicted leave-one-source-out with at least `min_rows` rows, and
+        whether its MAPE is within `max_mape` (the validation target)."""
+        return [
+            (summary, summary.mape <= max_mape)
+            for summary in self.summaries()
+            if summary.name.endswith((LOSO_SUFFIX, SERVED_LOSO_SUFFIX))
+            and summary.num_rows >= min_rows
+        ]
 
     def setup_summaries(self, *, held_out: bool = False) -> list[ErrorSummary]:
         """Errors per real source and cost model ("source | profile"): as shipped, or predicted

@@ -38,11 +38,17 @@ def describe_cost_model(kind: str, name: str, block: dict[str, Any]) -> list[str
     )
     lines = [f"- **{kind}** `{name}`: {frontend}."]
     if block.get("cuda_graphs") is False and block.get("eager_host_per_layer_s") is not None:
+        # Runs written before the per-sequence term have no such key: their steps had none.
+        per_sequence_s = block.get("eager_host_per_sequence_s")
+        per_sequence = (
+            f" and {per_sequence_s * 1e6:.4g} µs per decoding sequence"
+            if per_sequence_s is not None
+            else ""
+        )
         lines.append(
             "  Engine without CUDA graphs: every decode step adds "
-            f"{block['eager_host_per_layer_s'] * 1e6:.4g} µs of host time per layer and "
-            f"{block['eager_host_per_sequence_s'] * 1e6:.4g} µs per decoding sequence; a step "
-            f"with a prefill chunk lasts at least "
+            f"{block['eager_host_per_layer_s'] * 1e6:.4g} µs of host time per layer"
+            f"{per_sequence}; a step with a prefill chunk lasts at least "
             f"{block['eager_prefill_floor_per_layer_s'] * 1e6:.4g} µs per layer."
         )
     error = block.get("validated_error")

@@ -24,3 +24,18 @@ def test_an_engine_without_cuda_graphs_says_what_its_host_adds():
     graph_lines = describe_cost_model("shipped", "h100/llama-3.1-8b/tp4", graphs.summary())
     assert len(graph_lines) == 2
     assert not any("CUDA graphs" in line for line in graph_lines)
+
+
+def test_a_run_written_before_the_sequence_term_still_reports():
+    """A summary.json from before eager_host_per_sequence_s existed: the per-layer time and the
+    floor, no per-sequence clause, no error."""
+    eager = choose_cost_model(
+        "auto", "auto", gpu="h100", model="llama-3.1-8b", tp=1, cuda_graphs=False
+    )
+    block = eager.summary()
+    del block["eager_host_per_sequence_s"]
+    lines = describe_cost_model("shipped", "h100/llama-3.1-8b/tp1", block)
+    assert lines[1] == (
+        "  Engine without CUDA graphs: every decode step adds 181.2 µs of host time per layer; "
+        "a step with a prefill chunk lasts at least 687 µs per layer."
+    )

@@ -212,8 +212,31 @@ def partial_dir(final: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)  # only if the rename never happened
 
 
-def publish(partial: Path, final: Path) -> None:
-    """Move a complete partial directory into place, replacing an older `final`."""
+def check_replaceable(final: Path, marker: str) -> None:
+    """Refuse a `final` directory that a result must not replace: the working directory (or one
+    holding it), or one that is neither empty nor an earlier result (holding `marker`), whose
+    contents replacing it would delete."""
+    if not final.is_dir():
+        return
+    here = Path.cwd().resolve()
+    if final.resolve() in (here, *here.parents):
+        raise InputError(
+            "is the current directory or holds it; a result replaces its folder, so choose a "
+            "new folder",
+            source=str(final),
+        )
+    if not (final / marker).is_file() and any(final.iterdir()):
+        raise InputError(
+            f"holds files but is not an earlier result (no {marker}); a result replaces its "
+            "folder, which would delete them, so choose a new or empty folder",
+            source=str(final),
+        )
+
+
+def publish(partial: Path, final: Path, marker: str) -> None:
+    """Move a complete partial directory into place, replacing an empty or older `final`
+    (one holding `marker`; anything else is refused, as `check_replaceable` says)."""
+    check_replaceable(final, marker)
     with writing(final):
         if final.exists():
             shutil.rmtree(final)

@@ -40,6 +40,7 @@ from sim.errors import InputError
 from sim.fileio import (
     atomic_write_text,
     check_output_dir,
+    check_replaceable,
     make_dirs,
     partial_dir,
     publish,
@@ -48,7 +49,13 @@ from sim.fileio import (
     writing,
 )
 from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
-from sim.metrics import GoodputSlos, SummaryRecorder, json_value, make_run_recorder
+from sim.metrics import (
+    SUMMARY_FILE,
+    GoodputSlos,
+    SummaryRecorder,
+    json_value,
+    make_run_recorder,
+)
 from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
 from workloads.api import WorkloadError
@@ -241,6 +248,7 @@ def run_scenario(
     offload = scenario_offload(scenario)
     cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
+    check_replaceable(run_dir, SUMMARY_FILE)
     created_dirs = make_dirs(run_dir.parent)
     remove_leftovers(run_dir.parent)  # what a killed run left
     try:
@@ -258,7 +266,7 @@ def run_scenario(
             )
             if require_measured:
                 check_measured(summary, config)
-            publish(partial, run_dir)
+            publish(partial, run_dir, SUMMARY_FILE)
     except BaseException:
         remove_created(created_dirs)
         raise
@@ -344,7 +352,7 @@ def _finish_summary(
     cost_model_choice: CostModelChoice,
     offload: OffloadSpec | None = None,
 ) -> dict[str, Any]:
-    path = run_dir / "summary.json"
+    path = run_dir / SUMMARY_FILE
     summary = json.loads(path.read_text())
     if offload is not None:
         summary.update(

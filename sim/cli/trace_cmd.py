@@ -33,7 +33,8 @@ from sim.config import (
     validate_scenario_data,
 )
 from sim.errors import InputError
-from sim.fileio import check_output_dir
+from sim.fileio import check_output_dir, check_replaceable
+from sim.metrics import SUMMARY_FILE
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import run_scenario, scheduler_config
 from workloads.api import (
@@ -137,6 +138,7 @@ def replay_command(
         check_pool_size(num_gpu_blocks, f"--num-gpu-blocks {num_gpu_blocks}")
     if out is not None and not cache_only:
         check_output_dir(out)
+        check_replaceable(out, SUMMARY_FILE)
     try:
         if cache_only:
             if num_gpu_blocks is None and not infinite:

@@ -290,7 +290,63 @@ def test_a_partial_directory_being_made_survives_a_leftover_sweep(tmp_path, monk
     final = tmp_path / "run"
     with sim.fileio.partial_dir(final) as partial:
         (partial / "summary.json").write_text("{}")
-        sim.fileio.publish(partial, final)
+        sim.fileio.publish(partial, final, "summary.json")
     assert swept == [[]]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
     assert (final / "summary.json").read_text() == "{}"
+
+
+REPLACING_COMMANDS = {name: DIRECTORY_COMMANDS[name] for name in ("run_out", "replay")}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "work"), list(REPLACING_COMMANDS.values()), ids=list(REPLACING_COMMANDS)
+)
+def test_a_folder_of_other_files_is_refused_not_replaced(
+    arguments, work, places, capsys, monkeypatch
+):
+    """--out names a folder holding a user's notes and a subfolder, no summary.json: a run
+    replaces its folder, so it is refused before the work with one line; nothing is deleted."""
+    monkeypatch.chdir(places["tmp"])
+    _work_must_not_start(monkeypatch, work)
+    out = places["directory"]
+    (out / "notes.txt").write_text("important\n")
+    (out / "sub").mkdir()
+    (out / "sub" / "data.csv").write_text("x\n")
+    outcome = prefixsim(capsys, *_argv(arguments, {**places, "out": out}))
+    assert_input_error(
+        outcome, out, None, ("holds files but is not an earlier result (no summary.json)",)
+    )
+    assert sorted(path.name for path in out.rglob("*")) == ["data.csv", "notes.txt", "sub"]
+    assert (out / "notes.txt").read_text() == "important\n"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "work"), list(REPLACING_COMMANDS.values()), ids=list(REPLACING_COMMANDS)
+)
+def test_the_current_directory_is_refused_as_a_run_folder(
+    arguments, work, places, capsys, monkeypatch
+):
+    """--out . (the directory the command runs in, holding a file): refused with one line,
+    the file kept; a run could not replace the folder it runs in."""
+    monkeypatch.chdir(places["tmp"])
+    _work_must_not_start(monkeypatch, work)
+    outcome = prefixsim(capsys, *_argv(arguments, {**places, "out": "."}))
+    assert_input_error(outcome, ".", None, ("is the current directory or holds it",))
+    assert written_entries(places["tmp"]) == ["a_directory", "a_file"]
+    assert places["file"].read_text() == "keep me\n"
+
+
+def test_a_rerun_replaces_an_earlier_run_and_an_empty_folder_is_used(places, capsys):
+    """`run --out` into an earlier run's folder (with summary.json) replaces it, and into an
+    empty folder writes there: both exit 0 with the run's files, nothing else left."""
+    earlier = places["tmp"] / "earlier"
+    for out in (earlier, earlier, places["directory"]):
+        outcome = prefixsim(capsys, "run", str(places["valid"]), "--out", str(out), "--no-progress")
+        assert outcome.status == 0, outcome.err
+        assert (out / "summary.json").is_file()
+    assert sorted(path.name for path in places["tmp"].iterdir()) == [
+        "a_directory",
+        "a_file",
+        "earlier",
+    ]

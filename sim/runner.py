@@ -55,6 +55,7 @@ from sim.metrics import (
     SummaryRecorder,
     json_value,
     make_run_recorder,
+    rejection_note,
 )
 from sim.routing import Router, RouterTuning, make_router
 from sim.sched import SchedulerConfig
@@ -389,12 +390,16 @@ def check_measured(summary: dict[str, Any], config: SchedulerConfig) -> None:
     """A run that measured nothing, or whose requests were mostly rejected, is a failed run:
     raises an InputError saying why (the caller then keeps no result)."""
     num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
-    rejected = (
-        f"{num_rejected:,} of {num_submitted:,} requests were rejected: their prompts are "
-        f"at least engine.max_model_len ({config.max_model_len:,}) tokens long"
-    )
     if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
-        raise InputError(f"run failed: {rejected}; raise engine.max_model_len or shorten them")
+        queue_full = summary.get("num_rejected_queue_full") or 0
+        remedies = []
+        if num_rejected > queue_full:
+            remedies.append(
+                f"raise engine.max_model_len ({config.max_model_len:,}) or shorten the prompts"
+            )
+        if queue_full:
+            remedies.append("raise the queue limits or lower the load")
+        raise InputError(f"run failed: {rejection_note(summary)}; {' or '.join(remedies)}")
     if summary["num_requests"] == 0:
         why = (
             "no request arrived after warm-up"

@@ -18,7 +18,7 @@ from sim.config import (
 )
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_file
-from sim.metrics import parse_goodput
+from sim.metrics import parse_goodput, rejection_note
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
 from sim.sweep.driver import check_runs_within_limits
@@ -50,7 +50,8 @@ def stability_line(summary: dict) -> str:
 
 
 def print_summary(summary: dict, run_dir: Path) -> None:
-    """A few headline numbers, the stability verdict, then the path of the full results."""
+    """A few headline numbers, the stability verdict, any rejected requests, then the path of the
+    full results."""
     for key, label, template in SUMMARY_FIELDS:
         if key not in summary:
             continue  # goodput without --goodput limits
@@ -59,6 +60,10 @@ def print_summary(summary: dict, run_dir: Path) -> None:
         console.print(f"  {label:<32} {shown}")
     style = "green" if summary.get("stable") else "bold red"
     console.print(stability_line(summary), style=style, soft_wrap=True, markup=False)
+    rejected = rejection_note(summary)
+    if rejected is not None:
+        warning = f"WARNING: {rejected}. The latencies and rates measure only the admitted ones."
+        console.print(warning, style="bold red", soft_wrap=True, markup=False)
     console.print(f"results in {run_dir}")
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +56,27 @@ def json_value(value: SummaryValue) -> SummaryValue:
     if isinstance(value, float):
         return round(value, FLOAT_DECIMALS) if math.isfinite(value) else None
     return value
+
+
+def rejection_note(summary: Mapping[str, Any]) -> str | None:
+    """How many of a run's requests were rejected and why, for every place that shows its
+    results (their latencies are in none); None when it rejected none."""
+    num_rejected = int(summary.get("num_rejected") or 0)
+    if not num_rejected:
+        return None
+    queue_full = int(summary.get("num_rejected_queue_full") or 0)
+    causes = []
+    if num_rejected > queue_full:
+        causes.append(
+            f"{num_rejected - queue_full:,} with prompts of at least engine.max_model_len tokens"
+        )
+    if queue_full:
+        causes.append(
+            f"{queue_full:,} turned away by the queue limits engine.max_num_queued_reqs / "
+            "engine.max_num_queued_tokens"
+        )
+    num_submitted = int(summary.get("num_submitted") or 0)
+    return f"{num_rejected:,} of {num_submitted:,} requests were rejected: {'; '.join(causes)}"
 
 
 def _ratio(numerator: float, denominator: float) -> float:

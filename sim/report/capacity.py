@@ -24,8 +24,8 @@ class SweptCapacity:
 
 
 def is_stable(run: Run) -> bool:
-    """The run reached a steady state."""
-    return run.stable is True
+    """The run reached a steady state and served every request it was sent."""
+    return run.stable is True and run.rejected is None
 
 
 def swept_capacity(

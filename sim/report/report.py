@@ -34,6 +34,7 @@ from sim.report.figures import (
 )
 from sim.report.plotting import save_figure
 from sim.report.runs import (
+    REJECTED_MARK,
     UNSTABLE_MARK,
     Run,
     RunSet,
@@ -356,6 +357,18 @@ def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
         parts.append(markdown_table(["run", "variant", "seed", "why"], rows))
     if unknown:
         parts.append(f"{len(unknown)} runs have no stability verdict (older summary.json).\n")
+    rejecting = [run for run in runs if run.rejected is not None]
+    if rejecting:
+        parts.append(
+            f"**{len(rejecting)} of {len(runs)} finished runs rejected requests**: their "
+            "latencies and rates measure only the requests they admitted; their variants are "
+            f"marked {REJECTED_MARK} in the tables and figures.\n"
+        )
+        rows = [
+            [run.run_id, labels[run.variant], str(run.seed), run.rejected or ""]
+            for run in rejecting
+        ]
+        parts.append(markdown_table(["run", "variant", "seed", "rejected"], rows))
     path = numeric_swept_path(run_set) if run_set.is_sweep else None
     if path is not None:
         capacity = swept_capacity(run_set, path)
@@ -369,7 +382,7 @@ def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
             parts.append(
                 f"**Stable up to `{path}` = {format_value(capacity.passing)}**; unstable from "
                 f"{format_value(capacity.failing)} (every seed of a value and of all smaller "
-                "values must be stable).\n"
+                "values must be stable and reject no request).\n"
             )
     return "\n".join(parts)
 

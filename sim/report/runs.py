@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,14 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from sim.errors import InputError
-from sim.metrics import SUMMARY_FILE
+from sim.metrics import SUMMARY_FILE, rejection_note
 
 MANIFEST_FILE = "manifest.parquet"
 MANIFEST_FIXED_COLUMNS = ("run_id", "status", "error", "run_dir", "variant", "seed")
 RUN_STATUSES = ("ok", "failed", "missing")
 NO_PARAMETERS_LABEL = "all runs"
 UNSTABLE_MARK = "(UNSTABLE)"
+REJECTED_MARK = "(SOME REJECTED)"
 
 ParameterValue = str | int | float | bool
 
@@ -41,6 +43,7 @@ class Run:
     metrics: dict[str, float] = field(default_factory=dict)
     stable: bool | None = None  # the run's stability verdict; None when it has none
     unstable_reason: str | None = None
+    rejected: str | None = None  # what the run's rejected requests were; None: none rejected
 
     def metric(self, key: str) -> float:
         """A summary number; NaN when the run does not have it."""
@@ -88,18 +91,24 @@ class RunSet:
 
     def unstable_variants(self) -> list[str]:
         """Variants with a finished run that reached no steady state, in order."""
-        return [
-            variant
-            for variant in self.variants()
-            if any(run.stable is False for run in self.ok_runs(variant))
-        ]
+        return self._variants_where(lambda run: run.stable is False)
+
+    def rejecting_variants(self) -> list[str]:
+        """Variants with a finished run that rejected requests, in order."""
+        return self._variants_where(lambda run: run.rejected is not None)
+
+    def _variants_where(self, holds: Callable[[Run], bool]) -> list[str]:
+        return [variant for variant in self.variants() if any(map(holds, self.ok_runs(variant)))]
 
     def variant_labels(self) -> dict[str, str]:
         """A short legend label per variant: `block_size=16, layout=chat` from the full paths,
-        marked UNSTABLE when a run of the variant reached no steady state."""
+        marked UNSTABLE when a run of the variant reached no steady state and SOME REJECTED
+        when one rejected requests."""
         labels = self._plain_labels()
         for variant in self.unstable_variants():
             labels[variant] += f" {UNSTABLE_MARK}"
+        for variant in self.rejecting_variants():
+            labels[variant] += f" {REJECTED_MARK}"
         return labels
 
     def _plain_labels(self) -> dict[str, str]:
@@ -287,6 +296,7 @@ def _sweep_run(
 
 
 def _set_stability(run: Run, summary: dict[str, Any]) -> None:
+    run.rejected = rejection_note(summary)
     stable = summary.get("stable")
     if isinstance(stable, bool):
         run.stable = stable

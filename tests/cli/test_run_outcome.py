@@ -49,6 +49,7 @@ def test_a_steady_run_says_so(tmp_path: Path, capsys) -> None:
     assert code == 0
     assert "steady state reached" in err
     assert "UNSTABLE" not in err
+    assert "rejected" not in err
 
 
 def test_an_overloaded_run_warns_loudly_with_its_reason(tmp_path: Path, capsys) -> None:
@@ -85,9 +86,56 @@ def test_a_run_whose_requests_are_mostly_rejected_fails_and_leaves_nothing(
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith("error: ")
-    assert "run failed: 57 of 80 requests were rejected: their prompts are at least " in err
-    assert "engine.max_model_len (1,024) tokens long" in err
+    assert err.endswith(
+        "run failed: 57 of 80 requests were rejected: 57 with prompts of at least "
+        "engine.max_model_len tokens; raise engine.max_model_len (1,024) or shorten the prompts\n"
+    )
     assert not (tmp_path / "results").exists()
+
+
+def test_a_run_mostly_turned_away_by_the_queue_limit_names_that_cause(
+    tmp_path: Path, capsys
+) -> None:
+    # 40 requests/s against one sequence at a time and a queue of one: 600 of 800 requests
+    # find the queue full, none is too long; the failure names the queue limits.
+    code, out, err = run(
+        tmp_path, capsys, "workload.arrivals.rate_per_s=40", "engine.max_num_queued_reqs=1"
+    )
+    assert (code, out) == (2, "")
+    assert err.endswith(
+        "run failed: 600 of 800 requests were rejected: 600 turned away by the queue limits "
+        "engine.max_num_queued_reqs / engine.max_num_queued_tokens; raise the queue limits or "
+        "lower the load\n"
+    )
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # Messages of 16..1,300 tokens: 16 of 80 prompts reach max_model_len 1,024.
+        (
+            ("workload.source.user_message_tokens={dist: uniform, low: 16, high: 1300}",),
+            "16 of 80 requests were rejected: 16 with prompts of at least engine.max_model_len "
+            "tokens",
+        ),
+        # 20 requests/s against a queue of two: 149 of 400 find it full.
+        (
+            ("workload.arrivals.rate_per_s=20", "engine.max_num_queued_reqs=2"),
+            "149 of 400 requests were rejected: 149 turned away by the queue limits "
+            "engine.max_num_queued_reqs / engine.max_num_queued_tokens",
+        ),
+    ],
+    ids=["too-long", "queue-full"],
+)
+def test_a_run_that_rejected_some_requests_warns_loudly(
+    tmp_path: Path, capsys, overrides: tuple[str, ...], expected: str
+) -> None:
+    """Under half rejected: the run keeps its results, and says how many were rejected and
+    why, since its latencies cover only the admitted requests."""
+    code, _, err = run(tmp_path, capsys, *overrides)
+    assert code == 0
+    assert f"WARNING: {expected}. The latencies and rates measure only the admitted ones.\n" in err
 
 
 def test_report_takes_a_scenario_results_folder_with_one_run(tmp_path: Path, capsys) -> None:

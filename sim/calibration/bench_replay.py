@@ -4,6 +4,7 @@ engine with a given step-time model and front end."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,7 @@ from sim.config import DeploymentSettings, EngineSettings
 from sim.costmodel import CostModel, FrontEnd
 from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
 from sim.engine import simulate
+from sim.errors import InputError
 from sim.metrics import NullRecorder, RequestRecord
 from sim.runner import scheduler_config
 from workloads.api import RequestSpec, Segment
@@ -65,6 +67,13 @@ def replay_requests(
 ) -> ReplayedRun:
     """Simulate (input_len, output_len) requests sent at `send_times_s` (None: all at once), at
     most `max_concurrency` in flight (a new one is sent when one finishes)."""
+    too_long = first_too_long_prompt((input_len for input_len, _ in requests), deployment)
+    if too_long is not None:  # checked before any token list is built: lengths may be huge
+        index, input_len = too_long
+        raise InputError(
+            f"request {index}: prompt of {input_len} tokens must be shorter than max_model_len "
+            f"{deployment.engine.max_model_len}"
+        )
     specs = _specs(requests, send_times_s, max_concurrency)
     settings = _Settings(
         deployment.engine,
@@ -73,12 +82,29 @@ def replay_requests(
     collector = _Collector()
     simulate(specs, scheduler_config(settings), cost_model, recorder=collector, frontend=frontend)
     by_id = {record.request_id: record for record in collector.records}
+    missing = [index for index in range(len(requests)) if f"bench-{index}" not in by_id]
+    if missing:
+        raise InputError(
+            f"request {missing[0]} ({requests[missing[0]][0]} prompt tokens): the simulated "
+            f"engine did not finish it ({len(missing)} of {len(requests)} unfinished)"
+        )
     records = [by_id[f"bench-{index}"] for index in range(len(requests))]
     return ReplayedRun(
         ttfts_s=[r.ttft_s for r in records],
         decode_times_s=[r.finished_at - r.first_token_at for r in records],
         output_lens=[r.num_output_tokens for r in records],
         e2e_s=[r.e2e_s for r in records],
+    )
+
+
+def first_too_long_prompt(
+    input_lens: Iterable[int], deployment: Deployment
+) -> tuple[int, int] | None:
+    """(index, length) of the first prompt the engine rejects (vLLM refuses a prompt of
+    max_model_len tokens or more), or None when all fit."""
+    limit = deployment.engine.max_model_len
+    return next(
+        ((index, length) for index, length in enumerate(input_lens) if length >= limit), None
     )
 
 

@@ -28,6 +28,7 @@ class ServedRequest:
     ttft_s: float
     itls_s: tuple[float, ...]
     start_s: float | None  # when it was sent, relative to the first send; None if not recorded
+    index: int  # its place in the file's per-request lists (failed requests counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def read_serve_result(path: Path) -> ServeBenchmark:
     lengths = {key: len(values) for key, values in lists.items()}
     if len(set(lengths.values())) != 1:
         raise InputError(f"per-request lists differ in length: {lengths}", source=source)
-    errors = document.get("errors") or [""] * lengths["ttfts"]
+    errors = _errors(document.get("errors"), lengths["ttfts"], source)
     start_times = document.get("start_times")
     requests = []
     num_failed = 0
@@ -102,6 +103,7 @@ def read_serve_result(path: Path) -> ServeBenchmark:
                     if isinstance(start_times, list) and index < len(start_times)
                     else None
                 ),
+                index=index,
             )
         )
     if not requests:
@@ -110,15 +112,17 @@ def read_serve_result(path: Path) -> ServeBenchmark:
     if all(start is not None for start in starts):
         first = min(start for start in starts if start is not None)
         requests = [
-            ServedRequest(r.input_len, r.output_len, r.ttft_s, r.itls_s, (r.start_s or 0) - first)
+            ServedRequest(
+                r.input_len, r.output_len, r.ttft_s, r.itls_s, (r.start_s or 0) - first, r.index
+            )
             for r in requests
         ]
-    max_concurrency = document.get("max_concurrency")
+    _check_itls(requests, source)
     return ServeBenchmark(
         requests=tuple(requests),
         request_rate=_rate(document.get("request_rate", "inf"), source),
-        burstiness=float(document.get("burstiness") or 1.0),
-        max_concurrency=int(max_concurrency) if max_concurrency else None,
+        burstiness=_burstiness(document.get("burstiness"), source),
+        max_concurrency=_max_concurrency(document.get("max_concurrency"), source),
         num_failed=num_failed,
         model_id=document.get("model_id"),
     )
@@ -138,8 +142,11 @@ def read_latency_result(
         if value < 1:
             raise InputError(f"--{name.replace('_', '-')} {value}: must be >= 1", source=source)
     latencies = document.get("latencies")
+    avg_latency_s = _seconds(document.get("avg_latency"), "avg_latency", source)
+    if avg_latency_s == 0:
+        raise InputError("field avg_latency = 0: expected seconds > 0", source=source)
     return LatencyBenchmark(
-        avg_latency_s=_seconds(document.get("avg_latency"), "avg_latency", source),
+        avg_latency_s=avg_latency_s,
         num_iterations=len(latencies) if isinstance(latencies, list) else 1,
         batch_size=batch_size,
         input_len=input_len,
@@ -195,3 +202,63 @@ def _rate(value: Any, source: str) -> float:
             f"field request_rate = {value!r}: expected requests/s > 0 or 'inf'", source=source
         )
     return float(value)
+
+
+def _burstiness(value: Any, source: str) -> float:
+    """vLLM's gamma shape of the arrival gaps: > 0 (1 = Poisson); missing or null means 1."""
+    if value is None:
+        return 1.0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not value > 0
+    ):
+        raise InputError(
+            f"field burstiness = {value!r}: expected a number > 0 (1 = Poisson arrivals) or null",
+            source=source,
+        )
+    return float(value)
+
+
+def _max_concurrency(value: Any, source: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(
+            f"field max_concurrency = {value!r}: expected a whole number >= 1 or null (no limit)",
+            source=source,
+        )
+    return value
+
+
+def _errors(value: Any, num_requests: int, source: str) -> list[Any]:
+    """The per-request error texts ("" for a success); missing or null: all succeeded."""
+    if value is None:
+        return [""] * num_requests
+    if not isinstance(value, list) or len(value) != num_requests:
+        got = f"{len(value)} entries" if isinstance(value, list) else repr(value)
+        raise InputError(
+            f"field errors: expected a list of {num_requests} error texts (one per request), "
+            f"got {got}",
+            source=source,
+        )
+    return value
+
+
+def _check_itls(requests: list[ServedRequest], source: str) -> None:
+    """The successful requests must record some decode time to fit the step times to."""
+    output_lens = [r.output_len for r in requests]
+    if all(length <= 1 for length in output_lens):
+        raise InputError(
+            "field output_lens: no successful request generated more than one token, "
+            "so there is no inter-token latency to fit",
+            source=source,
+        )
+    if sum(sum(r.itls_s) for r in requests) == 0:
+        raise InputError(
+            "field itls: every successful request's list of inter-token gaps is empty or all 0 s, "
+            "so there is no inter-token latency to fit (expected the gaps in seconds between "
+            "streamed tokens)",
+            source=source,
+        )

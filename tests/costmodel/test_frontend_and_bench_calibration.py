@@ -279,3 +279,214 @@ def test_calibration_replays_rates_concurrency_and_start_times(
     calibration = calibrate_from_serve(read_serve_result(path), path, H100_8B)
     assert calibration.simulated["mean_ttft_s"] == pytest.approx(0.05, rel=0.01)
     assert calibration.simulated["mean_itl_s"] == pytest.approx(0.009, rel=0.01)
+
+
+def _calibrate_edited_example(tmp_path: Path, edit, *extra: str):
+    """`prefixsim calibrate --from vllm-bench-serve` on the shipped example after `edit(document)`:
+    the CLI result, the edited file and the --out path."""
+    document = json.loads(EXAMPLE.read_text())
+    edit(document)
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(document))
+    out = tmp_path / "out" / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-serve", "--gpu", "h100",
+        "--model", "llama-3.1-8b", "--out", out, *extra,
+    )  # fmt: skip
+    return result, path, out
+
+
+def _assert_refused(result, path: Path, out: Path, message: str, end: str = "") -> None:
+    """Exit 2, one line naming the file and `message` (then anything, then `end` if given), no
+    traceback, nothing written."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    if end:
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}: {message}"), lines
+        assert lines[0].endswith(end), lines
+    else:
+        assert lines == [f"error: {path}: {message}"]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"request_rate": 5, "burstiness": -1},
+            "field burstiness = -1: expected a number > 0 (1 = Poisson arrivals) or null",
+        ),
+        (
+            {"request_rate": 5, "burstiness": "x"},
+            "field burstiness = 'x': expected a number > 0 (1 = Poisson arrivals) or null",
+        ),
+        (
+            {"request_rate": 5, "burstiness": 0},
+            "field burstiness = 0: expected a number > 0 (1 = Poisson arrivals) or null",
+        ),
+        (
+            {"max_concurrency": "a"},
+            "field max_concurrency = 'a': expected a whole number >= 1 or null (no limit)",
+        ),
+        (
+            {"max_concurrency": -2},
+            "field max_concurrency = -2: expected a whole number >= 1 or null (no limit)",
+        ),
+        (
+            {"errors": ["x"]},
+            "field errors: expected a list of 10 error texts (one per request), got 1 entries",
+        ),
+    ],
+)
+def test_bad_arrival_fields_of_a_bench_serve_file_are_refused_on_one_line(
+    tmp_path, fields, message
+):
+    """Scenario: the shipped example with a negative, non-numeric or zero burstiness (vLLM needs
+    > 0), a non-integer or negative max_concurrency, or an errors list shorter than the requests:
+    exit 2 with one line naming the file, the field and its value, and no profile written."""
+    result, path, out = _calibrate_edited_example(tmp_path, lambda d: d.update(fields))
+    _assert_refused(result, path, out, message)
+
+
+def test_a_null_burstiness_means_poisson_arrivals(tmp_path):
+    """Scenario: request_rate 5 with burstiness null (as missing): read as 1.0, Poisson gaps."""
+    document = json.loads(EXAMPLE.read_text())
+    document.update({"request_rate": 5, "burstiness": None, "max_concurrency": None})
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(document))
+    benchmark = read_serve_result(path)
+    assert benchmark.burstiness == 1.0 and benchmark.max_concurrency is None
+
+
+@pytest.mark.parametrize(("index", "input_len"), [(0, 200_000), (3, 32_768)])
+def test_a_prompt_longer_than_max_model_len_is_refused_before_replay(tmp_path, index, input_len):
+    """Scenario: one request's input length at or above the replayed engine's max_model_len
+    (32768; vLLM rejects such a prompt), with request 1 failed so that the index reported is the
+    file's, not the successful requests': exit 2
+    naming input_lens[index], the length and the limit, checked before any token list is built
+    (a length of 10**9 would otherwise exhaust memory)."""
+
+    def edit(document):
+        document["errors"][1] = "timeout"
+        document["input_lens"][index] = input_len
+
+    result, path, out = _calibrate_edited_example(tmp_path, edit)
+    _assert_refused(
+        result,
+        path,
+        out,
+        f"field input_lens[{index}] = {input_len}: request {index}'s prompt must be shorter "
+        "than max_model_len 32768, the limit of the simulated engine calibrate replays the "
+        "benchmark on (calibrate has no option to raise it)",
+    )
+
+
+def test_a_latency_input_len_over_max_model_len_is_refused(tmp_path):
+    """Scenario: `--from vllm-bench-latency --input-len 500000`: exit 2 naming --input-len, the
+    length and max_model_len 32768, nothing written."""
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
+    out = tmp_path / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "h100",
+        "--model", "llama-3.1-8b", "--batch-size", "1", "--input-len", "500000",
+        "--output-len", "8", "--out", out,
+    )  # fmt: skip
+    _assert_refused(
+        result,
+        path,
+        out,
+        "--input-len 500000: the prompt must be shorter than max_model_len 32768, the limit of "
+        "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
+        "raise it)",
+    )
+
+
+def test_empty_itls_are_refused_naming_the_field(tmp_path):
+    """Scenario: every request's itls list is empty: no ITL to fit, exit 2 naming field itls
+    (it used to say only "the fit diverged (step-time scale 0)")."""
+    result, path, out = _calibrate_edited_example(
+        tmp_path, lambda d: d.update(itls=[[] for _ in d["itls"]])
+    )
+    _assert_refused(
+        result,
+        path,
+        out,
+        "field itls: every successful request's list of inter-token gaps is empty or all 0 s, "
+        "so there is no inter-token latency to fit (expected the gaps in seconds between "
+        "streamed tokens)",
+    )
+
+
+def test_a_fit_that_misses_the_measured_ttft_is_refused(tmp_path):
+    """Scenario: every TTFT is 1 ns, far below the simulated prefill even with no front-end
+    time: the calibrated run still misses the mean TTFT by far over MAX_FIT_MISS (50 %), so
+    calibrate exits 2 naming field ttfts and writes nothing."""
+    result, path, out = _calibrate_edited_example(
+        tmp_path, lambda d: d.update(ttfts=[1e-9] * len(d["ttfts"]))
+    )
+    _assert_refused(
+        result,
+        path,
+        out,
+        "field ttfts: calibrated, the simulated mean TTFT is ",
+        end="%), more than the allowed 50% off; no step-time scale and front-end time reproduce "
+        "this benchmark",
+    )
+
+
+def test_a_ttft_needing_seconds_of_front_end_time_is_refused(tmp_path):
+    """Scenario: every TTFT is 50 s with all requests sent at once: matching it needs 50 s of
+    front-end time per request, over MAX_FRONTEND_REQUEST_S (1 s): exit 2 naming ttfts."""
+    result, path, out = _calibrate_edited_example(
+        tmp_path, lambda d: d.update(ttfts=[50.0] * len(d["ttfts"]))
+    )
+    _assert_refused(
+        result,
+        path,
+        out,
+        "field ttfts: matching the mean TTFT of 50 s needs 50 s of front-end time per request, "
+        "more than the plausible 1 s (vLLM's API server takes about 15 ms): the TTFTs include "
+        "time the replay does not model",
+    )
+
+
+@pytest.mark.parametrize(
+    ("avg_latency", "message", "end"),
+    [
+        (
+            0.0001,
+            "field avg_latency: matching a batch latency of 0.1 ms needs step times 0.000",
+            " x the kernel-derived profile h100/llama-3.1-8b/tp1, outside the plausible 0.2-5 x; "
+            "check that the benchmark ran with this --gpu, --model and --tp",
+        ),
+        (0, "field avg_latency = 0: expected seconds > 0", ""),
+    ],
+)
+def test_an_implausible_latency_fit_is_refused(tmp_path, avg_latency, message, end):
+    """Scenario: a batch of 8 x 512 in / 64 out measured at 0.1 ms (a 0.0002 x step-time scale,
+    outside STEP_SCALE_RANGE 0.2-5) or at 0 s: exit 2 naming avg_latency, nothing written."""
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"avg_latency": avg_latency, "latencies": [avg_latency]}))
+    out = tmp_path / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "h100",
+        "--model", "llama-3.1-8b", "--batch-size", "8", "--input-len", "512",
+        "--output-len", "64", "--out", out,
+    )  # fmt: skip
+    _assert_refused(result, path, out, message, end)
+
+
+def test_the_shipped_example_calibrates_within_the_plausibility_limits(tmp_path):
+    """Scenario: the unedited example through the CLI: exit 0, a profile written, both means
+    within 10 % and the step-time scale inside STEP_SCALE_RANGE."""
+    from sim.calibration.bench_fit import STEP_SCALE_RANGE
+
+    result, _, out = _calibrate_edited_example(tmp_path, lambda d: None)
+    assert result.returncode == 0, result.stderr
+    assert out.is_file()
+    calibration = calibrate_from_serve(read_serve_result(EXAMPLE), EXAMPLE, H100_8B)
+    assert STEP_SCALE_RANGE[0] <= calibration.step_scale <= STEP_SCALE_RANGE[1]
+    for key, measured in calibration.measured.items():
+        assert calibration.simulated[key] == pytest.approx(measured, rel=0.1)

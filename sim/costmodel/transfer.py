@@ -44,14 +44,21 @@ HOST_LINKS: dict[str, HostLink] = {
     )
 }
 
-# The host link each GPU of the spec table has (A100 and L40S: PCIe Gen4; H100, H200 and B200
-# HGX boards: PCIe Gen5; Grace-Hopper/Blackwell superchips: NVLink-C2C).
+# The host link of every GPU in the registry (data/gpus.csv; a test keeps them in step) and of
+# the superchips: A100 (SXM, PCIe, 40 GB), L40S, A10G and L4: PCIe Gen4 x16; H100, H200 and
+# B200 HGX boards and MI300X (OAM): PCIe Gen5 x16 (vendor datasheets); Grace-Hopper/Blackwell
+# superchips: NVLink-C2C.
 HOST_LINK_BY_GPU: dict[str, str] = {
     "a100": "pcie-gen4",
+    "a100-pcie": "pcie-gen4",
+    "a100-40gb": "pcie-gen4",
     "l40s": "pcie-gen4",
+    "a10g": "pcie-gen4",
+    "l4": "pcie-gen4",
     "h100": "pcie-gen5",
     "h200": "pcie-gen5",
     "b200": "pcie-gen5",
+    "mi300x": "pcie-gen5",
     "gh200": "nvlink-c2c",
     "gb200": "nvlink-c2c",
 }

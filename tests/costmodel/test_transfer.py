@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sim.costmodel.specs import known_gpus
 from sim.costmodel.transfer import (
+    HOST_LINK_BY_GPU,
     HOST_LINKS,
     TransferQueue,
     get_host_link,
@@ -22,6 +24,18 @@ def test_links_per_gpu() -> None:
     assert get_host_link("gh200").name == "nvlink-c2c"
     assert get_host_link("pcie-gen4").bytes_per_s == pytest.approx(25.2e9)
     assert get_host_link("nvlink-c2c").bytes_per_s == pytest.approx(360e9)
+
+
+def test_every_registered_gpu_has_a_host_link() -> None:
+    """A run with a CPU tier and no deployment.host_link takes its GPU's link: every GPU of
+    data/gpus.csv has one (the A100 PCIe, A10G and L4 on PCIe Gen4, the MI300X on Gen5)."""
+    assert set(known_gpus()) <= set(HOST_LINK_BY_GPU)
+    assert [get_host_link(gpu).name for gpu in ("a100-pcie", "a10g", "l4", "mi300x")] == [
+        "pcie-gen4",
+        "pcie-gen4",
+        "pcie-gen4",
+        "pcie-gen5",
+    ]
 
 
 def test_unknown_link_names_the_choices() -> None:

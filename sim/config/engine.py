@@ -78,6 +78,7 @@ ModelReference = Annotated[str | dict[str, Any], RegistrySchema(model_schema)]
 # = specs.QUANTIZATIONS and specs.KV_CACHE_DTYPES (tests/costmodel/test_registries.py).
 Quantization = Literal["fp8", "mxfp4"]
 KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+MAX_TP = 64  # deployment.tp's upper bound
 
 
 class EngineSettings(StrictModel):
@@ -192,7 +193,7 @@ class DeploymentSettings(StrictModel):
 
     model: ModelReference = "llama-3.1-8b"
     gpu: GpuName = "h100"
-    tp: int = Field(1, ge=1, le=64)
+    tp: int = Field(1, ge=1, le=MAX_TP)
     quantization: Quantization | None = Field(
         None, description="vLLM's --quantization; null: the weights as the checkpoint ships them"
     )
@@ -236,6 +237,8 @@ class DeploymentSettings(StrictModel):
             )
         except InputError as error:
             raise field_problem("quantization", str(error)) from None
+        if not model.supports_tp(self.tp):
+            raise field_problem("tp", tp_problem(model, self.tp))
         return self
 
     @property
@@ -243,6 +246,17 @@ class DeploymentSettings(StrictModel):
         """The served model in its deployed dtypes (a config path is read at validation)."""
         assert self._model_spec is not None  # set by the validator
         return self._model_spec
+
+
+def tp_problem(model: ModelSpec, tp: int) -> str:
+    """Why vLLM refuses to split `model` over `tp` GPUs, and the degrees it accepts."""
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    allowed = ", ".join(map(str, model.tp_degrees(MAX_TP)))
+    return (
+        f"{tp} is not allowed for {model.name} ({heads} attention heads, {kv_heads} KV heads): "
+        f"vLLM needs tp to divide the {heads} attention heads, and to divide the {kv_heads} KV "
+        f"heads or be a multiple of {kv_heads}; allowed: {allowed}"
+    )
 
 
 class OutputSettings(StrictModel):

@@ -15,7 +15,7 @@ from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.workload import TraceSource, WorkloadSettings
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
-from sim.costmodel import load_cost_model
+from sim.costmodel import load_cost_model, resolve_model
 from sim.errors import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -63,6 +63,47 @@ class Scenario(StrictModel):
                 f"warmup_s ({self.warmup_s}) must be shorter than duration_s ({self.duration_s})",
             )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _max_model_len_defaults_to_the_context(cls, data: Any, info: ValidationInfo) -> Any:
+        """An unwritten engine.max_model_len is the engine default or, if shorter, the model's
+        context (vLLM's default is the context), so the default never exceeds it."""
+        if not isinstance(data, dict):
+            return data
+        engine = data.get("engine", {})
+        deployment = data.get("deployment", {})
+        if not isinstance(engine, dict) or "max_model_len" in engine:
+            return data
+        if not isinstance(deployment, dict):
+            return data
+        reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
+        if not isinstance(reference, str | dict):
+            return data
+        try:
+            context = resolve_model(reference, (info.context or {}).get("base_dir")).context_length
+        except InputError:
+            return data  # deployment.model's own validation names the problem
+        default = EngineSettings.model_fields["max_model_len"].default
+        if context is None or context >= default:
+            return data
+        return {**data, "engine": {**engine, "max_model_len": context}}
+
+    @model_validator(mode="after")
+    def _max_model_len_within_the_context(self) -> Scenario:
+        # Past the tokens-per-request limit, check_scenario_limits names that limit instead.
+        from sim.config.limits import MAX_TOKENS_PER_REQUEST  # limits imports this module
+
+        model = self.deployment.model_spec
+        context, max_model_len = model.context_length, self.engine.max_model_len
+        if context is None or max_model_len <= context or max_model_len > MAX_TOKENS_PER_REQUEST:
+            return self
+        raise field_problem(
+            "engine.max_model_len",
+            f"{max_model_len:,} is more than {model.name}'s context of {context:,} tokens "
+            f"({model.context_length_source} in its config), which vLLM refuses; "
+            f"allowed: 2 to {context:,}",
+        )
 
     @model_validator(mode="after")
     def _cost_model_loads(self, info: ValidationInfo) -> Scenario:

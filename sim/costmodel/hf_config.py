@@ -21,6 +21,11 @@ _FIELD_ALIASES = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads
 _UNGATED_4X_MLP_FAMILIES = ("bloom",)
 _EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 _ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
+_ONLY_ATTENTION = "only attention decoders (dense or MoE, GQA) are supported"
+_STATE_SPACE = (
+    f"state-space or hybrid (Mamba, RWKV, ...) layers are not supported; {_ONLY_ATTENTION}"
+)
+_LINEAR_ATTENTION = f"linear-attention layers are not supported; {_ONLY_ATTENTION}"
 # Field present (and not null/0/false/empty) -> why the shape is not supported.
 _UNSUPPORTED_FIELDS = {
     "kv_lora_rank": "multi-head latent attention (MLA, as in DeepSeek-V2/V3) is not supported",
@@ -33,10 +38,97 @@ _UNSUPPORTED_FIELDS = {
     "ones) are not supported",
     "first_k_dense_replace": "dense layers mixed into a mixture of experts are not supported",
     "mlp_only_layers": "dense layers mixed into a mixture of experts are not supported",
-    "linear_attention_layers": "linear-attention layers are not supported",
-    "attn_layer_indices": "state-space (Mamba) layers are not supported",
-    "layers_block_type": "state-space (Mamba) layers are not supported",
+    # Hybrids of attention and state-space / recurrent / convolution layers: which layers are
+    # which (Nemotron-H, Jamba, Zamba, Bamba, RecurrentGemma, LFM2) and the state's size (Mamba,
+    # Mamba-2, Falcon-Mamba). Keys holding "mamba" or starting with "ssm_" count too
+    # (_STATE_SPACE_KEY_PARTS), as do the families' model_type and architectures.
+    "hybrid_override_pattern": _STATE_SPACE,
+    "attn_layer_period": _STATE_SPACE,
+    "attn_layer_offset": _STATE_SPACE,
+    "attn_layer_indices": _STATE_SPACE,
+    "layers_block_type": _STATE_SPACE,
+    "hybrid_layer_ids": _STATE_SPACE,
+    "block_types": _STATE_SPACE,
+    "full_attn_idxs": _STATE_SPACE,
+    "state_size": _STATE_SPACE,
+    "conv_kernel": _STATE_SPACE,
+    "time_step_rank": _STATE_SPACE,
+    "conv_L_cache": _STATE_SPACE,
+    "expert_layer_period": "dense layers mixed into a mixture of experts are not supported",
+    # Linear attention beside full attention (MiniMax-Text-01, Qwen3-Next).
+    "linear_attention_layers": _LINEAR_ATTENTION,
+    "attn_type_list": _LINEAR_ATTENTION,
+    "full_attention_interval": _LINEAR_ATTENTION,
+    "linear_num_value_heads": _LINEAR_ATTENTION,
 }
+# A key holding one of these (set to anything but null) shows state-space layers.
+_STATE_SPACE_KEY_PARTS = ("mamba", "ssm_")
+# model_type values and architecture name parts (lower case) of state-space, recurrent, hybrid
+# and linear-attention families. Exact types: Nemotron, Falcon and MiniMax-M2 are attention-only.
+_STATE_SPACE_MODEL_TYPES = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "bamba",
+        "nemotron_h",
+        "falcon_h1",
+        "granitemoehybrid",
+        "plamo2",
+        "hymba",
+        "rwkv",
+        "rwkv5",
+        "rwkv6",
+        "rwkv7",
+        "recurrent_gemma",
+        "xlstm",
+        "lfm2",
+        "lfm2_moe",
+        "minimax",
+        "minimax_text_01",
+        "minimax_m1",
+        "qwen3_next",
+        "kimi_linear",
+    }
+)
+_STATE_SPACE_ARCHITECTURE_PARTS = (
+    "mamba",
+    "jamba",
+    "zamba",
+    "bamba",
+    "nemotronh",
+    "falconh1",
+    "granitemoehybrid",
+    "plamo2",
+    "hymba",
+    "rwkv",
+    "recurrentgemma",
+    "xlstm",
+    "lfm2",
+    "minimaxtext01",
+    "minimaxm1",
+    "qwen3next",
+    "kimilinear",
+)
+# Where vLLM reads a model's longest context, the smallest one given winning
+# (_get_and_verify_max_len); model_max_length, where set, overrides them.
+_CONTEXT_LENGTH_FIELDS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# rope_scaling types whose max_position_embeddings already counts the scaling.
+_UNSCALED_ROPE_TYPES = ("su", "longrope", "llama3")
+_MAX_SHOWN_CHARS = 60
 QUANTIZATION_METHODS = ("fp8", "mxfp4")
 
 
@@ -110,6 +202,7 @@ def model_from_hf_config(
             else fields.positive_int("intermediate_size")
         )
     sliding_window, num_sliding = fields.sliding_attention(num_layers)
+    context_length, context_length_source = fields.context_length(family)
     # mxfp4 checkpoints (gpt-oss) quantize the experts only; fp8 ones every projection.
     quantization = fields.quantization()
     return ModelSpec(
@@ -132,6 +225,8 @@ def model_from_hf_config(
         recorded_num_params=recorded_num_params,
         weight_dtype="fp8" if quantization == "fp8" else "bf16",
         expert_weight_dtype=quantization or "bf16",
+        context_length=context_length,
+        context_length_source=context_length_source,
     )
 
 
@@ -154,7 +249,7 @@ class _Fields:
         self._prefix = prefix
 
     def problem(self, field: str, value: Any, why: str) -> InputError:
-        shown = "" if value is None else f" = {value!r}"
+        shown = "" if value is None else f" = {_shown(value)}"
         return InputError(f"model config field {self._prefix}{field}{shown}: {why}")
 
     def reject_unsupported(self) -> None:
@@ -162,6 +257,7 @@ class _Fields:
             value = self._config.get(field)
             if value not in (None, 0, False, [], {}):
                 raise self.problem(field, value if not isinstance(value, dict) else None, why)
+        self._reject_state_space()
         architectures = self._config.get("architectures")
         if (
             isinstance(architectures, list)
@@ -173,6 +269,23 @@ class _Fields:
                 architectures,
                 "not a decoder-only language model (expected a *ForCausalLM architecture)",
             )
+
+    def _reject_state_space(self) -> None:
+        """State-space, recurrent and hybrid models, by a key of theirs, model_type or name."""
+        for field, value in self._config.items():
+            lowered = str(field).lower()
+            if value is not None and any(part in lowered for part in _STATE_SPACE_KEY_PARTS):
+                shown = None if isinstance(value, dict) else value
+                raise self.problem(str(field), shown, _STATE_SPACE)
+        model_type = self._config.get("model_type")
+        if isinstance(model_type, str) and model_type.lower() in _STATE_SPACE_MODEL_TYPES:
+            raise self.problem("model_type", model_type, _STATE_SPACE)
+        architectures = self._config.get("architectures")
+        if isinstance(architectures, list):
+            for architecture in architectures:
+                name = str(architecture).lower()
+                if any(part in name for part in _STATE_SPACE_ARCHITECTURE_PARTS):
+                    raise self.problem("architectures", architectures, _STATE_SPACE)
 
     def positive_int(self, field: str, *, default: int | None = None) -> int:
         if field not in self._config or self._config[field] is None:
@@ -224,6 +337,44 @@ class _Fields:
             )
         return window, num_sliding
 
+    def context_length(self, family: str) -> tuple[int | None, str]:
+        """The longest context vLLM allows (its derived max_model_len) and the fields it comes
+        from; (None, "") when the config names none (vLLM would assume 2048; left open here)."""
+        length: int | None = None
+        source = ""
+        for field in _CONTEXT_LENGTH_FIELDS:
+            if self._config.get(field) is not None:
+                value = self.positive_int(field)
+                if length is None or value < length:
+                    length, source = value, field
+        if self._config.get("model_max_length"):
+            length, source = self.positive_int("model_max_length"), "model_max_length"
+        if length is None:
+            return None, ""
+        rope_scaling = self._config.get("rope_scaling")
+        if not isinstance(rope_scaling, dict) or "gemma3" in family:
+            return length, source
+        rope_type = rope_scaling.get("rope_type", rope_scaling.get("type"))
+        if rope_type in _UNSCALED_ROPE_TYPES:
+            return length, source
+        factor = rope_scaling.get("factor")
+        if factor is None:
+            factor = 1.0
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
+            raise self.problem("rope_scaling.factor", factor, "expected a positive number")
+        if rope_type == "yarn":
+            original = rope_scaling.get("original_max_position_embeddings")
+            if isinstance(original, bool) or not isinstance(original, int) or original < 1:
+                raise self.problem(
+                    "rope_scaling.original_max_position_embeddings",
+                    original,
+                    "expected a positive integer (yarn scales it by rope_scaling.factor)",
+                )
+            length, source = original, "rope_scaling.original_max_position_embeddings"
+        if factor == 1:
+            return length, source
+        return int(length * factor), f"{source} x rope_scaling.factor {factor:g}"
+
     def quantization(self) -> str | None:
         """The checkpoint's quantization method (quantization_config.quant_method), if any."""
         quantization = self._config.get("quantization_config")
@@ -237,3 +388,11 @@ class _Fields:
                 f"not supported; allowed: {', '.join(QUANTIZATION_METHODS)}",
             )
         return str(method)
+
+
+def _shown(value: Any) -> str:
+    """`value` as a config field shows it, cut short (hybrid layer patterns run long)."""
+    text = repr(value)
+    if len(text) > _MAX_SHOWN_CHARS:
+        text = f"{text[: _MAX_SHOWN_CHARS - 3]}..."
+    return text

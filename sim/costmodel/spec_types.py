@@ -70,10 +70,28 @@ class ModelSpec:
     weight_dtype: str = "bf16"  # linear layers
     expert_weight_dtype: str = "bf16"  # expert MLPs (mxfp4 in gpt-oss checkpoints)
     kv_cache_dtype: str = "bf16"
+    # The longest context vLLM derives from the config (max_position_embeddings and the like,
+    # scaled by rope_scaling) and the fields it came from; None: the config names no limit.
+    context_length: int | None = None
+    context_length_source: str = ""
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def supports_tp(self, tp: int) -> bool:
+        """Whether vLLM shards the attention over `tp` GPUs: every GPU gets the same number of
+        query heads, and the KV heads are split evenly or, when fewer than `tp`, each replicated
+        on the same number of GPUs."""
+        if tp < 1 or self.num_attention_heads % tp:
+            return False
+        if self.num_kv_heads >= tp:
+            return self.num_kv_heads % tp == 0
+        return tp % self.num_kv_heads == 0
+
+    def tp_degrees(self, up_to: int) -> list[int]:
+        """The tensor-parallel degrees from 1 to `up_to` vLLM accepts for this model."""
+        return [tp for tp in range(1, up_to + 1) if self.supports_tp(tp)]
 
     @property
     def num_full_attention_layers(self) -> int:

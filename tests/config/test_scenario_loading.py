@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from sim.cli import main
 from sim.config import load_scenario
 from sim.errors import InputError
 
@@ -93,3 +95,94 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
     path = write(tmp_path, "base.yaml", BASE.replace("max_num_seqs: 64", "max_num_seqs: 1e3"))
     with pytest.raises(InputError, match="YAML 1.1"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["deployment.tp=3"],
+            "deployment.tp: 3 is not allowed for Llama-3.1-8B (32 attention heads, 8 KV heads): "
+            "vLLM needs tp to divide the 32 attention heads, and to divide the 8 KV heads or be "
+            "a multiple of 8; allowed: 1, 2, 4, 8, 16, 32",
+        ),
+        (
+            ["deployment.tp=64"],
+            "deployment.tp: 64 is not allowed for Llama-3.1-8B (32 attention heads, 8 KV heads)",
+        ),
+        (
+            ["deployment.model=llama-3.1-70b", "deployment.tp=3"],
+            "deployment.tp: 3 is not allowed for Llama-3.1-70B (64 attention heads, 8 KV heads): "
+            "vLLM needs tp to divide the 64 attention heads, and to divide the 8 KV heads or be "
+            "a multiple of 8; allowed: 1, 2, 4, 8, 16, 32, 64",
+        ),
+        (
+            ["engine.max_model_len=200000"],
+            "engine.max_model_len: 200,000 is more than Llama-3.1-8B's context of 131,072 tokens "
+            "(max_position_embeddings in its config), which vLLM refuses; allowed: 2 to 131,072",
+        ),
+        (
+            ["deployment.model=llama-2-7b", "engine.max_model_len=8192"],
+            "engine.max_model_len: 8,192 is more than Llama-2-7B's context of 4,096 tokens",
+        ),
+    ],
+)
+def test_shapes_vllm_refuses_are_one_line_naming_the_field(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    path = write(tmp_path, "base.yaml", BASE)
+    with pytest.raises(InputError) as raised:
+        load_scenario(path, overrides)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_tp_degrees_vllm_accepts_load(tmp_path: Path) -> None:
+    path = write(tmp_path, "base.yaml", BASE)
+    for tp in (1, 2, 4, 8, 16, 32):
+        assert load_scenario(path, [f"deployment.tp={tp}"]).scenario.deployment.tp == tp
+    # 8 KV heads over 16 GPUs: each replicated on 2, as vLLM does.
+    assert load_scenario(path, ["deployment.model=llama-3.1-70b", "deployment.tp=16"])
+
+
+def test_max_model_len_defaults_to_a_shorter_model_context(tmp_path: Path) -> None:
+    """The engine default (32,768) stands for a longer-context model; a shorter one, like vLLM's
+    default, caps it, so an unwritten max_model_len never trips the model-context check."""
+    path = write(tmp_path, "base.yaml", BASE)
+    assert load_scenario(path).scenario.engine.max_model_len == 32768
+    llama2 = load_scenario(path, ["deployment.model=llama-2-7b"]).scenario
+    assert llama2.engine.max_model_len == 4096
+    explicit = load_scenario(path, ["deployment.model=llama-2-7b", "engine.max_model_len=4096"])
+    assert explicit.scenario.run_id() == llama2.run_id()
+    # BLOOM's config names no context length: nothing to cap or check against.
+    bloom = ["deployment.model=bloom-176b", "deployment.tp=8", "engine.max_model_len=100000"]
+    assert load_scenario(path, bloom).scenario.engine.max_model_len == 100000
+
+
+def test_a_state_space_config_is_exit_2_and_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {
+        "architectures": ["JambaForCausalLM"],
+        "model_type": "jamba",
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "mamba_d_state": 16,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 65536,
+    }
+    (tmp_path / "jamba.json").write_text(json.dumps(config))
+    path = write(tmp_path, "base.yaml", BASE.replace("llama-3.1-8b", "jamba.json"))
+    with pytest.raises(SystemExit) as done:
+        main(["validate", str(path)])
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: {path}:5: deployment.model: {tmp_path / 'jamba.json'}: model config field "
+        "attn_layer_period = 8: state-space or hybrid (Mamba, RWKV, ...) layers are not "
+        "supported; only attention decoders (dense or MoE, GQA) are supported"
+    )

@@ -191,6 +191,166 @@ def test_unsupported_or_broken_configs_name_the_field(config: dict, message: str
     assert "\n" not in str(error.value)
 
 
+# Hybrid and state-space configs as their Hugging Face checkpoints ship them (abridged).
+NEMOTRON_H = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "intermediate_size": 21504,
+    "mamba_head_dim": 64,
+    "mamba_num_heads": 128,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 52,
+    "num_key_value_heads": 8,
+    "ssm_state_size": 128,
+    "conv_kernel": 4,
+    "vocab_size": 131072,
+}
+JAMBA = {
+    "architectures": ["JambaForCausalLM"],
+    "model_type": "jamba",
+    "attn_layer_offset": 4,
+    "attn_layer_period": 8,
+    "expert_layer_offset": 1,
+    "expert_layer_period": 2,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "mamba_d_conv": 4,
+    "mamba_d_state": 16,
+    "mamba_expand": 2,
+    "max_position_embeddings": 262144,
+    "num_attention_heads": 32,
+    "num_experts": 16,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "use_mamba_kernels": True,
+    "vocab_size": 65536,
+}
+FALCON_MAMBA = {
+    "architectures": ["FalconMambaForCausalLM"],
+    "model_type": "falcon_mamba",
+    "conv_kernel": 4,
+    "expand": 16,
+    "hidden_size": 4096,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 64,
+    "state_size": 16,
+    "time_step_rank": 256,
+    "vocab_size": 65024,
+}
+STATE_SPACE = (
+    "state-space or hybrid (Mamba, RWKV, ...) layers are not supported; only attention "
+    "decoders (dense or MoE, GQA) are supported"
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        (
+            NEMOTRON_H,
+            "hybrid_override_pattern = 'M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-'",
+        ),
+        (JAMBA, "attn_layer_period = 8"),
+        (FALCON_MAMBA, "state_size = 16"),
+        # mamba_ssm's own config (state-spaces/mamba-2.8b): no architectures, an empty ssm_cfg.
+        ({"d_model": 2560, "n_layer": 64, "vocab_size": 50277, "ssm_cfg": {}}, "ssm_cfg"),
+        ({**LLAMA, "mamba_d_state": 64}, "mamba_d_state = 64"),
+        ({**LLAMA, "layers_block_type": ["mamba", "hybrid"] * 16}, "layers_block_type = "),
+        ({**LLAMA, "block_types": ["recurrent", "recurrent", "attention"]}, "block_types = "),
+        ({**LLAMA, "model_type": "rwkv"}, "model_type = 'rwkv'"),
+        (
+            {**LLAMA, "architectures": ["Zamba2ForCausalLM"]},
+            "architectures = ['Zamba2ForCausalLM']",
+        ),
+    ],
+)
+def test_state_space_and_hybrid_configs_are_refused(config: dict, field: str) -> None:
+    with pytest.raises(InputError) as error:
+        model_from_hf_config(config, key="x")
+    assert str(error.value).startswith(f"model config field {field}")
+    assert str(error.value).endswith(STATE_SPACE)
+    assert "\n" not in str(error.value)
+
+
+def test_a_long_field_value_is_cut_short() -> None:
+    pattern = "M-" * 40
+    with pytest.raises(InputError) as error:
+        model_from_hf_config({**NEMOTRON_H, "hybrid_override_pattern": pattern}, key="x")
+    assert f"hybrid_override_pattern = {repr(pattern)[:57]}...: state-space" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "architecture"),
+    [
+        ("llama", "LlamaForCausalLM"),
+        ("mixtral", "MixtralForCausalLM"),
+        ("qwen3", "Qwen3ForCausalLM"),
+        ("gpt_oss", "GptOssForCausalLM"),
+        ("nemotron", "NemotronForCausalLM"),  # Nemotron-4/Minitron: attention only
+        ("falcon", "FalconForCausalLM"),
+        ("minimax_m2", "MiniMaxM2ForCausalLM"),  # full attention, unlike MiniMax-Text-01
+    ],
+)
+def test_attention_families_are_not_taken_for_state_space_ones(
+    model_type: str, architecture: str
+) -> None:
+    model = model_from_hf_config(
+        {**LLAMA, "model_type": model_type, "architectures": [architecture]}, key="x"
+    )
+    assert model.num_layers == 32
+
+
+@pytest.mark.parametrize(
+    ("key", "context", "source"),
+    [
+        ("llama-3.1-8b", 131072, "max_position_embeddings"),  # llama3 rope: already counted
+        ("llama-2-7b", 4096, "max_position_embeddings"),
+        ("qwen3-8b", 40960, "max_position_embeddings"),
+        (
+            "gpt-oss-20b",
+            131072,
+            "rope_scaling.original_max_position_embeddings x rope_scaling.factor 32",
+        ),
+        ("bloom-176b", None, ""),  # names no limit: left open
+    ],
+)
+def test_context_length_is_the_one_vllm_derives(key: str, context: int | None, source: str) -> None:
+    model = get_model(key)
+    assert (model.context_length, model.context_length_source) == (context, source)
+
+
+def test_context_length_follows_rope_scaling_and_the_smallest_field() -> None:
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    qwen_yarn = {**shipped_config("qwen3-8b"), "rope_scaling": yarn}
+    assert model_from_hf_config(qwen_yarn, key="x").context_length == 131072
+    dynamic = {
+        **LLAMA,
+        "max_position_embeddings": 4096,
+        "rope_scaling": {"type": "dynamic", "factor": 2.0},
+    }
+    assert model_from_hf_config(dynamic, key="x").context_length == 8192
+    both = {**LLAMA, "max_position_embeddings": 8192, "seq_length": 2048}
+    assert model_from_hf_config(both, key="x").context_length_source == "seq_length"
+    with pytest.raises(InputError, match="model config field rope_scaling.factor = 'x'"):
+        model_from_hf_config({**qwen_yarn, "rope_scaling": {**yarn, "factor": "x"}}, key="x")
+
+
+@pytest.mark.parametrize(
+    ("key", "allowed"),
+    [
+        ("llama-3.1-8b", [1, 2, 4, 8, 16, 32]),  # 32 heads, 8 KV heads replicated past tp 8
+        ("yi-34b", [1, 2, 4, 8, 56]),  # 56 heads, 8 KV heads: 7, 14 and 28 split them unevenly
+        ("llama-2-13b", [1, 2, 4, 5, 8, 10, 20, 40]),  # 40 heads, no GQA
+    ],
+)
+def test_tp_degrees_are_the_ones_vllm_accepts(key: str, allowed: list[int]) -> None:
+    assert get_model(key).tp_degrees(64) == allowed
+
+
 def test_unreadable_config_files_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text('{"hidden_size": 4096,')

@@ -108,16 +108,18 @@ class DeploymentConfig(Protocol):
 
 
 def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
-    """The engine settings, with `num_gpu_blocks` sized from GPU memory unless overridden."""
+    """The engine settings, with `num_gpu_blocks` sized from GPU memory unless overridden and the
+    batch limits vLLM picks for the GPU unless set."""
     engine = scenario.engine
     blocks = deployment_num_gpu_blocks(engine, scenario.deployment)
     if blocks > MAX_NUM_GPU_BLOCKS:
         raise InputError(pool_size_problem(blocks))
+    max_num_batched_tokens, max_num_seqs = engine.batch_limits(get_gpu(scenario.deployment.gpu))
     return SchedulerConfig(
         num_gpu_blocks=blocks,
         block_size=engine.block_size,
-        max_num_batched_tokens=engine.max_num_batched_tokens,
-        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
         max_model_len=engine.max_model_len,
         enable_chunked_prefill=engine.enable_chunked_prefill,
         long_prefill_token_threshold=engine.long_prefill_token_threshold,

@@ -32,8 +32,10 @@ FIELD_DESCRIPTIONS = {
     "EngineSettings.gpu_memory_utilization": "share of GPU memory vLLM may use",
     "EngineSettings.activation_reserve_gib": "GPU memory kept for activations; default: "
     "estimated from the model",
-    "EngineSettings.max_num_batched_tokens": "token budget of one engine step",
-    "EngineSettings.max_num_seqs": "most requests running at once",
+    "EngineSettings.max_num_batched_tokens": "token budget of one engine step; unset: vLLM's "
+    "API-server default for the GPU (16384 from 160 GiB, 8192 from 70 GiB but A100, else 2048)",
+    "EngineSettings.max_num_seqs": "most requests running at once; unset: vLLM's API-server "
+    "default for the GPU (1024 from 70 GiB but A100, else 256)",
     "EngineSettings.max_model_len": "longest sequence; longer prompts are rejected",
     "EngineSettings.enable_chunked_prefill": "split long prefills over several steps",
     "EngineSettings.long_prefill_token_threshold": "cap on one request's prefill tokens per "

@@ -18,6 +18,7 @@ from pydantic_core import CoreSchema
 
 from sim.config.base import StrictModel, field_problem
 from sim.costmodel import (
+    GpuSpec,
     ModelSpec,
     deployment_model,
     get_gpu,
@@ -92,8 +93,10 @@ class EngineSettings(StrictModel):
     kv_cache_memory_gib: float | None = Field(None, gt=0)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     activation_reserve_gib: float | None = Field(None, ge=0)
-    max_num_batched_tokens: int = Field(defaults.SERVING_MAX_NUM_BATCHED_TOKENS, ge=1)
-    max_num_seqs: int = Field(defaults.SERVING_MAX_NUM_SEQS, ge=1)
+    # None: vLLM's OpenAI-server default for the deployment's GPU (sched.defaults); a scenario
+    # resolves it when loaded, so only engines built outside one hold None.
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1)
     max_model_len: int = Field(defaults.SERVING_MAX_MODEL_LEN, ge=2)
     enable_chunked_prefill: bool = defaults.ENABLE_CHUNKED_PREFILL
     long_prefill_token_threshold: int = Field(defaults.LONG_PREFILL_TOKEN_THRESHOLD, ge=0)
@@ -162,10 +165,31 @@ class EngineSettings(StrictModel):
 
     @model_validator(mode="after")
     def _vllm_constraints(self) -> EngineSettings:
-        problem = engine_limit_problem(self)
+        tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
+        if tokens is None or seqs is None:
+            return self  # the deployment's GPU sets them; SchedulerConfig checks them then
+        problem = engine_limit_problem(
+            max_num_batched_tokens=tokens,
+            max_num_seqs=seqs,
+            max_model_len=self.max_model_len,
+            enable_chunked_prefill=self.enable_chunked_prefill,
+            max_num_active_seqs=self.max_num_active_seqs,
+        )
         if problem is not None:
             raise field_problem(*problem)
         return self
+
+    def batch_limits(self, gpu: GpuSpec) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) as set, else as vLLM's OpenAI server sets them
+        on `gpu`: its defaults for the GPU, the token budget at least max_model_len without
+        chunked prefill."""
+        tokens, seqs = defaults.serving_batch_limits(gpu.memory_bytes, gpu.name)
+        if not self.enable_chunked_prefill:
+            tokens = max(tokens, self.max_model_len)
+        return (
+            tokens if self.max_num_batched_tokens is None else self.max_num_batched_tokens,
+            seqs if self.max_num_seqs is None else self.max_num_seqs,
+        )
 
 
 class RouterSettings(StrictModel):

@@ -15,10 +15,23 @@ from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.workload import TraceSource, WorkloadSettings
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
-from sim.costmodel import load_cost_model, resolve_model
+from sim.costmodel import get_gpu, load_cost_model, resolve_model
 from sim.errors import InputError
+from sim.sched import engine_limit_problem
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def _unwritten_max_model_len(deployment: dict[str, Any], info: ValidationInfo) -> int | None:
+    """The model's context where it is shorter than the engine default (vLLM's default is the
+    context); None where it is not, or the model does not resolve (its own validation says why)."""
+    reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
+    try:
+        context = resolve_model(reference, (info.context or {}).get("base_dir")).context_length
+    except (InputError, TypeError):
+        return None
+    default = EngineSettings.model_fields["max_model_len"].default
+    return context if context is not None and context < default else None
 
 
 class Scenario(StrictModel):
@@ -68,26 +81,39 @@ class Scenario(StrictModel):
     @classmethod
     def _max_model_len_defaults_to_the_context(cls, data: Any, info: ValidationInfo) -> Any:
         """An unwritten engine.max_model_len is the engine default or, if shorter, the model's
-        context (vLLM's default is the context), so the default never exceeds it."""
+        context, so the default never exceeds it."""
         if not isinstance(data, dict):
             return data
-        engine = data.get("engine", {})
-        deployment = data.get("deployment", {})
-        if not isinstance(engine, dict) or "max_model_len" in engine:
+        engine, deployment = data.get("engine", {}), data.get("deployment", {})
+        if not isinstance(engine, dict) or not isinstance(deployment, dict):
             return data
-        if not isinstance(deployment, dict):
+        if "max_model_len" in engine:
             return data
-        reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
-        if not isinstance(reference, str | dict):
-            return data
-        try:
-            context = resolve_model(reference, (info.context or {}).get("base_dir")).context_length
-        except InputError:
-            return data  # deployment.model's own validation names the problem
-        default = EngineSettings.model_fields["max_model_len"].default
-        if context is None or context >= default:
+        context = _unwritten_max_model_len(deployment, info)
+        if context is None:
             return data
         return {**data, "engine": {**engine, "max_model_len": context}}
+
+    @model_validator(mode="after")
+    def _batch_limits_for_the_gpu(self) -> Scenario:
+        """Unwritten engine.max_num_batched_tokens and max_num_seqs take what vLLM's OpenAI
+        server picks on the deployment's GPU; the limits are then checked together."""
+        engine = self.engine
+        tokens, seqs = engine.batch_limits(get_gpu(self.deployment.gpu))
+        problem = engine_limit_problem(
+            max_num_batched_tokens=tokens,
+            max_num_seqs=seqs,
+            max_model_len=engine.max_model_len,
+            enable_chunked_prefill=engine.enable_chunked_prefill,
+            max_num_active_seqs=engine.max_num_active_seqs,
+        )
+        if problem is not None:
+            field, message = problem
+            raise field_problem(f"engine.{field}", message)
+        if (tokens, seqs) == (engine.max_num_batched_tokens, engine.max_num_seqs):
+            return self
+        update = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
+        return self.model_copy(update={"engine": engine.model_copy(update=update)})
 
     @model_validator(mode="after")
     def _max_model_len_within_the_context(self) -> Scenario:

@@ -54,6 +54,12 @@ class SchedulerConfig:
             raise ValueError(
                 f"prefill_schedule_interval must be >= 1, got {self.prefill_schedule_interval}"
             )
-        problem = engine_limit_problem(self)
+        problem = engine_limit_problem(
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
+            max_model_len=self.max_model_len,
+            enable_chunked_prefill=self.enable_chunked_prefill,
+            max_num_active_seqs=self.max_num_active_seqs,
+        )
         if problem is not None:
             raise ValueError(problem[1])

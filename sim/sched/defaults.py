@@ -1,13 +1,13 @@
 """One source of engine defaults and of the limits vLLM checks at start-up.
 
 Two sets of defaults, both vLLM 0.33's: a bare `SchedulerConfig` and the replay formats use the
-scheduler's own class defaults (what the oracle drives); scenario files use what an engine
-serving a model on a datacenter GPU runs with. Everything else is shared.
+scheduler's own class defaults (what the oracle drives); scenario files use what vLLM's OpenAI
+server runs with on the deployment's GPU. Everything else is shared.
 """
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from typing import Final
 
 POLICIES: Final = ("fcfs", "priority")
 
@@ -35,53 +35,57 @@ SCHEDULER_MAX_MODEL_LEN: Final = 8192
 # The replay formats and their golden files follow vLLM's sync Scheduler.
 SCHEDULER_ASYNC_SCHEDULING: Final = False
 
-# Scenario engines: the serving limits vLLM picks for a large GPU, and async scheduling, which
-# vLLM 0.33 turns on for generative models (spec §7.4).
-SERVING_MAX_NUM_BATCHED_TOKENS: Final = 8192
-SERVING_MAX_NUM_SEQS: Final = 256
+# Scenario engines: async scheduling, which vLLM 0.33 turns on for generative models (spec
+# §7.4), and the batch limits its OpenAI server picks for the GPU (`serving_batch_limits`).
 SERVING_MAX_MODEL_LEN: Final = 32768
 SERVING_ASYNC_SCHEDULING: Final = True
 
-
-class EngineLimits(Protocol):
-    """The settings vLLM checks against each other at start-up."""
-
-    @property
-    def max_num_batched_tokens(self) -> int: ...
-
-    @property
-    def max_num_seqs(self) -> int: ...
-
-    @property
-    def max_model_len(self) -> int: ...
-
-    @property
-    def enable_chunked_prefill(self) -> bool: ...
-
-    @property
-    def max_num_active_seqs(self) -> int | None: ...
+# vLLM 0.33's API-server defaults for (max_num_batched_tokens, max_num_seqs) by GPU (spec §7.1):
+# GPUs of 160 GiB or more; GPUs of 70 GiB or more but the A100 (larger budgets cost it
+# throughput, so vLLM keeps it on the small tier); every other GPU.
+GIB: Final = 1 << 30
+LARGEST_GPU_BYTES: Final = 160 * GIB
+LARGE_GPU_BYTES: Final = 70 * GIB
+LARGEST_GPU_BATCH_LIMITS: Final = (16384, 1024)
+LARGE_GPU_BATCH_LIMITS: Final = (8192, 1024)
+SMALL_GPU_BATCH_LIMITS: Final = (2048, 256)
 
 
-def engine_limit_problem(limits: EngineLimits) -> tuple[str, str] | None:
+def serving_batch_limits(memory_bytes: int, gpu_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server takes by default on a GPU
+    with `memory_bytes` of device memory called `gpu_name`."""
+    if memory_bytes >= LARGEST_GPU_BYTES:
+        return LARGEST_GPU_BATCH_LIMITS
+    if memory_bytes >= LARGE_GPU_BYTES and "a100" not in gpu_name.lower():
+        return LARGE_GPU_BATCH_LIMITS
+    return SMALL_GPU_BATCH_LIMITS
+
+
+def engine_limit_problem(
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    enable_chunked_prefill: bool,
+    max_num_active_seqs: int | None,
+) -> tuple[str, str] | None:
     """(field, message) for the first limit vLLM refuses at start-up, None when all hold."""
-    max_num_batched_tokens = limits.max_num_batched_tokens
-    if max_num_batched_tokens < limits.max_num_seqs:
+    if max_num_batched_tokens < max_num_seqs:
         return (
             "max_num_batched_tokens",
             f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_num_seqs "
-            f"({limits.max_num_seqs}), as vLLM requires",
+            f"({max_num_seqs}), as vLLM requires",
         )
-    if not limits.enable_chunked_prefill and max_num_batched_tokens < limits.max_model_len:
+    if not enable_chunked_prefill and max_num_batched_tokens < max_model_len:
         return (
             "max_num_batched_tokens",
             f"without chunked prefill max_num_batched_tokens ({max_num_batched_tokens}) must "
-            f"be >= max_model_len ({limits.max_model_len}), as vLLM requires",
+            f"be >= max_model_len ({max_model_len}), as vLLM requires",
         )
-    max_num_active_seqs = limits.max_num_active_seqs
-    if max_num_active_seqs is not None and max_num_active_seqs > limits.max_num_seqs:
+    if max_num_active_seqs is not None and max_num_active_seqs > max_num_seqs:
         return (
             "max_num_active_seqs",
             f"max_num_active_seqs ({max_num_active_seqs}) must be <= max_num_seqs "
-            f"({limits.max_num_seqs}), as vLLM requires",
+            f"({max_num_seqs}), as vLLM requires",
         )
     return None

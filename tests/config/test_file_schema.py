@@ -87,7 +87,7 @@ def test_enums_and_defaults_complete_in_an_editor(schema: dict) -> None:
     assert engine["hash_algo"]["enum"] == ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
     assert engine["hash_algo"]["default"] == "sha256"
     assert engine["block_size"]["default"] == 16
-    assert engine["max_num_batched_tokens"]["default"] == 8192
+    assert engine["max_num_batched_tokens"]["default"] is None  # the GPU's, set when loaded
     router = definitions["RouterSettings"]["properties"]["policy"]
     assert router["enum"] == ["round_robin", "least_loaded", "prefix_aware", "session_affinity"]
     deployment = definitions["DeploymentSettings"]["properties"]

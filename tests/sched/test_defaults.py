@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from sim.config import Scenario
 from sim.config.engine import EngineSettings
+from sim.costmodel import get_gpu
 from sim.errors import InputError
 from sim.replay.engine_replay import replay_engine, scheduler_config_from_op
 from sim.sched import SchedulerConfig, defaults
@@ -24,20 +26,59 @@ def test_scheduler_config_takes_vllm_scheduler_class_defaults() -> None:
     assert scheduler_config_from_op(None) == config
 
 
+def _scenario(engine: dict[str, object], gpu: str = "h100") -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "defaults",
+            "duration_s": 10,
+            "engine": engine,
+            "deployment": {"gpu": gpu},
+            "workload": {
+                "source": {"kind": "chat"},
+                "arrivals": {"process": "poisson", "rate_per_s": 1.0},
+            },
+        }
+    )
+
+
 def test_scenario_engines_take_the_serving_defaults_with_async_scheduling() -> None:
     engine = EngineSettings()
-    assert (engine.max_num_batched_tokens, engine.max_num_seqs, engine.max_model_len) == (
-        defaults.SERVING_MAX_NUM_BATCHED_TOKENS,
-        defaults.SERVING_MAX_NUM_SEQS,
-        defaults.SERVING_MAX_MODEL_LEN,
-    )
-    assert (engine.max_num_batched_tokens, engine.max_num_seqs, engine.max_model_len) == (
-        8192,
-        256,
-        32768,
-    )
+    assert (engine.max_num_batched_tokens, engine.max_num_seqs) == (None, None)
+    assert engine.max_model_len == defaults.SERVING_MAX_MODEL_LEN == 32768
     assert engine.async_scheduling is True
     assert (engine.max_num_active_seqs, engine.prefill_schedule_interval) == (None, 1)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "limits"),
+    [
+        ("h100", (8192, 1024)),  # 79.6 GiB
+        ("h200", (8192, 1024)),  # 140 GiB
+        ("b200", (16384, 1024)),  # 179 GiB
+        ("mi300x", (16384, 1024)),  # 192 GiB
+        ("a100", (2048, 256)),  # 80 GiB, but an A100
+        ("a100-pcie", (2048, 256)),
+        ("l40s", (2048, 256)),  # 45 GiB
+        ("l4", (2048, 256)),
+    ],
+)
+def test_unset_batch_limits_are_vllm_api_server_defaults_for_the_gpu(
+    gpu: str, limits: tuple[int, int]
+) -> None:
+    """vLLM 0.33's OpenAI server: 16384 tokens and 1024 sequences from 160 GiB, 8192 and 1024
+    from 70 GiB but on the A100, 2048 and 256 otherwise; a scenario's engine holds them."""
+    engine = _scenario({}, gpu).engine
+    assert (engine.max_num_batched_tokens, engine.max_num_seqs) == limits
+    assert defaults.serving_batch_limits(get_gpu(gpu).memory_bytes, get_gpu(gpu).name) == limits
+
+
+def test_set_batch_limits_stay_and_no_chunked_prefill_raises_the_budget() -> None:
+    """Written limits win; without chunked prefill an unwritten budget is at least
+    max_model_len (an A100's 2048 becomes 32768), as vLLM sets it."""
+    written = _scenario({"max_num_batched_tokens": 4096, "max_num_seqs": 64}, "a100").engine
+    assert (written.max_num_batched_tokens, written.max_num_seqs) == (4096, 64)
+    unchunked = _scenario({"enable_chunked_prefill": False}, "a100").engine
+    assert (unchunked.max_num_batched_tokens, unchunked.max_num_seqs) == (32768, 256)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +100,9 @@ def test_both_configs_refuse_the_same_limits_with_the_same_message(
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SchedulerConfig(**fields)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        EngineSettings.model_validate(fields)
+        EngineSettings.model_validate({"max_num_batched_tokens": 8192, **fields})
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _scenario(fields)  # one limit unset: the GPU's default is checked with the other
     workload = tmp_path / "w.jsonl"
     workload.write_text(
         '{"op":"config",' + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}\n"

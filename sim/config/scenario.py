@@ -26,9 +26,11 @@ def _unwritten_max_model_len(deployment: dict[str, Any], info: ValidationInfo) -
     """The model's context where it is shorter than the engine default (vLLM's default is the
     context); None where it is not, or the model does not resolve (its own validation says why)."""
     reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
+    if not isinstance(reference, str | dict):
+        return None
     try:
         context = resolve_model(reference, (info.context or {}).get("base_dir")).context_length
-    except (InputError, TypeError):
+    except InputError:
         return None
     default = EngineSettings.model_fields["max_model_len"].default
     return context if context is not None and context < default else None

@@ -168,16 +168,23 @@ class EngineSettings(StrictModel):
         tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
         if tokens is None or seqs is None:
             return self  # the deployment's GPU sets them; SchedulerConfig checks them then
-        problem = engine_limit_problem(
-            max_num_batched_tokens=tokens,
-            max_num_seqs=seqs,
+        problem = self.limit_problem(tokens, seqs)
+        if problem is not None:
+            raise field_problem(*problem)
+        return self
+
+    def limit_problem(
+        self, max_num_batched_tokens: int, max_num_seqs: int
+    ) -> tuple[str, str] | None:
+        """(field, message) for the first limit vLLM refuses at start-up with these batch
+        limits and this engine's other settings; None when all hold."""
+        return engine_limit_problem(
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
             max_model_len=self.max_model_len,
             enable_chunked_prefill=self.enable_chunked_prefill,
             max_num_active_seqs=self.max_num_active_seqs,
         )
-        if problem is not None:
-            raise field_problem(*problem)
-        return self
 
     def batch_limits(self, gpu: GpuSpec) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) as set, else as vLLM's OpenAI server sets them

@@ -17,7 +17,6 @@ from sim.config.workload import TraceSource, WorkloadSettings
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
 from sim.costmodel import get_gpu, load_cost_model, resolve_model
 from sim.errors import InputError
-from sim.sched import engine_limit_problem
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -102,13 +101,7 @@ class Scenario(StrictModel):
         server picks on the deployment's GPU; the limits are then checked together."""
         engine = self.engine
         tokens, seqs = engine.batch_limits(get_gpu(self.deployment.gpu))
-        problem = engine_limit_problem(
-            max_num_batched_tokens=tokens,
-            max_num_seqs=seqs,
-            max_model_len=engine.max_model_len,
-            enable_chunked_prefill=engine.enable_chunked_prefill,
-            max_num_active_seqs=engine.max_num_active_seqs,
-        )
+        problem = engine.limit_problem(tokens, seqs)
         if problem is not None:
             field, message = problem
             raise field_problem(f"engine.{field}", message)

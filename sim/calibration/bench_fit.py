@@ -57,7 +57,7 @@ MAX_FIT_MISS = 0.5
 # points at a run on another GPU, model or TP than --gpu, --model and --tp, or at wrong times.
 STEP_SCALE_RANGE = (0.2, 5.0)
 
-# The most per-request front-end time a fit may set. vLLM's API server measured 14.45 ms (the
+# The most per-request front-end time a fit may set. vLLM's API server measured 14.8 ms (the
 # shipped front end); a second or more is not front-end work but time the replay does not model
 # (client queueing, warm-up), which the profile would wrongly add to every request's TTFT.
 MAX_FRONTEND_REQUEST_S = 1.0

@@ -1,5 +1,7 @@
-"""Real vLLM serving runs (`data/measurements/vllm_serving_runs.csv`) replayed through the
-simulator for `prefixsim costmodel validate`: mean TTFT, per-token ITL and E2E per run."""
+"""Real vLLM serving runs replayed through the simulator for `prefixsim costmodel validate`: the
+benchmark runs of `data/measurements/vllm_serving_runs.csv` (mean TTFT, per-token ITL and E2E
+per run) and the batch prefills of `data/measurements/tokenomics_batch_prefills.csv` (the time
+of a batch of prompts sent at once for one token each)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,18 @@ from pathlib import Path
 
 from sim.calibration.bench_replay import Deployment, ReplayedRun, replay_requests
 from sim.costmodel import (
-    CostModel,
-    FrontEnd,
     StepTimeModel,
     choose_cost_model,
     real_engine_coefficients,
 )
 from sim.costmodel.calibrate import prior_profile
-from sim.costmodel.validation import ServedMeasurement, ValidationRecord
+from sim.costmodel.validation import Exclusion, ServedMeasurement, ValidationRecord
 
-SERVING_RUNS_CSV = (
-    Path(__file__).parents[1] / "costmodel" / "data" / "measurements" / "vllm_serving_runs.csv"
-)
+MEASUREMENTS_DIR = Path(__file__).parents[1] / "costmodel" / "data" / "measurements"
+SERVING_RUNS_CSV = MEASUREMENTS_DIR / "vllm_serving_runs.csv"
 SERVING_SOURCE = "vLLM serving runs"
+BATCH_PREFILLS_CSV = MEASUREMENTS_DIR / "tokenomics_batch_prefills.csv"
+BATCH_PREFILL_SOURCE = "vLLM batch prefills (Llama-3.3-70B TP 4 on H100)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,29 +80,68 @@ def _lengths(cell: str) -> list[int]:
     return [int(value) for value in cell.split(";")] if cell else []
 
 
+@dataclass(frozen=True, slots=True)
+class BatchPrefill:
+    """One row of tokenomics_batch_prefills.csv: `batch_size` prompts of `input_tokens` sent at
+    once for one output token each, timed at the client until the last answer came back."""
+
+    row: str
+    gpu: str
+    model: str
+    tp: int
+    input_tokens: int
+    batch_size: int
+    elapsed_s: float
+    used: bool
+    reason_not_used: str
+
+    @property
+    def setup(self) -> str:
+        return f"{self.gpu}/{self.model}/tp{self.tp}"
+
+    @property
+    def case(self) -> str:
+        return f"{self.row}: {self.batch_size} x {self.input_tokens}-token prompts at once"
+
+
+def read_batch_prefills(path: Path = BATCH_PREFILLS_CSV) -> list[BatchPrefill]:
+    """The vendored batch prefills, used or not."""
+    with path.open(newline="") as handle:
+        return [
+            BatchPrefill(
+                row["row"],
+                row["gpu"],
+                row["model"],
+                int(row["tp"]),
+                int(row["input_tokens"]),
+                int(row["batch_size"]),
+                float(row["elapsed_s"]),
+                row["used"] == "yes",
+                row["reason_not_used"],
+            )
+            for row in csv.DictReader(handle)
+        ]
+
+
+def served_exclusions() -> list[Exclusion]:
+    """The batch prefills left out, each with its reason."""
+    return [
+        Exclusion(f"{BATCH_PREFILL_SOURCE}: batch time", batch.case, batch.reason_not_used)
+        for batch in read_batch_prefills()
+        if not batch.used
+    ]
+
+
 def serving_measurements() -> list[ServedMeasurement]:
-    """Each run's mean TTFT, per-token ITL and E2E: simulated as shipped (the cost model `auto`
-    picks, with its real-engine factor and front end), and engine-only at factors 1 and 2."""
+    """Each serving run's mean TTFT, per-token ITL and E2E, then each used batch prefill's
+    time: simulated as shipped (the cost model `auto` picks, with its real-engine factor and
+    front end), and engine-only at factors 1 and 2."""
     measurements = []
     for run in read_serving_runs():
-        choice = choose_cost_model("auto", "auto", gpu=run.gpu, model=run.model, tp=run.tp)
-        deployment = Deployment(run.gpu, run.model, run.tp)
-        shipped = _replay(run, deployment, choice.model, choice.frontend)
-        # request_s 0: it adds the same to every TTFT (all requests arrive together).
-        engine_frontend = replace(choice.frontend, request_s=0.0)
-        # The kernel-derived or roofline profile `auto` chose, before its real-engine factor.
-        prior = prior_profile(run.gpu, run.model, run.tp)
-        assert prior is not None, "a serving run names its GPU and model"
-        at_factor = [
-            _replay(
-                run,
-                deployment,
-                StepTimeModel(real_engine_coefficients(prior.coefficients, factor)),
-                engine_frontend,
-            )
-            for factor in (1.0, 2.0)
-        ]
-        label = f"{choice.kind} {choice.name}"
+        requests = run.requests + [(prompt, 1) for prompt in run.empty_output_prompts]
+        label, shipped, at_factor = _replays(run.gpu, run.model, run.tp, requests)
+        kept = len(run.requests)
+        shipped, at_factor = _kept(shipped, kept), [_kept(replayed, kept) for replayed in at_factor]
         case = f"{run.run}, {len(run.requests) + len(run.empty_output_prompts)} requests at once"
         for metric, is_ttft, request_s_count, measured, of_run in (
             ("TTFT", True, 1, run.mean_ttft_s, _mean_ttft_s),
@@ -130,16 +170,70 @@ def serving_measurements() -> list[ServedMeasurement]:
                     is_ttft,
                 )
             )
+    for batch in read_batch_prefills():
+        if not batch.used:
+            continue
+        requests = [(batch.input_tokens, 1)] * batch.batch_size
+        label, shipped, at_factor = _replays(batch.gpu, batch.model, batch.tp, requests)
+        record = ValidationRecord(
+            f"{BATCH_PREFILL_SOURCE}: batch time",
+            label,
+            batch.case,
+            batch.elapsed_s,
+            _batch_time_s(shipped),
+            None,
+            None,
+            True,
+            batch.batch_size,
+        )
+        measurements.append(
+            ServedMeasurement(
+                record,
+                batch.gpu,
+                batch.setup,
+                _batch_time_s(at_factor[0]),
+                _batch_time_s(at_factor[1]),
+                1,
+                True,
+            )
+        )
     return measurements
 
 
-def _replay(
-    run: ServingRun, deployment: Deployment, cost_model: CostModel, frontend: FrontEnd
-) -> ReplayedRun:
-    """The run's successful requests and, after them, its empty-output ones (one token each)."""
-    requests = run.requests + [(prompt, 1) for prompt in run.empty_output_prompts]
-    replayed = replay_requests(requests, None, None, deployment, cost_model, frontend)
-    kept = len(run.requests)
+def _replays(
+    gpu: str, model: str, tp: int, requests: list[tuple[int, int]]
+) -> tuple[str, ReplayedRun, list[ReplayedRun]]:
+    """`requests` sent at once: the cost model `auto` picks (its label) as shipped, and engine-only
+    at real-engine factors 1 and 2."""
+    choice = choose_cost_model("auto", "auto", gpu=gpu, model=model, tp=tp)
+    deployment = Deployment(gpu, model, tp)
+    shipped = replay_requests(requests, None, None, deployment, choice.model, choice.frontend)
+    # request_s 0: it adds the same to every request's time (all of them arrive together).
+    engine_frontend = replace(choice.frontend, request_s=0.0)
+    # The kernel-derived or roofline profile `auto` chose, before its real-engine factor.
+    prior = prior_profile(gpu, model, tp)
+    assert prior is not None, "a measurement names its GPU and model"
+    at_factor = [
+        replay_requests(
+            requests,
+            None,
+            None,
+            deployment,
+            StepTimeModel(real_engine_coefficients(prior.coefficients, factor)),
+            engine_frontend,
+        )
+        for factor in (1.0, 2.0)
+    ]
+    return f"{choice.kind} {choice.name}", shipped, at_factor
+
+
+def _batch_time_s(run: ReplayedRun) -> float:
+    """From sending a batch at once to its last answer."""
+    return max(run.e2e_s)
+
+
+def _kept(replayed: ReplayedRun, kept: int) -> ReplayedRun:
+    """A serving run's successful requests (the first `kept`), without its empty-output ones."""
     return ReplayedRun(
         replayed.ttfts_s[:kept],
         replayed.decode_times_s[:kept],

@@ -90,12 +90,13 @@ def calibrate_command(
 def validate_command(
     out: Path = typer.Option(DEFAULT_VALIDATION_DIR, "--out", help="Folder for the plot and CSV."),
 ) -> None:
-    """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs),
+    """Shipped cost models vs real measurements (Splitwise, published TTFTs, vLLM serving runs
+    and batch prefills, other engines' steps),
     leave-one-source-out, and the kernel-table comparison labelled as what it is."""
-    from sim.calibration.serving_validation import serving_measurements
+    from sim.calibration.serving_validation import served_exclusions, serving_measurements
 
     check_output_dir(out)
-    report = validate_shipped_profiles(serving_measurements())
+    report = validate_shipped_profiles(serving_measurements(), served_exclusions())
     make_dirs(out)
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure

@@ -8,7 +8,7 @@ import csv
 import functools
 import statistics
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -266,12 +266,16 @@ class ValidationReport:
         ]
 
 
-def validate_shipped_profiles(served: list[ServedMeasurement] | None = None) -> ValidationReport:
+def validate_shipped_profiles(
+    served: list[ServedMeasurement] | None = None, served_exclusions: Sequence[Exclusion] = ()
+) -> ValidationReport:
     """Every comparison `prefixsim costmodel validate` reports: the kernel-table check, each real
     source as shipped, and each real source predicted by the real-engine factor (and front end)
-    fitted without it. `served` are real serving runs replayed by a layer above this one."""
+    fitted without it. `served` are real serving measurements replayed by a layer above this one
+    (`served_exclusions`: those it left out, with their reasons)."""
     profiles = _shipped_profiles()
     real_rows, exclusions = _real_rows(profiles, served or [])
+    exclusions += served_exclusions
     on_all = fit_real_engine_terms(real_rows)
     growths = setup_growths()
     return ValidationReport(
@@ -404,9 +408,15 @@ def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
         fit, eager_s = fitted.fit, fitted.eager_host_per_layer_s
         floor_s = fitted.prefill_floor_per_layer_s
         served = any(row.request_s_count for row in held_out)
+        # A source measured through the front end on several setups predicts each setup with
+        # request_s fitted on its others; one of a single setup takes the other sources'.
+        by_setup = served and len({row.setup for row in held_out if row.fitted}) > 1
         for row in held_out:
             factor = fit.factor(row.gpu_key)
-            request_s = _setup_held_out_request_s(held_out, row.setup, fit) if served else 0.0
+            if by_setup:
+                request_s = _setup_held_out_request_s(held_out, row.setup, fit)
+            else:
+                request_s = (fit.request_s or 0.0) if served else 0.0
             terms = f"x{factor:.3f} prefill compute"
             if row.eager_layers:
                 terms += f", eager host {eager_s * 1e6:.0f} us/layer"
@@ -415,7 +425,7 @@ def leave_one_source_out_records(rows: list[RealRow]) -> list[ValidationRecord]:
             records.append(
                 replace(
                     row.record,
-                    source=row.record.source + (SERVED_LOSO_SUFFIX if served else LOSO_SUFFIX),
+                    source=row.record.source + (SERVED_LOSO_SUFFIX if by_setup else LOSO_SUFFIX),
                     held_out_terms=terms,
                     predicted_s=row.time_s(factor, floor_s)
                     + row.request_s_count * request_s

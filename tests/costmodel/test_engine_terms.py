@@ -48,11 +48,11 @@ def test_the_factor_slows_prefill_compute_and_leaves_decode_steps_alone():
 
 def test_only_kernel_only_profiles_get_their_gpus_shipped_factor():
     terms = load_engine_terms()
-    assert terms.factors == {"a100": 1.41, "h100": 1.605} and terms.pooled == 1.445
+    assert terms.factors == {"a100": 1.41, "h100": 1.505} and terms.pooled == 1.42
     h100 = engine_coefficients(KERNELS, "kernel-derived", "h100")
-    assert h100.per_token_s == pytest.approx(2e-5 * 1.605)
+    assert h100.per_token_s == pytest.approx(2e-5 * 1.505)
     roofline_l40s = engine_coefficients(KERNELS, "roofline", "l40s")
-    assert roofline_l40s.per_token_s == pytest.approx(2e-5 * 1.445)
+    assert roofline_l40s.per_token_s == pytest.approx(2e-5 * 1.42)
     assert engine_coefficients(KERNELS, "calibrated", "h100") == KERNELS
 
 
@@ -128,36 +128,36 @@ def test_the_floor_per_layer_is_the_least_relative_squares_fit_of_the_steps_it_b
 
 
 def test_only_kernel_only_models_get_the_shipped_eager_terms():
-    """Shipped: 181.2 us per layer and 140.2 + 64.8 x log2(TP) us per decoding sequence on decode
-    steps, a floor of 687 us per layer under prefill steps. A kernel-derived or roofline model of
+    """Shipped: 181.1 us per layer and 140.2 + 64.8 x log2(TP) us per decoding sequence on decode
+    steps, a floor of 701 us per layer under prefill steps. A kernel-derived or roofline model of
     32 layers at TP 2 adds 5.80 ms + 10 x 205.0 us = 7.85 ms to the 10-sequence decode step and
-    takes at least 21.98 ms per prefill step (the 100-token prefill's 8.01 ms GPU time is under
+    takes at least 22.43 ms per prefill step (the 100-token prefill's 8.01 ms GPU time is under
     it); a calibrated model is fitted to its own engine and stays as is."""
     terms = load_engine_terms()
-    assert terms.eager_host_per_layer_s == 0.0001812
-    assert terms.eager_prefill_floor_per_layer_s == 0.000687
+    assert terms.eager_host_per_layer_s == 0.0001811
+    assert terms.eager_prefill_floor_per_layer_s == 0.000701
     assert terms.eager_sequence_host == SequenceHostTerm(0.0001402, 0.0000648)
     kernels = StepTimeModel(KERNELS)
     for source in ("kernel-derived", "roofline"):
         eager = eager_engine_model(kernels, 32, 2, source)
         assert eager.step_time_s(DECODE_10_AT_1000) == pytest.approx(
-            0.00843 + 32 * 0.0001812 + 10 * 0.0002050
+            0.00843 + 32 * 0.0001811 + 10 * 0.0002050
         )
-        assert eager.step_time_s(BatchShape([100], [0], [])) == pytest.approx(0.021984)
+        assert eager.step_time_s(BatchShape([100], [0], [])) == pytest.approx(0.022432)
     assert eager_engine_model(kernels, 32, 2, "calibrated") is kernels
 
 
 def test_a_deployment_without_cuda_graphs_loads_the_profile_with_the_eager_term():
-    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 181.2 us + 10 x 140.2
-    us = 7.20 ms slower without CUDA graphs; a 1000-token prefill (35 ms) outlasts the 32 x 687 us
-    = 21.98 ms floor and is not; a 100-token prefill is the floor."""
+    """h100/llama-3.1-8b/tp1 (32 layers): a 10 x 1000 decode step is 32 x 181.1 us + 10 x 140.2
+    us = 7.20 ms slower without CUDA graphs; a 1000-token prefill (33 ms) outlasts the 32 x 701 us
+    = 22.43 ms floor and is not; a 100-token prefill is the floor."""
     graphs = load_cost_model("h100/llama-3.1-8b/tp1")
     eager = load_cost_model("h100/llama-3.1-8b/tp1", cuda_graphs=False)
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(0.0072004)
+    assert decode_extra_s == pytest.approx(0.0071972)
     assert eager.step_time_s(PREFILL_1000) == graphs.step_time_s(PREFILL_1000)
     short = BatchShape([100], [0], [])
-    assert graphs.step_time_s(short) < 0.021984 == pytest.approx(eager.step_time_s(short))
+    assert graphs.step_time_s(short) < 0.022432 == pytest.approx(eager.step_time_s(short))
 
 
 def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
@@ -171,8 +171,8 @@ def test_the_host_time_per_layer_is_the_least_relative_squares_fit():
 
 def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     """deployment.cuda_graphs false on Llama-3.1-8B (32 layers) on one H100: the run's step model
-    adds 32 x 181.2 us and 140.2 us per decoding sequence to every decode-only step (7.20 ms for
-    10 sequences) and holds every prefill step to at least 32 x 687 us, and its summary says so;
+    adds 32 x 181.1 us and 140.2 us per decoding sequence to every decode-only step (7.20 ms for
+    10 sequences) and holds every prefill step to at least 32 x 701 us, and its summary says so;
     the default keeps CUDA graphs."""
     path = tmp_path / "eager.yaml"
     path.write_text(
@@ -192,8 +192,8 @@ def test_a_scenario_without_cuda_graphs_runs_its_decode_steps_eagerly(tmp_path):
     assert graphs_choice.summary()["eager_host_per_sequence_s"] is None
     assert eager_choice.summary()["cuda_graphs"] is False
     assert graphs_choice.summary()["eager_prefill_floor_per_layer_s"] is None
-    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001812
+    assert eager_choice.summary()["eager_host_per_layer_s"] == 0.0001811
     assert eager_choice.summary()["eager_host_per_sequence_s"] == 0.0001402
-    assert eager_choice.summary()["eager_prefill_floor_per_layer_s"] == 0.000687
+    assert eager_choice.summary()["eager_prefill_floor_per_layer_s"] == 0.000701
     decode_extra_s = eager.step_time_s(DECODE_10_AT_1000) - graphs.step_time_s(DECODE_10_AT_1000)
-    assert decode_extra_s == pytest.approx(32 * 0.0001812 + 10 * 0.0001402)
+    assert decode_extra_s == pytest.approx(32 * 0.0001811 + 10 * 0.0001402)

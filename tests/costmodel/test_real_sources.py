@@ -161,9 +161,9 @@ def test_sarathi_serve_prefills_fit_the_factor_and_its_decode_steps_the_eager_ho
     rows_by_id: dict[str, RealRow],
 ) -> None:
     """A vLLM-derived Python engine without CUDA graphs: its prefills measure the real-engine
-    factor (A100 PCIe has no factor of its own: the pooled 1.445) and wait for the host's floor
-    (60 layers x 687 us = 41.22 ms over the roofline's 30.23 ms for 128 tokens; measured 48.09),
-    its decode steps launch all 60 of Yi-34B's layers from the host (60 x 181.2 us = 10.87 ms on
+    factor (A100 PCIe has no factor of its own: the pooled 1.42) and wait for the host's floor
+    (60 layers x 701 us = 42.06 ms over the roofline's 29.77 ms for 128 tokens; measured 48.09),
+    its decode steps launch all 60 of Yi-34B's layers from the host (60 x 181.1 us = 10.87 ms on
     the roofline's 27.17 ms at batch 1, with its one sequence's 205.0 us of host work at TP 2).
     No kernel tables for the A100 PCIe: no layer-sum to compare with."""
     terms = load_engine_terms()
@@ -172,16 +172,16 @@ def test_sarathi_serve_prefills_fit_the_factor_and_its_decode_steps_the_eager_ho
     assert prefill.floor_layers == 60
     assert prefill.record.predicted_s == pytest.approx(prefill.engine_s(terms.factor("a100-pcie")))
     short = rows_by_id["sarathi-yi-34b-tp2-prefill-128"]
-    assert short.engine_s(1.445) == pytest.approx(0.030230, abs=1e-6)
-    assert short.time_s(1.445, 0.000687) == pytest.approx(0.04122)
-    assert short.record.predicted_s == pytest.approx(0.04122)
+    assert short.engine_s(1.42) == pytest.approx(0.029773, abs=1e-6)
+    assert short.time_s(1.42, 0.000701) == pytest.approx(0.04206)
+    assert short.record.predicted_s == pytest.approx(0.04206)
     assert prefill.engine_s(1.0) == pytest.approx(3.07521, abs=5e-6)
     assert prefill.engine_s(1.5) == pytest.approx(4.61089, abs=5e-6)
     decode = rows_by_id["sarathi-yi-34b-tp2-decode-b1"]
     assert (decode.fitted, decode.eager_layers, decode.floor_layers) == (False, 60, 0)
-    assert decode.engine_s(1.445) == pytest.approx(0.027171 + 0.0002050, abs=1e-6)
+    assert decode.engine_s(1.42) == pytest.approx(0.027173 + 0.0002050, abs=1e-6)
     assert decode.record.predicted_s == pytest.approx(
-        0.027171 + 0.0002050 + 60 * 0.0001812, abs=1e-6
+        0.027173 + 0.0002050 + 60 * 0.0001811, abs=1e-6
     )
     sarathi = [row for row in rows_by_id.values() if row.origin == SARATHI]
     assert sum(row.fitted for row in sarathi) == 7  # not the chunked prefills: validation only
@@ -232,8 +232,8 @@ def test_a_chunked_prefill_is_predicted_as_the_sum_of_its_steps(
 ) -> None:
     """The row's time at a factor is its four chunk steps' times added, each from the roofline
     prior of Yi-34B TP 2 on A100 PCIe at that factor (a Python engine); as shipped (the pooled
-    1.445) 453.2 ms against 435.7 measured (+4.0 %): each chunk (110-116 ms) outlasts the host's
-    floor of 41.2 ms. Validation only: not fitted."""
+    1.42) 445.7 ms against 435.7 measured (+2.3 %): each chunk (108-114 ms) outlasts the host's
+    floor of 42.1 ms. Validation only: not fitted."""
     row = rows_by_id["sarathi-yi-34b-tp2-chunked-2047-c512"]
     step = next(s for s in read_engine_steps() if s.row == "sarathi-yi-34b-tp2-chunked-2047-c512")
     prior = roofline_profile(get_gpu("a100-pcie"), get_model("yi-34b"), 2).coefficients
@@ -241,10 +241,10 @@ def test_a_chunked_prefill_is_predicted_as_the_sum_of_its_steps(
         model = StepTimeModel(real_engine_coefficients(prior, factor))
         chunks_s = sum(model.step_time_s(shape) for shape in step.shapes)
         assert row.engine_s(factor) == pytest.approx(chunks_s)
-    assert row.steps_s is not None and len(row.steps_s(1.445)) == 4
-    assert row.time_s(1.445, 0.000687) == pytest.approx(row.engine_s(1.445))
-    assert row.record.predicted_s == pytest.approx(0.45322, abs=5e-5)
-    assert row.record.relative_error == pytest.approx(0.0403, abs=5e-4)
+    assert row.steps_s is not None and len(row.steps_s(1.42)) == 4
+    assert row.time_s(1.42, 0.000701) == pytest.approx(row.engine_s(1.42))
+    assert row.record.predicted_s == pytest.approx(0.44565, abs=5e-5)
+    assert row.record.relative_error == pytest.approx(0.0229, abs=5e-4)
     assert (row.fitted, row.eager_layers, row.floor_layers) == (False, 0, 60)
 
 
@@ -277,8 +277,8 @@ def test_tgi_sagemaker_rows_are_the_one_user_runs_median_time_per_token() -> Non
 
 def test_tgi_sagemaker_steps_get_the_shipped_eager_host_time_and_stay_out_of_its_fit() -> None:
     """Llama-2-70B on 8 A100-40GB (1,555 GB/s, no kernel tables: the roofline prior) is predicted
-    as the roofline step, 19.855 ms, plus its one sequence's 334.6 us of host work at TP 8 and 80
-    layers x 181.2 us = 34.686 ms, 16.1 % below the 41.35 ms measured; Llama-2-7B at TP 8 (23.50
+    as the roofline step, 19.857 ms, plus its one sequence's 334.6 us of host work at TP 8 and 80
+    layers x 181.1 us = 34.679 ms, 16.1 % below the 41.35 ms measured; Llama-2-7B at TP 8 (23.50
     ms, slower than Llama-2-13B's 21.63 ms) 58.9 % below: a host cost per step the per-layer term
     does not carry, so the rows validate only (no eager layers for the fit, the host time inside
     their prediction at every factor)."""
@@ -291,12 +291,12 @@ def test_tgi_sagemaker_steps_get_the_shipped_eager_host_time_and_stay_out_of_its
     big = by_id["tgi-sm-llama-2-70b-a100-40gb-tp8"]
     assert big.record.profile == "a100-40gb/llama-2-70b/tp8"
     assert big.record.table_predicted_s is None
-    assert big.record.predicted_s == pytest.approx(big.engine_s(1.445))
-    assert big.engine_s(1.445) - host_s == pytest.approx(0.019855 + 0.0003346, abs=1e-6)
-    assert big.record.predicted_s == pytest.approx(0.034686, abs=1e-6)
-    assert big.record.relative_error == pytest.approx(-0.1611, abs=5e-4)
+    assert big.record.predicted_s == pytest.approx(big.engine_s(1.42))
+    assert big.engine_s(1.42) - host_s == pytest.approx(0.019857 + 0.0003346, abs=1e-6)
+    assert big.record.predicted_s == pytest.approx(0.034679, abs=1e-6)
+    assert big.record.relative_error == pytest.approx(-0.1613, abs=5e-4)
     small = by_id["tgi-sm-llama-2-7b-a100-40gb-tp8"]
-    assert small.record.relative_error == pytest.approx(-0.5888, abs=5e-4)
+    assert small.record.relative_error == pytest.approx(-0.5887, abs=5e-4)
     assert small.record.measured_s > by_id["tgi-sm-llama-2-13b-a100-40gb-tp8"].record.measured_s
 
 
@@ -342,8 +342,8 @@ def test_vllm01_rows_are_benchmark_latency_over_its_tokens() -> None:
 
 
 def test_vllm01_decode_steps_fit_the_eager_host_time_and_grow_with_the_batch() -> None:
-    """The shipped Llama-2-70B TP 2 profile plus 80 layers x 181.2 us and 205.0 us per decoding
-    sequence predicts 66.52 ms at batch 1 (13.5 % above the 58.62 ms measured) and 80.98 ms at
+    """The shipped Llama-2-70B TP 2 profile plus 80 layers x 181.1 us and 205.0 us per decoding
+    sequence predicts 66.52 ms at batch 1 (13.5 % above the 58.62 ms measured) and 80.97 ms at
     batch 64 (24.6 % below 107.35 ms): the step grows by 0.77 ms per added sequence where the
     kernels and the host term derived from Vidur's profiles add 0.23 ms, a 2023 vLLM's host work
     per sequence beyond that engine's; these rows fit the per-layer host time."""
@@ -355,7 +355,7 @@ def test_vllm01_decode_steps_fit_the_eager_host_time_and_grow_with_the_batch() -
     assert one.record.profile == "a100/llama-2-70b/tp2"
     host_s = 80 * load_engine_terms().eager_host_per_layer_s
     assert one.record.predicted_s == pytest.approx(one.engine_s(1.41) + host_s)
-    assert one.record.relative_error == pytest.approx(0.1348, abs=5e-4)
+    assert one.record.relative_error == pytest.approx(0.1347, abs=5e-4)
     assert many.record.relative_error == pytest.approx(-0.2457, abs=5e-4)
     growth_ms = (many.record.measured_s - one.record.measured_s) / 63 * 1e3
     assert growth_ms == pytest.approx(0.7735, abs=5e-4)

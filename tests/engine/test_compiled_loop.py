@@ -75,13 +75,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 # (requests finished, preemptions, rejected) from summary.json, by scenario and async scheduling.
 EXPECTED_COUNTS = {
-    ("four-replicas-round-robin", True): (360, 72, 0),
-    ("four-replicas-round-robin", False): (370, 70, 0),
-    ("three-replicas-session-affinity", True): (274, 55, 0),
+    ("four-replicas-round-robin", True): (361, 77, 0),
+    ("four-replicas-round-robin", False): (366, 72, 0),
+    ("three-replicas-session-affinity", True): (275, 59, 0),
     ("preempting-no-frontend", True): (115, 49, 0),
-    ("preempting-no-frontend", False): (116, 45, 0),
-    ("queue-limits", True): (154, 30, 63),
-    ("queue-limits", False): (159, 25, 58),
+    ("preempting-no-frontend", False): (116, 46, 0),
+    ("queue-limits", True): (152, 23, 66),
+    ("queue-limits", False): (151, 26, 66),
     ("trace-eight-replicas", True): (111, 0, 3),
 }
 
@@ -328,4 +328,4 @@ def test_the_clock_run_by_the_cluster_and_by_simpy_write_identical_files(
         )
 
     assert_same_run_files(driven.run_dir, handed.run_dir)
-    assert driven.summary["num_requests"] == 360
+    assert driven.summary["num_requests"] == 361

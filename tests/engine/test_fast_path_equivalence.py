@@ -128,19 +128,19 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # real-engine factor on), with async scheduling (the default) and, for the scenarios that stress
 # preemption and chunking, sync scheduling.
 EXPECTED_COUNTS = {
-    ("chat-preempting", True): (117, 52),
+    ("chat-preempting", True): (115, 45),
     ("agent", True): (56, 0),
     ("rag", True): (125, 0),
-    ("priority", True): (109, 56),
+    ("priority", True): (109, 55),
     ("chunked-prefill", True): (92, 0),
-    ("four-seqs", True): (126, 0),
-    ("two-replicas-prefix-aware", True): (180, 31),
+    ("four-seqs", True): (125, 0),
+    ("two-replicas-prefix-aware", True): (175, 37),
     ("mix-tenants-roofline", True): (137, 0),
-    ("no-prefix-caching", True): (199, 0),
-    ("chat-preempting", False): (117, 51),
-    ("priority", False): (109, 57),
+    ("no-prefix-caching", True): (201, 0),
+    ("chat-preempting", False): (117, 52),
+    ("priority", False): (107, 66),
     ("chunked-prefill", False): (92, 0),
-    ("two-replicas-prefix-aware", False): (178, 34),
+    ("two-replicas-prefix-aware", False): (179, 37),
 }
 
 

@@ -1,10 +1,12 @@
 """How every command ends on error: one `error:` line and status 2, whoever calls the app (the
-`prefixsim` entry point or a test runner); SIGINT and SIGTERM as a failure, 128 + signal."""
+`prefixsim` entry point or a test runner); SIGINT and SIGTERM as a failure, 128 + signal. A
+warning while a command runs is one `warning:` line, not Python's two-line report."""
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +26,18 @@ def print_error(message: str) -> None:
     print("error: " + " ".join(message.split()), file=sys.stderr)
 
 
+def print_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """`warning: MESSAGE` on stderr in one line (`warnings.showwarning`'s signature)."""
+    print("warning: " + " ".join(str(message).split()), file=sys.stderr)
+
+
 def _usage_message(error: UsageError) -> str:
     command = error.ctx.command_path if error.ctx is not None else "prefixsim"
     return f"{command}: {error.format_message()} (see {command} --help)"
@@ -35,7 +49,8 @@ def exit_status_of(command: Callable[[], Any]) -> int:
     SIGINT and SIGTERM stop it through the same cleanup as a failure, with status 128 + signal.
     """
     try:
-        with signals_raise_interrupted():
+        with signals_raise_interrupted(), warnings.catch_warnings():
+            warnings.showwarning = print_warning
             status = command()
     except (InputError, WorkloadError) as error:
         print_error(str(error))

@@ -146,3 +146,26 @@ def test_report_takes_a_scenario_results_folder_with_one_run(tmp_path: Path, cap
     (run_dir,) = (tmp_path / "results" / "outcome").iterdir()
     assert (run_dir / "report.md").is_file()
     assert "steady state" in (run_dir / "report.md").read_text()
+
+
+def test_a_warning_is_one_line(tmp_path: Path, capsys) -> None:
+    """50,000-token prompts on Llama-3.1-8B / H100: the shipped profile was fitted up to 49,152
+    tokens of context, so the run warns once that it extrapolates: one `warning:` line, not
+    Python's report with the file and source line it came from."""
+    path = tmp_path / "long.yaml"
+    path.write_text(
+        "name: long\nduration_s: 30\nengine: {max_model_len: 65536}\nworkload:\n"
+        "  source: {kind: chat, turns_per_session: 1, common: {system_prompt_tokens: 50000},\n"
+        "           user_message_tokens: 32, answer_tokens: 4}\n"
+        "  arrivals: {process: poisson, rate_per_s: 1.0}\n"
+    )
+    with pytest.raises(SystemExit) as raised:
+        main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert raised.value.code == 0
+    err_lines = capsys.readouterr().err.splitlines()
+    warning_lines = [line for line in err_lines if "warning:" in line or "Warning" in line]
+    assert warning_lines == [
+        "warning: cost model h100/llama-3.1-8b/tp1 (kernel-derived): step outside the range it "
+        "was fitted on (longest_context=50032 not in [1, 49152]); the prediction is an "
+        "extrapolation (warned once per model)"
+    ]

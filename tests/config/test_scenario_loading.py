@@ -103,8 +103,8 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
         (
             ["deployment.tp=3"],
             "deployment.tp: 3 is not allowed for Llama-3.1-8B (32 attention heads, 8 KV heads): "
-            "vLLM needs tp to divide the 32 attention heads, and to divide the 8 KV heads or be "
-            "a multiple of 8; allowed: 1, 2, 4, 8, 16, 32",
+            "vLLM needs tp to divide the 32 attention heads and the MLP width 14336, and to "
+            "divide the 8 KV heads or be a multiple of 8; allowed: 1, 2, 4, 8, 16, 32",
         ),
         (
             ["deployment.tp=64"],
@@ -113,8 +113,8 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
         (
             ["deployment.model=llama-3.1-70b", "deployment.tp=3"],
             "deployment.tp: 3 is not allowed for Llama-3.1-70B (64 attention heads, 8 KV heads): "
-            "vLLM needs tp to divide the 64 attention heads, and to divide the 8 KV heads or be "
-            "a multiple of 8; allowed: 1, 2, 4, 8, 16, 32, 64",
+            "vLLM needs tp to divide the 64 attention heads and the MLP width 28672, and to "
+            "divide the 8 KV heads or be a multiple of 8; allowed: 1, 2, 4, 8, 16, 32, 64",
         ),
         (
             ["engine.max_model_len=200000"],

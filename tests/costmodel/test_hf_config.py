@@ -343,8 +343,10 @@ def test_context_length_follows_rope_scaling_and_the_smallest_field() -> None:
     ("key", "allowed"),
     [
         ("llama-3.1-8b", [1, 2, 4, 8, 16, 32]),  # 32 heads, 8 KV heads replicated past tp 8
-        ("yi-34b", [1, 2, 4, 8, 56]),  # 56 heads, 8 KV heads: 7, 14 and 28 split them unevenly
-        ("llama-2-13b", [1, 2, 4, 5, 8, 10, 20, 40]),  # 40 heads, no GQA
+        # 56 heads, 8 KV heads: 7, 14 and 28 split the KV heads unevenly, 56 the MLP (20480)
+        ("yi-34b", [1, 2, 4, 8]),
+        # 40 heads, no GQA; 5, 10, 20 and 40 split the MLP width (13824) unevenly
+        ("llama-2-13b", [1, 2, 4, 8]),
     ],
 )
 def test_tp_degrees_are_the_ones_vllm_accepts(key: str, allowed: list[int]) -> None:

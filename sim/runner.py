@@ -115,6 +115,10 @@ def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
     if blocks > MAX_NUM_GPU_BLOCKS:
         raise InputError(pool_size_problem(blocks))
     max_num_batched_tokens, max_num_seqs = engine.batch_limits(get_gpu(scenario.deployment.gpu))
+    problem = engine.limit_problem(max_num_batched_tokens, max_num_seqs)
+    if problem is not None:  # an engine built outside a scenario or study file
+        field, message = problem
+        raise InputError(f"engine.{field}: {message}")
     return SchedulerConfig(
         num_gpu_blocks=blocks,
         block_size=engine.block_size,

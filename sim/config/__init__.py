@@ -1,6 +1,7 @@
 """Scenario files: strict pydantic schema, `extends:`, `--set` overrides, clear one-line errors."""
 
-from sim.config.base import StrictModel
+from sim.config.base import StrictModel, field_problem
+from sim.config.deployed import context_problem, with_deployment_defaults
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.limits import (
@@ -45,11 +46,14 @@ __all__ = [
     "check_scenario_limits",
     "check_sweep_size",
     "check_total_pool",
+    "context_problem",
     "estimated_result_bytes",
+    "field_problem",
     "load_scenario",
     "load_source",
     "scenario_json_schema",
     "validate_scenario_data",
     "validation_error_to_input_error",
+    "with_deployment_defaults",
     "yaml_text",
 ]

@@ -11,28 +11,15 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from sim.config.base import StrictModel, field_problem
+from sim.config.deployed import context_problem, with_deployment_defaults
 from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.workload import TraceSource, WorkloadSettings
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
-from sim.costmodel import get_gpu, load_cost_model, resolve_model
+from sim.costmodel import load_cost_model
 from sim.errors import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-
-
-def _unwritten_max_model_len(deployment: dict[str, Any], info: ValidationInfo) -> int | None:
-    """The model's context where it is shorter than the engine default (vLLM's default is the
-    context); None where it is not, or the model does not resolve (its own validation says why)."""
-    reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
-    if not isinstance(reference, str | dict):
-        return None
-    try:
-        context = resolve_model(reference, (info.context or {}).get("base_dir")).context_length
-    except InputError:
-        return None
-    default = EngineSettings.model_fields["max_model_len"].default
-    return context if context is not None and context < default else None
 
 
 class Scenario(StrictModel):
@@ -80,51 +67,15 @@ class Scenario(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _max_model_len_defaults_to_the_context(cls, data: Any, info: ValidationInfo) -> Any:
-        """An unwritten engine.max_model_len is the engine default or, if shorter, the model's
-        context, so the default never exceeds it."""
-        if not isinstance(data, dict):
-            return data
-        engine, deployment = data.get("engine", {}), data.get("deployment", {})
-        if not isinstance(engine, dict) or not isinstance(deployment, dict):
-            return data
-        if "max_model_len" in engine:
-            return data
-        context = _unwritten_max_model_len(deployment, info)
-        if context is None:
-            return data
-        return {**data, "engine": {**engine, "max_model_len": context}}
-
-    @model_validator(mode="after")
-    def _batch_limits_for_the_gpu(self) -> Scenario:
-        """Unwritten engine.max_num_batched_tokens and max_num_seqs take what vLLM's OpenAI
-        server picks on the deployment's GPU; the limits are then checked together."""
-        engine = self.engine
-        tokens, seqs = engine.batch_limits(get_gpu(self.deployment.gpu))
-        problem = engine.limit_problem(tokens, seqs)
-        if problem is not None:
-            field, message = problem
-            raise field_problem(f"engine.{field}", message)
-        if (tokens, seqs) == (engine.max_num_batched_tokens, engine.max_num_seqs):
-            return self
-        update = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
-        return self.model_copy(update={"engine": engine.model_copy(update=update)})
+    def _engine_defaults_for_the_deployment(cls, data: Any, info: ValidationInfo) -> Any:
+        return with_deployment_defaults(data, (info.context or {}).get("base_dir"))
 
     @model_validator(mode="after")
     def _max_model_len_within_the_context(self) -> Scenario:
-        # Past the tokens-per-request limit, check_scenario_limits names that limit instead.
-        from sim.config.limits import MAX_TOKENS_PER_REQUEST  # limits imports this module
-
-        model = self.deployment.model_spec
-        context, max_model_len = model.context_length, self.engine.max_model_len
-        if context is None or max_model_len <= context or max_model_len > MAX_TOKENS_PER_REQUEST:
-            return self
-        raise field_problem(
-            "engine.max_model_len",
-            f"{max_model_len:,} is more than {model.name}'s context of {context:,} tokens "
-            f"({model.context_length_source} in its config), which vLLM refuses; "
-            f"allowed: 2 to {context:,}",
-        )
+        problem = context_problem(self.engine, self.deployment)
+        if problem is not None:
+            raise field_problem(*problem)
+        return self
 
     @model_validator(mode="after")
     def _cost_model_loads(self, info: ValidationInfo) -> Scenario:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from sim.config import (
     NAME_PATTERN,
@@ -17,8 +17,11 @@ from sim.config import (
     EngineSettings,
     StrictModel,
     apply_overrides,
+    context_problem,
+    field_problem,
     load_source,
     validation_error_to_input_error,
+    with_deployment_defaults,
 )
 from sim.costmodel import CostModel
 from sim.engine import simulate
@@ -39,6 +42,18 @@ class StudySettings(StrictModel):
     cost_model: str = Field(
         "auto", description="as in scenario files: 'auto', a profile name or path, 'roofline', ..."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_defaults_for_the_deployment(cls, data: Any, info: ValidationInfo) -> Any:
+        return with_deployment_defaults(data, (info.context or {}).get("base_dir"))
+
+    @model_validator(mode="after")
+    def _max_model_len_within_the_context(self) -> Self:
+        problem = context_problem(self.engine, self.deployment)
+        if problem is not None:
+            raise field_problem(*problem)
+        return self
 
 
 StudyT = TypeVar("StudyT", bound=StudySettings)

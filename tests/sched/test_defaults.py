@@ -13,6 +13,7 @@ from sim.costmodel import get_gpu
 from sim.errors import InputError
 from sim.replay.engine_replay import replay_engine, scheduler_config_from_op
 from sim.sched import SchedulerConfig, defaults
+from sim.studies.study_runs import StudySettings, load_study
 
 
 def test_scheduler_config_takes_vllm_scheduler_class_defaults() -> None:
@@ -70,6 +71,29 @@ def test_unset_batch_limits_are_vllm_api_server_defaults_for_the_gpu(
     engine = _scenario({}, gpu).engine
     assert (engine.max_num_batched_tokens, engine.max_num_seqs) == limits
     assert defaults.serving_batch_limits(get_gpu(gpu).memory_bytes, get_gpu(gpu).name) == limits
+
+
+def test_a_scenario_built_directly_gets_the_same_limits() -> None:
+    """Scenario(**data) and Scenario.model_validate(data) resolve the GPU's limits alike."""
+    data = _scenario({}).model_dump(exclude={"engine"})
+    assert Scenario(**data).engine == Scenario.model_validate(data).engine
+    assert Scenario(**data).engine.max_num_seqs == 1024
+
+
+def test_a_study_file_gets_the_gpu_limits_and_their_checks(tmp_path: Path) -> None:
+    """A study (not a scenario) on an H100 with only max_num_batched_tokens 512 written: the
+    GPU's 1024 sequences are checked against it, one line naming the field."""
+    study = tmp_path / "study.yaml"
+    study.write_text("name: s\nengine: {max_num_batched_tokens: 512}\n")
+    with pytest.raises(
+        InputError,
+        match=r"engine.max_num_batched_tokens: max_num_batched_tokens "
+        r"\(512\) must be >= max_num_seqs \(1024\)",
+    ):
+        load_study(study, StudySettings)
+    study.write_text("name: s\ndeployment: {gpu: a100}\n")
+    settings, _ = load_study(study, StudySettings)
+    assert (settings.engine.max_num_batched_tokens, settings.engine.max_num_seqs) == (2048, 256)
 
 
 def test_set_batch_limits_stay_and_no_chunked_prefill_raises_the_budget() -> None:

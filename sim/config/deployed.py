@@ -1,0 +1,71 @@
+"""Engine settings vLLM derives from the deployment, for every file that has both (scenario and
+study files): set where the file leaves them unwritten, then checked against the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.costmodel import get_gpu, resolve_model
+from sim.errors import InputError
+
+
+def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
+    """A file's raw fields with the engine fields it does not write set as vLLM sets them for
+    its deployment: max_model_len the model's context where that is shorter than the engine
+    default, and the batch limits vLLM's OpenAI server takes on the GPU. Anything that does not
+    resolve is left for the fields' own validation to name."""
+    if not isinstance(data, dict):
+        return data
+    engine, deployment = data.get("engine", {}), data.get("deployment", {})
+    if not isinstance(engine, dict) or not isinstance(deployment, dict):
+        return data
+    filled = dict(engine)
+    if "max_model_len" not in filled:
+        context = _model_context(deployment, base_dir)
+        if context is not None and context < EngineSettings.model_fields["max_model_len"].default:
+            filled["max_model_len"] = context
+    gpu_name = deployment.get("gpu", DeploymentSettings.model_fields["gpu"].default)
+    unwritten = "max_num_batched_tokens" not in filled or "max_num_seqs" not in filled
+    if unwritten and isinstance(gpu_name, str):
+        try:
+            gpu = get_gpu(gpu_name)
+            tokens, seqs = EngineSettings.model_validate(filled).batch_limits(gpu)
+        except (InputError, ValidationError):
+            pass
+        else:
+            filled.setdefault("max_num_batched_tokens", tokens)
+            filled.setdefault("max_num_seqs", seqs)
+    return {**data, "engine": filled} if filled != engine else data
+
+
+def context_problem(
+    engine: EngineSettings, deployment: DeploymentSettings
+) -> tuple[str, str] | None:
+    """(field, message) when engine.max_model_len is beyond the model's context, which vLLM
+    refuses; None otherwise (and past the tokens-per-request limit, which names itself)."""
+    from sim.config.limits import MAX_TOKENS_PER_REQUEST  # limits imports the scenario module
+
+    model = deployment.model_spec
+    context, max_model_len = model.context_length, engine.max_model_len
+    if context is None or max_model_len <= context or max_model_len > MAX_TOKENS_PER_REQUEST:
+        return None
+    return (
+        "engine.max_model_len",
+        f"{max_model_len:,} is more than {model.name}'s context of {context:,} tokens "
+        f"({model.context_length_source} in its config), which vLLM refuses; "
+        f"allowed: 2 to {context:,}",
+    )
+
+
+def _model_context(deployment: dict[str, Any], base_dir: Path | None) -> int | None:
+    reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
+    if not isinstance(reference, str | dict):
+        return None
+    try:
+        return resolve_model(reference, base_dir).context_length
+    except InputError:
+        return None

@@ -213,9 +213,14 @@ def partial_dir(final: Path) -> Iterator[Path]:
 
 
 def check_replaceable(final: Path, marker: str) -> None:
-    """Refuse a `final` directory that a result must not replace: the working directory (or one
-    holding it), or one that is neither empty nor an earlier result (holding `marker`), whose
-    contents replacing it would delete."""
+    """Refuse a `final` directory that a result must not replace: a symbolic link, the working
+    directory (or one holding it), or one that is neither empty nor an earlier result (holding
+    `marker`), whose contents replacing it would delete."""
+    if final.is_symlink():
+        raise InputError(
+            "is a symbolic link; a result replaces its folder, so name the folder itself",
+            source=str(final),
+        )
     if not final.is_dir():
         return
     here = Path.cwd().resolve()

@@ -350,3 +350,18 @@ def test_a_rerun_replaces_an_earlier_run_and_an_empty_folder_is_used(places, cap
         "a_file",
         "earlier",
     ]
+
+
+def test_a_symbolic_link_is_refused_as_a_run_folder(places, capsys, monkeypatch) -> None:
+    """--out names a link to an earlier run's folder: refused before the work with one line
+    (a run replaces its folder and cannot replace a link), the link and its target kept."""
+    monkeypatch.chdir(places["tmp"])
+    earlier = places["tmp"] / "earlier"
+    outcome = prefixsim(capsys, "run", str(places["valid"]), "--out", str(earlier), "--no-progress")
+    assert outcome.status == 0, outcome.err
+    link = places["tmp"] / "link"
+    link.symlink_to(earlier)
+    _work_must_not_start(monkeypatch, "sim.runner._simulate_into")
+    outcome = prefixsim(capsys, *_argv(DIRECTORY_COMMANDS["run_out"][0], {**places, "out": link}))
+    assert_input_error(outcome, link, None, ("is a symbolic link",))
+    assert link.is_symlink() and (earlier / "summary.json").is_file()

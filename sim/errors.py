@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
 from workloads.errors import LocatedError
 
 
@@ -24,3 +30,24 @@ class InputError(LocatedError):
         converted.source = getattr(error, "source", None)
         converted.line = getattr(error, "line", None)
         return converted
+
+
+def print_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """`warning: MESSAGE` on stderr in one line (`warnings.showwarning`'s signature)."""
+    print("warning: " + " ".join(str(message).split()), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Inside, a warning is one `warning:` line, not Python's report with its source line; the
+    warning filters (`-W error` and the like) still apply."""
+    with warnings.catch_warnings():
+        warnings.showwarning = print_warning
+        yield

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
-from sim.errors import InputError
+from sim.errors import InputError, one_line_warnings
 from sim.interrupts import Interrupted, signals_raise_interrupted
 from workloads.errors import WorkloadError
 
@@ -24,18 +23,6 @@ from workloads.errors import WorkloadError
 def print_error(message: str) -> None:
     """`error: MESSAGE` on stderr, always one line: a message never spills into a second."""
     print("error: " + " ".join(message.split()), file=sys.stderr)
-
-
-def print_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    """`warning: MESSAGE` on stderr in one line (`warnings.showwarning`'s signature)."""
-    print("warning: " + " ".join(str(message).split()), file=sys.stderr)
 
 
 def _usage_message(error: UsageError) -> str:
@@ -49,8 +36,7 @@ def exit_status_of(command: Callable[[], Any]) -> int:
     SIGINT and SIGTERM stop it through the same cleanup as a failure, with status 128 + signal.
     """
     try:
-        with signals_raise_interrupted(), warnings.catch_warnings():
-            warnings.showwarning = print_warning
+        with signals_raise_interrupted(), one_line_warnings():
             status = command()
     except (InputError, WorkloadError) as error:
         print_error(str(error))

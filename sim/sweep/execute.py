@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config import Scenario
-from sim.errors import InputError
+from sim.errors import InputError, one_line_warnings
 from sim.runner import run_scenario
 
 KILL_RUN_ENV = "PREFIXSIM_TEST_KILL_RUN"
@@ -57,7 +57,8 @@ def execute_run(job: RunJob) -> RunOutcome:
     if job.kill_for_test:
         os.kill(os.getpid(), signal.SIGKILL)
     try:
-        run_scenario(job.scenario, job.base_dir, run_dir=job.run_dir)
+        with one_line_warnings():  # in a worker process too, not only under the CLI
+            run_scenario(job.scenario, job.base_dir, run_dir=job.run_dir)
     except InputError as error:
         return RunOutcome(job.run_id, one_line(str(error)), "input")
     except Exception as error:

@@ -23,6 +23,7 @@ SERVING_RUNS_CSV = MEASUREMENTS_DIR / "vllm_serving_runs.csv"
 SERVING_SOURCE = "vLLM serving runs"
 BATCH_PREFILLS_CSV = MEASUREMENTS_DIR / "tokenomics_batch_prefills.csv"
 BATCH_PREFILL_SOURCE = "vLLM batch prefills (Llama-3.3-70B TP 4 on H100)"
+BATCH_TIME_SOURCE = f"{BATCH_PREFILL_SOURCE}: batch time"  # its one metric
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,7 @@ def read_batch_prefills(path: Path = BATCH_PREFILLS_CSV) -> list[BatchPrefill]:
 def served_exclusions() -> list[Exclusion]:
     """The batch prefills left out, each with its reason."""
     return [
-        Exclusion(f"{BATCH_PREFILL_SOURCE}: batch time", batch.case, batch.reason_not_used)
+        Exclusion(BATCH_TIME_SOURCE, batch.case, batch.reason_not_used)
         for batch in read_batch_prefills()
         if not batch.used
     ]
@@ -176,7 +177,7 @@ def serving_measurements() -> list[ServedMeasurement]:
         requests = [(batch.input_tokens, 1)] * batch.batch_size
         label, shipped, at_factor = _replays(batch.gpu, batch.model, batch.tp, requests)
         record = ValidationRecord(
-            f"{BATCH_PREFILL_SOURCE}: batch time",
+            BATCH_TIME_SOURCE,
             label,
             batch.case,
             batch.elapsed_s,

@@ -167,7 +167,7 @@ class EngineSettings(StrictModel):
     def _vllm_constraints(self) -> EngineSettings:
         tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
         if tokens is None or seqs is None:
-            return self  # the deployment's GPU sets them; SchedulerConfig checks them then
+            return self  # the deployment's GPU sets them; scheduler_config checks them then
         problem = self.limit_problem(tokens, seqs)
         if problem is not None:
             raise field_problem(*problem)

@@ -57,14 +57,16 @@ def writing(path: Path | str) -> Iterator[None]:
         raise output_error(path, error) from None
 
 
-def _default_file_mode() -> int:
+def _umask() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
-# mkstemp creates 0600 files; results should get the permissions a plain open() would give.
-_FILE_MODE = _default_file_mode()
+# mkstemp and mkdtemp create 0600 files and 0700 folders; results should get the permissions
+# a plain open() and mkdir() would give.
+_FILE_MODE = 0o666 & ~_umask()
+_DIR_MODE = 0o777 & ~_umask()
 
 
 def make_dirs(directory: Path) -> list[Path]:
@@ -192,6 +194,7 @@ def partial_dir(final: Path) -> Iterator[Path]:
         # Made and locked under a name no leftover sweep takes, then renamed: a run starting
         # beside it (a sweep's other worker) never finds it unlocked and removes it.
         staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        os.chmod(staging, _DIR_MODE)
         descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
     try:
         _lock(descriptor)

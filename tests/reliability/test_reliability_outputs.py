@@ -296,6 +296,20 @@ def test_a_partial_directory_being_made_survives_a_leftover_sweep(tmp_path, monk
     assert (final / "summary.json").read_text() == "{}"
 
 
+def test_a_published_folder_and_its_files_get_the_umask_modes(tmp_path):
+    """A result folder and its atomically written files get the modes mkdir() and open() give
+    under the process's umask (0755 and 0644 under 022), though the staging folder and temp
+    files start 0700 and 0600: others on a shared machine can read the results."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    final = tmp_path / "run"
+    with sim.fileio.partial_dir(final) as partial:
+        sim.fileio.atomic_write_text(partial / "summary.json", "{}")
+        sim.fileio.publish(partial, final, "summary.json")
+    assert final.stat().st_mode & 0o777 == 0o777 & ~umask
+    assert (final / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 REPLACING_COMMANDS = {name: DIRECTORY_COMMANDS[name] for name in ("run_out", "replay")}
 
 

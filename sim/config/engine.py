@@ -283,10 +283,11 @@ def tp_problem(model: ModelSpec, tp: int) -> str:
     """Why vLLM refuses to split `model` over `tp` GPUs, and the degrees it accepts."""
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
     allowed = ", ".join(map(str, model.tp_degrees(MAX_TP)))
-    mlp = "" if model.is_moe else f" and the MLP width {model.intermediate_size}"
+    mlp = "each expert's MLP width" if model.is_moe else "the MLP width"
     return (
         f"{tp} is not allowed for {model.name} ({heads} attention heads, {kv_heads} KV heads): "
-        f"vLLM needs tp to divide the {heads} attention heads{mlp}, and to divide the "
+        f"vLLM needs tp to divide the {heads} attention heads and {mlp} "
+        f"{model.intermediate_size}, and to divide the "
         f"{kv_heads} KV heads or be a multiple of {kv_heads}; allowed: {allowed}"
     )
 

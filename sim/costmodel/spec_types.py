@@ -81,11 +81,9 @@ class ModelSpec:
 
     def supports_tp(self, tp: int) -> bool:
         """Whether vLLM shards the model over `tp` GPUs: every GPU gets the same number of query
-        heads and (for a dense MLP) the same MLP width, and the KV heads are split evenly or,
-        when fewer than `tp`, each replicated on the same number of GPUs."""
-        if tp < 1 or self.num_attention_heads % tp:
-            return False
-        if not self.is_moe and self.intermediate_size % tp:
+        heads and the same MLP width (of each expert, for a mixture of experts), and the KV heads
+        are split evenly or, when fewer than `tp`, each replicated on the same number of GPUs."""
+        if tp < 1 or self.num_attention_heads % tp or self.intermediate_size % tp:
             return False
         if self.num_kv_heads >= tp:
             return self.num_kv_heads % tp == 0

@@ -353,6 +353,14 @@ def test_tp_degrees_are_the_ones_vllm_accepts(key: str, allowed: list[int]) -> N
     assert get_model(key).tp_degrees(64) == allowed
 
 
+def test_an_experts_mlp_width_must_split_evenly_too() -> None:
+    """vLLM's fused MoE asserts that tp divides each expert's MLP width: 32 heads and 8 KV
+    heads would allow tp 16 and 32, but a width of 1400 splits over 8 at most."""
+    moe = {**LLAMA, "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 1400}
+    model = model_from_hf_config(moe, key="x")
+    assert model.is_moe and model.tp_degrees(64) == [1, 2, 4, 8]
+
+
 def test_unreadable_config_files_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text('{"hidden_size": 4096,')

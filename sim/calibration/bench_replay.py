@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.config import DeploymentSettings, EngineSettings
+from sim.config import DeploymentSettings, EngineSettings, deployed_engine
 from sim.costmodel import CostModel, FrontEnd
 from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
 from sim.engine import simulate
@@ -51,10 +51,19 @@ class ReplayedRun:
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
+    """What a benchmark ran on, with the engine settings it ran with."""
+
     gpu: str
     model: str
     tp: int
-    engine: EngineSettings = field(default_factory=EngineSettings)
+    engine: EngineSettings
+
+    @classmethod
+    def served(cls, gpu: str, model: str, tp: int) -> Deployment:
+        """The deployment with the engine settings vLLM's server starts it with (max_model_len
+        the model's context where shorter, batch limits for the GPU), as a benchmark run on it
+        without engine arguments had."""
+        return cls(gpu, model, tp, deployed_engine(gpu, model, tp))
 
 
 def replay_requests(

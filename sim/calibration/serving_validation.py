@@ -207,7 +207,7 @@ def _replays(
     """`requests` sent at once: the cost model `auto` picks (its label) as shipped, and engine-only
     at real-engine factors 1 and 2."""
     choice = choose_cost_model("auto", "auto", gpu=gpu, model=model, tp=tp)
-    deployment = Deployment(gpu, model, tp)
+    deployment = Deployment.served(gpu, model, tp)
     shipped = replay_requests(requests, None, None, deployment, choice.model, choice.frontend)
     # request_s 0: it adds the same to every request's time (all of them arrive together).
     engine_frontend = replace(choice.frontend, request_s=0.0)

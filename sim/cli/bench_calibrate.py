@@ -39,7 +39,7 @@ def calibrate_from_bench(
         )
     if gpu is None or model is None:
         raise InputError(f"--from {result_format} needs --gpu and --model (the prior profile)")
-    deployment = Deployment(gpu, model, tp)
+    deployment = Deployment.served(gpu, model, tp)
     if result_format == "vllm-bench-serve":
         calibration = calibrate_from_serve(read_serve_result(result_path), result_path, deployment)
     else:

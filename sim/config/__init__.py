@@ -1,7 +1,7 @@
 """Scenario files: strict pydantic schema, `extends:`, `--set` overrides, clear one-line errors."""
 
 from sim.config.base import StrictModel, field_problem
-from sim.config.deployed import context_problem, with_deployment_defaults
+from sim.config.deployed import context_problem, deployed_engine, with_deployment_defaults
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.config.errors import validation_error_to_input_error
 from sim.config.limits import (
@@ -47,6 +47,7 @@ __all__ = [
     "check_sweep_size",
     "check_total_pool",
     "context_problem",
+    "deployed_engine",
     "estimated_result_bytes",
     "field_problem",
     "load_scenario",

@@ -40,7 +40,7 @@ from sim.runner import run_scenario
 EXAMPLE = (
     Path(__file__).parents[2] / "sim/costmodel/data/examples/vllm_bench_serve_h100_llama3_8b.json"
 )
-H100_8B = Deployment("h100", "llama-3.1-8b", 1)
+H100_8B = Deployment.served("h100", "llama-3.1-8b", 1)
 
 
 def test_two_requests_at_once_reach_the_engine_together_after_the_slowest_ingress():
@@ -424,6 +424,35 @@ def test_a_latency_input_len_over_max_model_len_is_refused(tmp_path):
         path,
         out,
         "--input-len 500000: the prompt must be shorter than max_model_len 32768, the limit of "
+        "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
+        "raise it)",
+    )
+
+
+def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):
+    """Scenario: a latency run of a 5000-token prompt on Llama-2-7B (a 4096-token context) on
+    an A100. vLLM's server starts that model with max_model_len 4096 and refuses the prompt;
+    calibrate replays on the same engine (max_model_len 4096, the A100's 2048-token and
+    256-sequence batch limits), so it refuses the prompt naming 4096, nothing written."""
+    engine = Deployment.served("a100", "llama-2-7b", 1).engine
+    assert (engine.max_model_len, engine.max_num_batched_tokens, engine.max_num_seqs) == (
+        4096,
+        2048,
+        256,
+    )
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
+    out = tmp_path / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "a100",
+        "--model", "llama-2-7b", "--batch-size", "1", "--input-len", "5000",
+        "--output-len", "8", "--out", out,
+    )  # fmt: skip
+    _assert_refused(
+        result,
+        path,
+        out,
+        "--input-len 5000: the prompt must be shorter than max_model_len 4096, the limit of "
         "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
         "raise it)",
     )

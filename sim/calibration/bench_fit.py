@@ -19,6 +19,7 @@ from pathlib import Path
 from sim.calibration.bench_replay import (
     Deployment,
     first_too_long_prompt,
+    num_emitted_outputs,
     replay_requests,
     serve_send_times,
 )
@@ -140,6 +141,12 @@ def calibrate_from_serve(
     return BenchCalibration(profile, prior, scale, measured, simulated, rounds)
 
 
+# Prompt and output tokens of a latency batch calibrate replays (each a Python int in a list):
+# 2,048 requests of 32k tokens. A batch size from the command line past it would fill memory for
+# hours rather than fail; a serve result's requests are bounded by its file.
+MAX_BATCH_TOKENS = 2**26
+
+
 def calibrate_from_latency(
     benchmark: LatencyBenchmark, source: Path, deployment: Deployment
 ) -> BenchCalibration:
@@ -149,8 +156,19 @@ def calibrate_from_latency(
             f"--input-len {benchmark.input_len}: the prompt {_too_long(deployment)}",
             source=str(source),
         )
+    input_len, output_len = benchmark.input_len, benchmark.output_len
+    per_request = input_len + num_emitted_outputs(
+        input_len, output_len, deployment.engine.max_model_len
+    )
+    if benchmark.batch_size * per_request > MAX_BATCH_TOKENS:
+        raise InputError(
+            f"--batch-size {benchmark.batch_size}: {benchmark.batch_size:,} requests of "
+            f"{per_request:,} prompt and output tokens are more than the {MAX_BATCH_TOKENS:,} "
+            "tokens calibrate replays a batch with; lower --batch-size",
+            source=str(source),
+        )
     prior = _prior(deployment)
-    requests = [(benchmark.input_len, benchmark.output_len)] * benchmark.batch_size
+    requests = [(input_len, output_len)] * benchmark.batch_size
     target = benchmark.avg_latency_s
     scale = 1.0
     for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 (reported after the loop)

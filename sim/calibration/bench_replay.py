@@ -83,7 +83,7 @@ def replay_requests(
             f"request {index}: prompt of {input_len} tokens must be shorter than max_model_len "
             f"{deployment.engine.max_model_len}"
         )
-    specs = _specs(requests, send_times_s, max_concurrency)
+    specs = _specs(requests, send_times_s, max_concurrency, deployment.engine.max_model_len)
     settings = _Settings(
         deployment.engine,
         DeploymentSettings(model=deployment.model, gpu=deployment.gpu, tp=deployment.tp),
@@ -104,6 +104,12 @@ def replay_requests(
         output_lens=[r.num_output_tokens for r in records],
         e2e_s=[r.e2e_s for r in records],
     )
+
+
+def num_emitted_outputs(input_len: int, output_len: int, max_model_len: int) -> int:
+    """Output tokens the engine emits for a prompt that fits: the `output_len` asked for, up to
+    max_model_len, where it stops the request (a replay builds no more)."""
+    return min(output_len, max_model_len - input_len)
 
 
 def first_too_long_prompt(
@@ -140,13 +146,17 @@ class _Settings:
 
 
 def _specs(
-    requests: list[tuple[int, int]], send_times_s: list[float] | None, max_concurrency: int | None
+    requests: list[tuple[int, int]],
+    send_times_s: list[float] | None,
+    max_concurrency: int | None,
+    max_model_len: int,
 ) -> list[RequestSpec]:
     specs = []
     for index, (input_len, output_len) in enumerate(requests):
         first = index * _TOKEN_STRIDE
         segments = [Segment("prompt", f"bench-{index}", list(range(first, first + input_len)))]
-        outputs = list(range(first + input_len, first + input_len + output_len))
+        num_outputs = num_emitted_outputs(input_len, output_len, max_model_len)
+        outputs = list(range(first + input_len, first + input_len + num_outputs))
         request_id = f"bench-{index}"
         if max_concurrency is not None and index >= max_concurrency:
             # A later turn of slot (index mod c): sent when that slot's previous request ends.

@@ -429,6 +429,37 @@ def test_a_latency_input_len_over_max_model_len_is_refused(tmp_path):
     )
 
 
+def test_a_latency_batch_past_the_replay_budget_is_refused(tmp_path):
+    """Scenario: `--batch-size 100000000` of 1024 in / 128 out: exit 2 naming --batch-size, the
+    1,152 tokens of each request and the 67,108,864-token budget, before any list is built
+    (the batch would otherwise fill memory for hours); nothing written."""
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
+    out = tmp_path / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "h100",
+        "--model", "llama-3.1-8b", "--batch-size", "100000000", "--input-len", "1024",
+        "--output-len", "128", "--out", out,
+    )  # fmt: skip
+    _assert_refused(
+        result,
+        path,
+        out,
+        "--batch-size 100000000: 100,000,000 requests of 1,152 prompt and output tokens are "
+        "more than the 67,108,864 tokens calibrate replays a batch with; lower --batch-size",
+    )
+
+
+def test_outputs_past_max_model_len_are_not_built():
+    """Scenario: one 1000-token prompt asking for 10**12 output tokens on max_model_len 32768:
+    the replay builds the 31,768 outputs the engine emits before it stops the request, and
+    finishes (10**12 Python ints would exhaust memory)."""
+    run = replay_requests(
+        [(1000, 10**12)], None, None, H100_8B, load_cost_model("constant:0.01"), NO_FRONTEND
+    )
+    assert run.output_lens == [31_768]
+
+
 def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):
     """Scenario: a latency run of a 5000-token prompt on Llama-2-7B (a 4096-token context) on
     an A100. vLLM's server starts that model with max_model_len 4096 and refuses the prompt;

@@ -55,6 +55,7 @@ from sim.metrics import (
     SummaryRecorder,
     json_value,
     make_run_recorder,
+    rejected_by_cause,
     rejection_note,
 )
 from sim.routing import Router, RouterTuning, make_router
@@ -397,9 +398,9 @@ def check_measured(summary: dict[str, Any], config: SchedulerConfig) -> None:
     raises an InputError saying why (the caller then keeps no result)."""
     num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
     if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
-        queue_full = summary.get("num_rejected_queue_full") or 0
+        too_long, queue_full = rejected_by_cause(summary)
         remedies = []
-        if num_rejected > queue_full:
+        if too_long:
             remedies.append(
                 f"raise engine.max_model_len ({config.max_model_len:,}) or shorten the prompts"
             )

@@ -15,7 +15,13 @@ from sim.metrics.run_recorder import (
 )
 from sim.metrics.scraper import MetricsScraper
 from sim.metrics.step_buffer import StepBuffer
-from sim.metrics.summary import FLOAT_DECIMALS, SummaryRecorder, json_value, rejection_note
+from sim.metrics.summary import (
+    FLOAT_DECIMALS,
+    SummaryRecorder,
+    json_value,
+    rejected_by_cause,
+    rejection_note,
+)
 from sim.metrics.traces import RequestsWriter, StepsWriter
 
 __all__ = [
@@ -42,6 +48,7 @@ __all__ = [
     "StepsWriter",
     "SummaryRecorder",
     "json_value",
+    "rejected_by_cause",
     "rejection_note",
     "make_run_recorder",
     "parse_goodput",

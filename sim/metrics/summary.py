@@ -58,25 +58,33 @@ def json_value(value: SummaryValue) -> SummaryValue:
     return value
 
 
+def rejected_by_cause(summary: Mapping[str, Any]) -> tuple[int, int]:
+    """A run's rejected requests by cause: (prompts of at least max_model_len tokens, turned
+    away by the front end's queue limits)."""
+    num_rejected = int(summary.get("num_rejected") or 0)
+    queue_full = int(summary.get("num_rejected_queue_full") or 0)
+    return num_rejected - queue_full, queue_full
+
+
 def rejection_note(summary: Mapping[str, Any]) -> str | None:
     """How many of a run's requests were rejected and why, for every place that shows its
     results (their latencies are in none); None when it rejected none."""
-    num_rejected = int(summary.get("num_rejected") or 0)
-    if not num_rejected:
+    too_long, queue_full = rejected_by_cause(summary)
+    if not too_long and not queue_full:
         return None
-    queue_full = int(summary.get("num_rejected_queue_full") or 0)
     causes = []
-    if num_rejected > queue_full:
-        causes.append(
-            f"{num_rejected - queue_full:,} with prompts of at least engine.max_model_len tokens"
-        )
+    if too_long:
+        causes.append(f"{too_long:,} with prompts of at least engine.max_model_len tokens")
     if queue_full:
         causes.append(
             f"{queue_full:,} turned away by the queue limits engine.max_num_queued_reqs / "
             "engine.max_num_queued_tokens"
         )
     num_submitted = int(summary.get("num_submitted") or 0)
-    return f"{num_rejected:,} of {num_submitted:,} requests were rejected: {'; '.join(causes)}"
+    return (
+        f"{too_long + queue_full:,} of {num_submitted:,} requests were rejected: "
+        f"{'; '.join(causes)}"
+    )
 
 
 def _ratio(numerator: float, denominator: float) -> float:

@@ -322,6 +322,21 @@ def _calibrate_edited_example(tmp_path: Path, edit, *extra: str):
     return result, path, out
 
 
+def _assert_latency_refused(tmp_path: Path, setup: list[str], message: str) -> None:
+    """`calibrate --from vllm-bench-latency` with --gpu, --model, --batch-size, --input-len and
+    --output-len `setup` is refused with `message` (`_assert_refused`)."""
+    gpu, model, batch_size, input_len, output_len = setup
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
+    out = tmp_path / "p.yaml"
+    result = run_prefixsim(
+        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", gpu, "--model", model,
+        "--batch-size", batch_size, "--input-len", input_len, "--output-len", output_len,
+        "--out", out,
+    )  # fmt: skip
+    _assert_refused(result, path, out, message)
+
+
 def _assert_refused(result, path: Path, out: Path, message: str, end: str = "") -> None:
     """Exit 2, one line naming the file and `message` (then anything, then `end` if given), no
     traceback, nothing written."""
@@ -411,18 +426,9 @@ def test_a_prompt_longer_than_max_model_len_is_refused_before_replay(tmp_path, i
 def test_a_latency_input_len_over_max_model_len_is_refused(tmp_path):
     """Scenario: `--from vllm-bench-latency --input-len 500000`: exit 2 naming --input-len, the
     length and max_model_len 32768, nothing written."""
-    path = tmp_path / "latency.json"
-    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
-    out = tmp_path / "p.yaml"
-    result = run_prefixsim(
-        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "h100",
-        "--model", "llama-3.1-8b", "--batch-size", "1", "--input-len", "500000",
-        "--output-len", "8", "--out", out,
-    )  # fmt: skip
-    _assert_refused(
-        result,
-        path,
-        out,
+    _assert_latency_refused(
+        tmp_path,
+        ["h100", "llama-3.1-8b", "1", "500000", "8"],
         "--input-len 500000: the prompt must be shorter than max_model_len 32768, the limit of "
         "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
         "raise it)",
@@ -433,18 +439,9 @@ def test_a_latency_batch_past_the_replay_budget_is_refused(tmp_path):
     """Scenario: `--batch-size 100000000` of 1024 in / 128 out: exit 2 naming --batch-size, the
     1,152 tokens of each request and the 67,108,864-token budget, before any list is built
     (the batch would otherwise fill memory for hours); nothing written."""
-    path = tmp_path / "latency.json"
-    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
-    out = tmp_path / "p.yaml"
-    result = run_prefixsim(
-        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "h100",
-        "--model", "llama-3.1-8b", "--batch-size", "100000000", "--input-len", "1024",
-        "--output-len", "128", "--out", out,
-    )  # fmt: skip
-    _assert_refused(
-        result,
-        path,
-        out,
+    _assert_latency_refused(
+        tmp_path,
+        ["h100", "llama-3.1-8b", "100000000", "1024", "128"],
         "--batch-size 100000000: 100,000,000 requests of 1,152 prompt and output tokens are "
         "more than the 67,108,864 tokens calibrate replays a batch with; lower --batch-size",
     )
@@ -471,18 +468,9 @@ def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):
         2048,
         256,
     )
-    path = tmp_path / "latency.json"
-    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0]}))
-    out = tmp_path / "p.yaml"
-    result = run_prefixsim(
-        "calibrate", path, "--from", "vllm-bench-latency", "--gpu", "a100",
-        "--model", "llama-2-7b", "--batch-size", "1", "--input-len", "5000",
-        "--output-len", "8", "--out", out,
-    )  # fmt: skip
-    _assert_refused(
-        result,
-        path,
-        out,
+    _assert_latency_refused(
+        tmp_path,
+        ["a100", "llama-2-7b", "1", "5000", "8"],
         "--input-len 5000: the prompt must be shorter than max_model_len 4096, the limit of "
         "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
         "raise it)",

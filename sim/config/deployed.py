@@ -11,12 +11,14 @@ from pydantic import ValidationError
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.costmodel import get_gpu, resolve_model
 from sim.errors import InputError
+from sim.sched import defaults
 
 
 def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
     """A file's raw fields with the engine fields it does not write set as vLLM sets them for
     its deployment: max_model_len the model's context where that is shorter than the engine
-    default, and the batch limits vLLM's OpenAI server takes on the GPU. Anything that does not
+    default (2048 where its config names none, as vLLM assumes), and the batch limits vLLM's
+    OpenAI server takes on the GPU. Anything that does not
     resolve is left for the fields' own validation to name."""
     if not isinstance(data, dict):
         return data
@@ -25,9 +27,9 @@ def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
         return data
     filled = dict(engine)
     if "max_model_len" not in filled:
-        context = _model_context(deployment, base_dir)
-        if context is not None and context < EngineSettings.model_fields["max_model_len"].default:
-            filled["max_model_len"] = context
+        max_model_len = _served_max_model_len(deployment, base_dir)
+        if max_model_len is not None:
+            filled["max_model_len"] = max_model_len
     gpu_name = deployment.get("gpu", DeploymentSettings.model_fields["gpu"].default)
     unwritten = "max_num_batched_tokens" not in filled or "max_num_seqs" not in filled
     if unwritten and isinstance(gpu_name, str):
@@ -70,11 +72,17 @@ def context_problem(
     )
 
 
-def _model_context(deployment: dict[str, Any], base_dir: Path | None) -> int | None:
+def _served_max_model_len(deployment: dict[str, Any], base_dir: Path | None) -> int | None:
+    """max_model_len as vLLM starts the model without one where that is below the engine
+    default: its context, or the length vLLM assumes for a config naming none. None where the
+    engine default stands or the model does not resolve."""
     reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
     if not isinstance(reference, str | dict):
         return None
     try:
-        return resolve_model(reference, base_dir).context_length
+        context = resolve_model(reference, base_dir).context_length
     except InputError:
         return None
+    if context is None:
+        return defaults.UNKNOWN_CONTEXT_MAX_MODEL_LEN
+    return context if context < EngineSettings.model_fields["max_model_len"].default else None

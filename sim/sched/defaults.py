@@ -38,6 +38,8 @@ SCHEDULER_ASYNC_SCHEDULING: Final = False
 # Scenario engines: async scheduling, which vLLM 0.33 turns on for generative models (spec
 # §7.4), and the batch limits its OpenAI server picks for the GPU (`serving_batch_limits`).
 SERVING_MAX_MODEL_LEN: Final = 32768
+# What vLLM assumes, with a warning, for a model whose config names no context length (BLOOM).
+UNKNOWN_CONTEXT_MAX_MODEL_LEN: Final = 2048
 SERVING_ASYNC_SCHEDULING: Final = True
 
 # vLLM 0.33's API-server defaults for (max_num_batched_tokens, max_num_seqs) by GPU (spec §7.1):

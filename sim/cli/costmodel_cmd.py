@@ -25,6 +25,7 @@ from sim.costmodel.validation import (
     ValidationReport,
     validate_shipped_profiles,
 )
+from sim.errors import InputError
 from sim.fileio import atomic_write_bytes, check_output_dir, check_output_file, make_dirs
 
 costmodel_app = typer.Typer(
@@ -52,17 +53,23 @@ def calibrate_command(
     input_len: int | None = typer.Option(None, help="vllm-bench-latency: its --input-len."),
     output_len: int | None = typer.Option(None, help="vllm-bench-latency: its --output-len."),
     plot: Path | None = typer.Option(
-        None, "--plot", help="Predicted-vs-measured PNG (default: next to --out)."
+        None,
+        "--plot",
+        help="Predicted-vs-measured PNG of a measurements CSV's fit (default: next to --out; "
+        "a --from calibration prints its fitted means instead).",
     ),
     gpu: str | None = typer.Option(None, help="GPU measured on (enables a prior profile)."),
     model: str | None = typer.Option(None, help="Model measured (enables a prior profile)."),
     tp: int = typer.Option(1, min=1, help="Tensor-parallel degree of the measurements."),
 ) -> None:
     """Fit a step-time profile to measurements; use it with load_cost_model(<out>)."""
-    plot_path = plot if plot is not None else out.with_suffix(".png")
     check_output_file(out)
-    check_output_file(plot_path)
     if result_format is not None:
+        if plot is not None:
+            raise InputError(
+                f"--plot {plot}: a --from {result_format} calibration fits the benchmark's means "
+                "and prints them; it makes no plot (leave --plot out)"
+            )
         from sim.cli.bench_calibrate import calibrate_from_bench
 
         calibrate_from_bench(
@@ -77,6 +84,8 @@ def calibrate_command(
             output_len=output_len,
         )
         return
+    plot_path = plot if plot is not None else out.with_suffix(".png")
+    check_output_file(plot_path)
     calibration = calibrate(measurements, gpu=gpu, model=model, tp=tp)
     save_profile(calibration.profile, out)
     from sim.report.costmodel_figures import calibration_figure

@@ -477,6 +477,21 @@ def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):
     )
 
 
+def test_plot_is_refused_for_a_benchmark_calibration(tmp_path):
+    """Scenario: `calibrate --from vllm-bench-serve ... --plot fit.png`: a benchmark calibration
+    fits two means and makes no plot, so the option is refused on one line (exit 2) instead of
+    silently writing nothing; no profile is written either."""
+    result, _, out = _calibrate_edited_example(
+        tmp_path, lambda document: None, "--plot", str(tmp_path / "fit.png")
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --plot {tmp_path / 'fit.png'}: a --from vllm-bench-serve calibration fits the "
+        "benchmark's means and prints them; it makes no plot (leave --plot out)"
+    ]
+    assert not out.exists() and not (tmp_path / "fit.png").exists()
+
+
 def test_empty_itls_are_refused_naming_the_field(tmp_path):
     """Scenario: every request's itls list is empty: no ITL to fit, exit 2 naming field itls
     (it used to say only "the fit diverged (step-time scale 0)")."""

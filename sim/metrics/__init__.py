@@ -14,6 +14,7 @@ from sim.metrics.run_recorder import (
     make_run_recorder,
 )
 from sim.metrics.scraper import MetricsScraper
+from sim.metrics.stability import MIN_MEASURED_REQUESTS
 from sim.metrics.step_buffer import StepBuffer
 from sim.metrics.summary import (
     FLOAT_DECIMALS,
@@ -25,32 +26,33 @@ from sim.metrics.summary import (
 from sim.metrics.traces import RequestsWriter, StepsWriter
 
 __all__ = [
-    "EVENTS_FILE",
-    "FLOAT_DECIMALS",
-    "METRICS_FILE",
-    "REQUESTS_FILE",
-    "STEPS_FILE",
-    "SUMMARY_FILE",
     "BlockEvent",
+    "EVENTS_FILE",
     "EventsWriter",
+    "FLOAT_DECIMALS",
     "FanOutRecorder",
     "GoodputSlos",
+    "METRICS_FILE",
+    "MIN_MEASURED_REQUESTS",
     "MetricsScraper",
     "NullRecorder",
+    "REQUESTS_FILE",
     "Recorder",
     "ReplicaRecorders",
     "RequestColumns",
     "RequestRecord",
     "RequestsWriter",
+    "STEPS_FILE",
+    "SUMMARY_FILE",
     "StepBuffer",
     "StepColumns",
     "StepRecord",
     "StepsWriter",
     "SummaryRecorder",
     "json_value",
-    "rejected_by_cause",
-    "rejection_note",
     "make_run_recorder",
     "parse_goodput",
     "prometheus_text",
+    "rejected_by_cause",
+    "rejection_note",
 ]

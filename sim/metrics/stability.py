@@ -16,7 +16,9 @@ ends at twice its mean). A run is unstable when
 - the request rate's, the queue's or the TTFT's relative growth exceeds `MAX_RELATIVE_GROWTH`
   with a slope t statistic above `MIN_T_STATISTIC` (a rate still growing means sessions are still
   accumulating: the window holds no steady load yet), or
-- or nothing was measured at all.
+- or nothing was measured, or too few requests to judge (fewer than `MIN_REQUESTS_PER_BIN` per
+  bin on average: the trend tests have no power, and so short a window says nothing of a
+  steady state).
 
 The drain time after arrivals stop is reported as evidence (`drain_s`, and `drain_fraction` of
 the window) but does not decide: a deployment that keeps up still needs the running time of its
@@ -43,6 +45,8 @@ MAX_RELATIVE_GROWTH = 0.25
 QUEUE_FLOOR_REQUESTS = 2.0  # growth of under one waiting request is noise, not a backlog
 TTFT_FLOOR_S = 0.5  # growth of under 250 ms of TTFT is noise, not a backlog
 MIN_T_STATISTIC = 3.0
+MIN_REQUESTS_PER_BIN = 2  # fewer measured requests than this per bin: no verdict of steadiness
+MIN_MEASURED_REQUESTS = MIN_REQUESTS_PER_BIN * NUM_TREND_BINS
 
 
 @dataclass(slots=True, frozen=True)
@@ -181,6 +185,11 @@ def assess_stability(
     reasons = []
     if len(ttfts_s) == 0:
         reasons.append("no request was measured")
+    elif len(ttfts_s) < MIN_MEASURED_REQUESTS:
+        reasons.append(
+            f"too few requests measured to judge a steady state ({len(ttfts_s)}; at least "
+            f"{MIN_MEASURED_REQUESTS}: lengthen duration_s)"
+        )
     if arrivals.is_growing(rules):
         reasons.append(
             f"no steady load: the request rate grew by {arrivals.growth:.0%} over the window "

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
-from sim.metrics import SUMMARY_FILE
+from sim.metrics import MIN_MEASURED_REQUESTS, SUMMARY_FILE
 from sim.report.capacity import numeric_swept_path, swept_capacity
 from sim.report.cost_model_section import cost_model_section
 from sim.report.figures import (
@@ -339,7 +339,8 @@ def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
     unknown = [run for run in runs if run.stable is None]
     rule = (
         "A run is stable when its request rate, waiting queue and TTFT show no significant "
-        "growth over the measured window (sim.metrics.stability). An unstable run's latencies "
+        f"growth over the measured window and it measured enough requests "
+        f"({MIN_MEASURED_REQUESTS}) to tell (sim.metrics.stability). An unstable run's latencies "
         "grow with its length: they describe the run, not the deployment."
     )
     parts = [f"{rule}\n"]

@@ -26,7 +26,7 @@ TABLE_METRICS = (
     TableMetric("ttft_p50_s", "TTFT p50 (ms)", "Δ TTFT p50 (ms)", 1000.0, 2),
     TableMetric("ttft_p99_s", "TTFT p99 (ms)", "Δ TTFT p99 (ms)", 1000.0, 2),
     TableMetric("e2e_p50_s", "E2E p50 (s)", "Δ E2E p50 (s)", 1.0, 3),
-    TableMetric("num_evictions", "evictions", "Δ evictions", 1.0, 1),
+    TableMetric("num_evictions", "evictions", "Δ evictions", 1.0, 0),
 )
 NOT_AVAILABLE = "n/a"
 

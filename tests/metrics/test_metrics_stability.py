@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.metrics.stability import assess_stability, binned_means, binned_queue, trend
+from sim.metrics.stability import (
+    Stability,
+    assess_stability,
+    binned_means,
+    binned_queue,
+    trend,
+)
 from sim.runner import run_scenario
 from sim.sweep import load_sweep
 
@@ -100,6 +106,28 @@ def test_an_arrival_rate_still_ramping_is_no_steady_state() -> None:
     )
     assert not ramping.stable
     assert ramping.reason.startswith("no steady load: the request rate grew by")
+
+
+def test_too_few_requests_get_no_verdict_of_steadiness() -> None:
+    """14 requests over a 1 s window with a 5 s drain (a 61 s run after a 60 s warm-up): no
+    trend is significant, but 1.4 requests a bin say nothing of a steady state; 20 do."""
+
+    def verdict(num_requests: int) -> Stability:
+        return assess_stability(
+            arrivals_s=np.linspace(60.0, 61.0, num_requests, endpoint=False),
+            ttfts_s=np.full(num_requests, 0.05),
+            waiting_time_per_second=[],
+            window_start_s=60.0,
+            window_end_s=61.0,
+            end_at=66.35,
+        )
+
+    few = verdict(14)
+    assert not few.stable
+    assert few.reason == (
+        "too few requests measured to judge a steady state (14; at least 20: lengthen duration_s)"
+    )
+    assert verdict(20).stable
 
 
 @pytest.mark.slow

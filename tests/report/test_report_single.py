@@ -42,11 +42,12 @@ def test_single_run_report_has_figures_and_sections(single_run_dir, tmp_path):
         "## Run details",
         "## Figures",
     ]
+    # 17 requests are too few for the stability test to call the run steady: marked.
     expected_row = (
-        f"| tiny-chat | 1 | {100 * summary['hit_rate']:.2f} "
+        f"| tiny-chat (UNSTABLE) | 1 | {100 * summary['hit_rate']:.2f} "
         f"| {1e3 * summary['ttft_p50_s']:,.2f} "
         f"| {1e3 * summary['ttft_p99_s']:,.2f} | {summary['e2e_p50_s']:.3f} "
-        f"| {summary['num_evictions']:.1f} |"
+        f"| {summary['num_evictions']:,} |"
     )
     assert expected_row in text
     assert f"| num_evictions | {summary['num_evictions']:,} |" in text

@@ -15,7 +15,7 @@ from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
 from sim.engine import simulate
 from sim.errors import InputError
 from sim.metrics import NullRecorder, RequestRecord
-from sim.runner import scheduler_config
+from sim.runner import deployment_num_gpu_blocks, scheduler_config
 from workloads.api import RequestSpec, Segment
 
 # Token ids of request i start at i * this: no two requests share a prompt block, as with the
@@ -60,10 +60,15 @@ class Deployment:
 
     @classmethod
     def served(cls, gpu: str, model: str, tp: int) -> Deployment:
-        """The deployment with the engine settings vLLM's server starts it with (max_model_len
-        the model's context where shorter, batch limits for the GPU), as a benchmark run on it
-        without engine arguments had."""
-        return cls(gpu, model, tp, deployed_engine(gpu, model, tp))
+        """The deployment with the engine settings vLLM's server starts it with (batch limits
+        for the GPU; max_model_len the model's context, or where the KV cache cannot hold
+        that, the longest it holds, as a benchmark that ran must have been given)."""
+        engine = deployed_engine(gpu, model, tp)
+        blocks = deployment_num_gpu_blocks(engine, DeploymentSettings(model=model, gpu=gpu, tp=tp))
+        longest = (blocks - 1) * engine.block_size
+        if engine.max_model_len > longest:
+            engine = engine.model_copy(update={"max_model_len": max(longest, 2)})
+        return cls(gpu, model, tp, engine)
 
 
 def replay_requests(

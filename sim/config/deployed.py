@@ -16,10 +16,9 @@ from sim.sched import defaults
 
 def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
     """A file's raw fields with the engine fields it does not write set as vLLM sets them for
-    its deployment: max_model_len the model's context where that is shorter than the engine
-    default (2048 where its config names none, as vLLM assumes), and the batch limits vLLM's
-    OpenAI server takes on the GPU. Anything that does not
-    resolve is left for the fields' own validation to name."""
+    its deployment: max_model_len the model's context (2048 where its config names none, as
+    vLLM assumes), and the batch limits vLLM's OpenAI server takes on the GPU. Anything that
+    does not resolve is left for the fields' own validation to name."""
     if not isinstance(data, dict):
         return data
     engine, deployment = data.get("engine", {}), data.get("deployment", {})
@@ -73,9 +72,8 @@ def context_problem(
 
 
 def _served_max_model_len(deployment: dict[str, Any], base_dir: Path | None) -> int | None:
-    """max_model_len as vLLM starts the model without one where that is below the engine
-    default: its context, or the length vLLM assumes for a config naming none. None where the
-    engine default stands or the model does not resolve."""
+    """max_model_len as vLLM starts the model without one: its context, or the length vLLM
+    assumes for a config naming none. None where the model does not resolve."""
     reference = deployment.get("model", DeploymentSettings.model_fields["model"].default)
     if not isinstance(reference, str | dict):
         return None
@@ -83,6 +81,4 @@ def _served_max_model_len(deployment: dict[str, Any], base_dir: Path | None) -> 
         context = resolve_model(reference, base_dir).context_length
     except InputError:
         return None
-    if context is None:
-        return defaults.UNKNOWN_CONTEXT_MAX_MODEL_LEN
-    return context if context < EngineSettings.model_fields["max_model_len"].default else None
+    return defaults.UNKNOWN_CONTEXT_MAX_MODEL_LEN if context is None else context

@@ -131,8 +131,8 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
         raise InputError(
             f"engine.max_model_len {config.max_model_len} is larger than the KV cache "
             f"({config.num_gpu_blocks - 1} usable blocks x {config.block_size} = "
-            f"{capacity_tokens} tokens), which vLLM refuses at start-up; lower "
-            "max_model_len or give the cache more memory"
+            f"{capacity_tokens} tokens), which vLLM refuses at start-up; set max_model_len "
+            "lower (unset, it is the model's context, as in vLLM) or give the cache more memory"
         )
 
 

@@ -37,6 +37,8 @@ SCHEDULER_ASYNC_SCHEDULING: Final = False
 
 # Scenario engines: async scheduling, which vLLM 0.33 turns on for generative models (spec
 # §7.4), and the batch limits its OpenAI server picks for the GPU (`serving_batch_limits`).
+# A scenario's unset max_model_len is its model's context, as vLLM derives it (sim.config.
+# deployed); this stands only for engines built without a model.
 SERVING_MAX_MODEL_LEN: Final = 32768
 # What vLLM assumes, with a warning, for a model whose config names no context length (BLOOM).
 UNKNOWN_CONTEXT_MAX_MODEL_LEN: Final = 2048

@@ -145,11 +145,11 @@ def test_tp_degrees_vllm_accepts_load(tmp_path: Path) -> None:
     assert load_scenario(path, ["deployment.model=llama-3.1-70b", "deployment.tp=16"])
 
 
-def test_max_model_len_defaults_to_a_shorter_model_context(tmp_path: Path) -> None:
-    """The engine default (32,768) stands for a longer-context model; a shorter one, like vLLM's
-    default, caps it, so an unwritten max_model_len never trips the model-context check."""
+def test_max_model_len_defaults_to_the_model_context(tmp_path: Path) -> None:
+    """An unwritten max_model_len is the model's context, as vLLM starts it (131,072 for
+    Llama-3.1-8B, 4,096 for Llama-2-7B), so it never trips the model-context check."""
     path = write(tmp_path, "base.yaml", BASE)
-    assert load_scenario(path).scenario.engine.max_model_len == 32768
+    assert load_scenario(path).scenario.engine.max_model_len == 131072
     llama2 = load_scenario(path, ["deployment.model=llama-2-7b"]).scenario
     assert llama2.engine.max_model_len == 4096
     explicit = load_scenario(path, ["deployment.model=llama-2-7b", "engine.max_model_len=4096"])

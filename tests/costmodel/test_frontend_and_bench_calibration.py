@@ -400,13 +400,13 @@ def test_a_null_burstiness_means_poisson_arrivals(tmp_path):
     assert benchmark.burstiness == 1.0 and benchmark.max_concurrency is None
 
 
-@pytest.mark.parametrize(("index", "input_len"), [(0, 200_000), (3, 32_768)])
+@pytest.mark.parametrize(("index", "input_len"), [(0, 200_000), (3, 131_072)])
 def test_a_prompt_longer_than_max_model_len_is_refused_before_replay(tmp_path, index, input_len):
     """Scenario: one request's input length at or above the replayed engine's max_model_len
-    (32768; vLLM rejects such a prompt), with request 1 failed so that the index reported is the
-    file's, not the successful requests': exit 2
-    naming input_lens[index], the length and the limit, checked before any token list is built
-    (a length of 10**9 would otherwise exhaust memory)."""
+    (131072, Llama-3.1-8B's context; vLLM rejects such a prompt), with request 1 failed so
+    that the index reported is the file's, not the successful requests': exit 2 naming
+    input_lens[index], the length and the limit, checked before any token list is built (a
+    length of 10**9 would otherwise exhaust memory)."""
 
     def edit(document):
         document["errors"][1] = "timeout"
@@ -418,18 +418,18 @@ def test_a_prompt_longer_than_max_model_len_is_refused_before_replay(tmp_path, i
         path,
         out,
         f"field input_lens[{index}] = {input_len}: request {index}'s prompt must be shorter "
-        "than max_model_len 32768, the limit of the simulated engine calibrate replays the "
+        "than max_model_len 131072, the limit of the simulated engine calibrate replays the "
         "benchmark on (calibrate has no option to raise it)",
     )
 
 
 def test_a_latency_input_len_over_max_model_len_is_refused(tmp_path):
     """Scenario: `--from vllm-bench-latency --input-len 500000`: exit 2 naming --input-len, the
-    length and max_model_len 32768, nothing written."""
+    length and max_model_len 131072, nothing written."""
     _assert_latency_refused(
         tmp_path,
         ["h100", "llama-3.1-8b", "1", "500000", "8"],
-        "--input-len 500000: the prompt must be shorter than max_model_len 32768, the limit of "
+        "--input-len 500000: the prompt must be shorter than max_model_len 131072, the limit of "
         "the simulated engine calibrate replays the benchmark on (calibrate has no option to "
         "raise it)",
     )
@@ -448,13 +448,14 @@ def test_a_latency_batch_past_the_replay_budget_is_refused(tmp_path):
 
 
 def test_outputs_past_max_model_len_are_not_built():
-    """Scenario: one 1000-token prompt asking for 10**12 output tokens on max_model_len 32768:
-    the replay builds the 31,768 outputs the engine emits before it stops the request, and
-    finishes (10**12 Python ints would exhaust memory)."""
+    """Scenario: one 1000-token prompt asking for 10**12 output tokens on Llama-2-7B
+    (max_model_len 4096, its context): the replay builds the 3,096 outputs the engine emits
+    before it stops the request, and finishes (10**12 Python ints would exhaust memory)."""
+    deployment = Deployment.served("a100", "llama-2-7b", 1)
     run = replay_requests(
-        [(1000, 10**12)], None, None, H100_8B, load_cost_model("constant:0.01"), NO_FRONTEND
+        [(1000, 10**12)], None, None, deployment, load_cost_model("constant:0.01"), NO_FRONTEND
     )
-    assert run.output_lens == [31_768]
+    assert run.output_lens == [3_096]
 
 
 def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):

@@ -82,7 +82,8 @@ EXPECTED_COUNTS = {
     ("preempting-no-frontend", False): (116, 46, 0),
     ("queue-limits", True): (152, 23, 66),
     ("queue-limits", False): (151, 26, 66),
-    ("trace-eight-replicas", True): (111, 0, 3),
+    # The arXiv trace's three prompts over 32k tokens fit Llama-3.1-8B's 131,072-token context.
+    ("trace-eight-replicas", True): (114, 0, 0),
 }
 
 

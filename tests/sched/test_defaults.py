@@ -98,11 +98,11 @@ def test_a_study_file_gets_the_gpu_limits_and_their_checks(tmp_path: Path) -> No
 
 def test_set_batch_limits_stay_and_no_chunked_prefill_raises_the_budget() -> None:
     """Written limits win; without chunked prefill an unwritten budget is at least
-    max_model_len (an A100's 2048 becomes 32768), as vLLM sets it."""
+    max_model_len (an A100's 2048 becomes Llama-3.1-8B's context, 131072), as vLLM sets it."""
     written = _scenario({"max_num_batched_tokens": 4096, "max_num_seqs": 64}, "a100").engine
     assert (written.max_num_batched_tokens, written.max_num_seqs) == (4096, 64)
     unchunked = _scenario({"enable_chunked_prefill": False}, "a100").engine
-    assert (unchunked.max_num_batched_tokens, unchunked.max_num_seqs) == (32768, 256)
+    assert (unchunked.max_num_batched_tokens, unchunked.max_num_seqs) == (131072, 256)
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ from matplotlib.ticker import (
     LogLocator,
     NullFormatter,
     NullLocator,
-    PercentFormatter,
 )
 
+from sim.report.runs import UNSTABLE_MARK
 from sim.report.series import BLOCK_AGE_EDGES_S, TTFT_EDGES_S, StepBins
 
 LEGEND_COLUMNS = 2
@@ -52,6 +52,7 @@ class BlockSizeLine:
     block_sizes: tuple[int, ...]
     mean_hit_rates: tuple[float, ...]
     half_widths: tuple[float, ...]
+    unstable: tuple[bool, ...]  # some run of the point reached no steady state
 
 
 @dataclass(slots=True, frozen=True)
@@ -179,29 +180,63 @@ def ttft_cdf_figure(
     return figure
 
 
+def _percent_axis(axes: Axes, per_unit: float = 1.0) -> None:
+    """Label the y ticks as percentages (the values times `per_unit`) with the decimals each
+    needs: a tick at 87.5 reads 87.5 %, not a rounded 88 %."""
+    axes.yaxis.set_major_formatter(
+        FuncFormatter(lambda value, _position: f"{round(value * per_unit, 6):g}%")
+    )
+
+
 def hit_rate_vs_block_size_figure(lines: Sequence[BlockSizeLine]) -> Figure:
-    """Mean hit rate with 95 % CI error bars per block size; one line per other-settings group."""
-    with_legend = len(lines) > 1 or bool(lines[0].label)
-    figure = _figure_with_legend_room(len(lines) if with_legend else 0, width=8.0, height=5.0)
+    """Mean hit rate with 95 % CI error bars per block size; one line per other-settings group.
+    A point some of whose runs reached no steady state is drawn hollow, and the legend says so."""
+    any_unstable = any(any(line.unstable) for line in lines)
+    with_legend = len(lines) > 1 or bool(lines[0].label) or any_unstable
+    num_entries = len(lines) + any_unstable if with_legend else 0
+    figure = _figure_with_legend_room(num_entries, width=8.0, height=5.0)
     axes = figure.subplots()
     colors = _palette("tab10")
     block_sizes = sorted({size for line in lines for size in line.block_sizes})
     for index, line in enumerate(lines):
+        color = colors[index % len(colors)]
+        percents = [100 * rate for rate in line.mean_hit_rates]
         axes.errorbar(
             line.block_sizes,
-            [100 * rate for rate in line.mean_hit_rates],
+            percents,
             yerr=[100 * np.nan_to_num(width) for width in line.half_widths],
-            color=colors[index % len(colors)],
+            color=color,
             marker="o",
             capsize=4,
             linewidth=1.6,
-            label=line.label,
+            label=line.label or "mean hit rate",
+        )
+        hollow = [i for i, unstable in enumerate(line.unstable) if unstable]
+        axes.plot(
+            [line.block_sizes[i] for i in hollow],
+            [percents[i] for i in hollow],
+            linestyle="none",
+            marker="o",
+            markersize=7,
+            markerfacecolor="white",
+            markeredgecolor=color,
+            zorder=3,
+        )
+    if any_unstable:
+        axes.plot(
+            [],
+            [],
+            linestyle="none",
+            marker="o",
+            markerfacecolor="white",
+            markeredgecolor="0.3",
+            label=f"hollow: some run reached no steady state {UNSTABLE_MARK}",
         )
     axes.set_xscale("log", base=2)
     axes.xaxis.set_major_locator(FixedLocator(block_sizes))
     axes.xaxis.set_minor_locator(NullLocator())
     axes.set_xticklabels([str(size) for size in block_sizes])
-    axes.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+    _percent_axis(axes)
     axes.set(
         xlabel="block size (tokens per KV block, log scale)",
         ylabel="prefix-cache hit rate (% of prompt tokens)",
@@ -265,7 +300,7 @@ def hit_rate_over_time_figure(
         warmup_s,
     )
     axes.set_ylim(-2.0, 102.0)  # a line at 0 % stays clear of the axis
-    axes.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+    _percent_axis(axes)
     axes.set(
         ylabel="hit rate (% of prompt tokens looked up)",
         title=f"Prefix-cache hit rate over time ({width_s:g} s bins, seeds pooled)",
@@ -301,7 +336,7 @@ def kv_usage_figure(
     axes.plot([], [], color="0.3", linestyle="--", label="dashed: in use + cached but free")
     _legend_below(figure, axes)
     axes.set_ylim(0.0, 102.0)
-    axes.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+    _percent_axis(axes)
     axes.set(
         ylabel="% of KV blocks",
         title=f"KV blocks in use (solid, vLLM's kv_cache_usage_perc) and holding cached "
@@ -385,7 +420,7 @@ def _plot_eviction_ages(
         )
     _log_seconds_axis(axes, BLOCK_AGE_EDGES_S[low], BLOCK_AGE_EDGES_S[high])
     axes.set_ylim(bottom=0.0)
-    axes.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    _percent_axis(axes, per_unit=100.0)
     axes.grid(True, color="0.92")
 
 

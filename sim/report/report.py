@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from sim.errors import InputError
 from sim.fileio import atomic_write_text
 from sim.metrics import MIN_MEASURED_REQUESTS, SUMMARY_FILE
-from sim.report.capacity import numeric_swept_path, swept_capacity
+from sim.report.capacity import load_swept_path, swept_capacity
 from sim.report.cost_model_section import cost_model_section
 from sim.report.figures import (
     BlockSizeLine,
@@ -252,11 +252,12 @@ def block_size_lines(run_set: RunSet) -> list[BlockSizeLine]:
             )
             if interval.num_samples:
                 half_width = math.nan if interval.half_width is None else interval.half_width
-                points.append((int(block_size), interval.mean, half_width))
+                unstable = any(run.stable is False for run in runs)
+                points.append((int(block_size), interval.mean, half_width, unstable))
         if points:
-            sizes, means, half_widths = zip(*points, strict=True)
+            sizes, means, half_widths, unstable_points = zip(*points, strict=True)
             label = run_set.settings_label(other_paths, group)
-            lines.append(BlockSizeLine(label, sizes, means, half_widths))
+            lines.append(BlockSizeLine(label, sizes, means, half_widths, unstable_points))
     return lines
 
 
@@ -370,7 +371,7 @@ def stability_section(run_set: RunSet, labels: dict[str, str]) -> str:
             for run in rejecting
         ]
         parts.append(markdown_table(["run", "variant", "seed", "rejected"], rows))
-    path = numeric_swept_path(run_set) if run_set.is_sweep else None
+    path = load_swept_path(run_set) if run_set.is_sweep else None
     if path is not None:
         capacity = swept_capacity(run_set, path)
         if capacity.passing is None:

@@ -96,13 +96,34 @@ def test_eviction_ages_absent_or_empty_get_a_note():
 
 
 def test_block_size_axis_is_labelled_with_the_sizes():
-    """Ticks sit at the swept block sizes, labelled as plain numbers; hit rates in percent."""
-    figure = hit_rate_vs_block_size_figure(
-        [BlockSizeLine("layout=chat", (16, 32, 64), (0.5, 0.6, 0.7), (0.01, float("nan"), 0.02))]
+    """Ticks sit at the swept block sizes, labelled as plain numbers; hit rates in percent, each
+    tick with the decimals it needs (87.5 %, not a rounded 88 %); the unstable point at 32 is
+    drawn hollow, and the legend says what hollow means."""
+    line = BlockSizeLine(
+        "layout=chat",
+        (16, 32, 64),
+        (0.85, 0.875, 0.9),
+        (0.01, float("nan"), 0.02),
+        (False, True, False),
     )
+    figure = hit_rate_vs_block_size_figure([line])
+    figure.canvas.draw()
     axes = figure.axes[0]
     assert [label.get_text() for label in axes.get_xticklabels()] == ["16", "32", "64"]
-    assert list(axes.get_lines()[0].get_ydata()) == [50.0, 60.0, 70.0]
+    assert list(axes.get_lines()[0].get_ydata()) == [85.0, 87.5, 90.0]
+    label_of = axes.yaxis.get_major_formatter()
+    assert [label_of(value, 0) for value in (85.0, 87.5, 90.0)] == ["85%", "87.5%", "90%"]
+    hollow = [
+        plotted
+        for plotted in axes.get_lines()
+        if plotted.get_markerfacecolor() == "white" and len(plotted.get_xdata())
+    ]
+    assert [list(plotted.get_xdata()) for plotted in hollow] == [[32]]
+    legend_texts = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend_texts == [
+        "hollow: some run reached no steady state (UNSTABLE)",
+        "layout=chat",
+    ]
 
 
 def test_prefill_bars_show_the_saved_share():

@@ -82,6 +82,11 @@ KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 MAX_TP = 64  # deployment.tp's upper bound
 
 
+# vLLM 0.33's GPU attention backends (FlashAttention, Triton, the ROCm ones) take KV blocks of a
+# multiple of 16 tokens; the cache core itself (replay formats) takes any size.
+KERNEL_BLOCK_MULTIPLE = 16
+
+
 class EngineSettings(StrictModel):
     """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33,
     from sim.sched.defaults)."""
@@ -156,6 +161,16 @@ class EngineSettings(StrictModel):
         description="Bytes per step (one GPU's share) of CPU hits loaded inside the step instead "
         "of asynchronously (vLLM's sync_load_budget_bytes); 0: every CPU hit loads async",
     )
+
+    @field_validator("block_size")
+    @classmethod
+    def _kernel_block_multiple(cls, block_size: int) -> int:
+        if block_size % KERNEL_BLOCK_MULTIPLE:
+            raise ValueError(
+                f"vLLM's GPU attention kernels page the KV cache in multiples of "
+                f"{KERNEL_BLOCK_MULTIPLE} tokens; allowed: 16, 32, 48, ... up to 1024"
+            )
+        return block_size
 
     @field_validator("kv_offloading_size")
     @classmethod

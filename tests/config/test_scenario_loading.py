@@ -117,6 +117,11 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
             "divide the 8 KV heads or be a multiple of 8; allowed: 1, 2, 4, 8, 16, 32, 64",
         ),
         (
+            ["engine.block_size=17"],
+            "engine.block_size: 17 is not allowed: vLLM's GPU attention kernels page the KV "
+            "cache in multiples of 16 tokens; allowed: 16, 32, 48, ... up to 1024",
+        ),
+        (
             ["engine.max_model_len=200000"],
             "engine.max_model_len: 200,000 is more than Llama-3.1-8B's context of 131,072 tokens "
             "(max_position_embeddings in its config), which vLLM refuses; allowed: 2 to 131,072",

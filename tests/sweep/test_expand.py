@@ -175,13 +175,23 @@ def test_a_scenario_without_sweep_and_set_on_the_sweep_are_refused(tmp_path):
         load_sweep(write_sweep(tmp_path, "sweep:\n  seeds: [1]\n"), ["sweep.seeds=[2]"])
 
 
+def test_a_sweep_path_indexes_a_list_with_ascii_digits_only(tmp_path):
+    """Scenario: the base has one tenant; the grid sweeps `tenants.\u00b2.name` (a superscript
+    two, which str.isdigit() takes but int() refuses): one InputError naming the index, not a
+    traceback."""
+    base = BASE_YAML.replace("source: {kind: chat}", "source: {kind: chat, tenants: [{name: a}]}")
+    sweep = "sweep:\n  grid:\n    workload.source.tenants.\u00b2.name: [b]\n"
+    with pytest.raises(InputError, match="'\u00b2' is not an index of a 1-item list"):
+        load_sweep(write_sweep(tmp_path, sweep, base))
+
+
 @settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
-    block_sizes=st.lists(st.sampled_from([8, 16, 32, 64]), min_size=1, max_size=3, unique=True),
+    block_sizes=st.lists(st.sampled_from([16, 32, 48, 64]), min_size=1, max_size=3, unique=True),
     zip_length=st.integers(1, 3),
     seeds=st.none() | st.lists(st.integers(0, 50), min_size=1, max_size=3, unique=True),
 )

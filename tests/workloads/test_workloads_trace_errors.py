@@ -135,6 +135,17 @@ HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
             2,
             r"GeneratedTokens: '4.5' is not allowed",
         ),
+        # A superscript passes str.isdigit() but not int(): found by the fuzzed-file test.
+        (
+            f"{HEADER}\n2023-11-16 18:15:46.68,374,4\u00b2\n",
+            2,
+            r"GeneratedTokens: '4\u00b2' is not allowed",
+        ),
+        (
+            f"{HEADER}\n2023-11-16 18:15:46.\u00b2,374,4\n",
+            2,
+            r"TIMESTAMP '2023-11-16 18:15:46.\u00b2' is not 'YYYY-MM-DD HH:MM:SS\[.fraction\]'",
+        ),
         (
             f"{HEADER}\n2023-11-16 18:15:47,1,1\n2023-11-16 18:15:46.5,1,1\n",
             3,

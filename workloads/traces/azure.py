@@ -95,7 +95,7 @@ def _parse_timestamp(text: str, source: str, line: int) -> datetime:
         stamp = datetime.strptime(whole, _SECONDS_FORMAT)
     except ValueError:
         stamp = None
-    if stamp is None or not (fraction.isdigit() or fraction == ""):
+    if stamp is None or not (_is_ascii_digits(fraction) or fraction == ""):
         raise WorkloadError(
             f"TIMESTAMP {text!r} is not 'YYYY-MM-DD HH:MM:SS[.fraction]'", source=source, line=line
         )
@@ -104,8 +104,13 @@ def _parse_timestamp(text: str, source: str, line: int) -> datetime:
     return stamp.replace(microsecond=min(microseconds, 999_999))
 
 
+def _is_ascii_digits(text: str) -> bool:
+    # str.isdigit() also takes digits int() refuses, such as a superscript '²'.
+    return text.isascii() and text.isdigit()
+
+
 def _parse_count(name: str, text: str, source: str, line: int) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_TRACE_TOKENS:
+    if not _is_ascii_digits(text) or not 1 <= int(text) <= MAX_TRACE_TOKENS:
         raise WorkloadError(
             f"{name}: {text!r} is not allowed; use an integer in 1..{MAX_TRACE_TOKENS}",
             source=source,

@@ -7,6 +7,7 @@ only when complete, so an interrupted or failed run never leaves (or replaces) a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -233,6 +234,15 @@ def _progress_reporter(
         yield report
 
 
+def run_id_of(scenario: Scenario, goodput: GoodputSlos | None = None) -> str:
+    """The run's id: the scenario's, or with goodput limits (which add to its summary.json) a
+    hash of it and them, so a run with and one without never share a folder."""
+    run_id = scenario.run_id()
+    if goodput is None:
+        return run_id
+    return hashlib.sha256(f"{run_id} goodput {goodput.describe()}".encode()).hexdigest()[:12]
+
+
 def run_scenario(
     scenario: Scenario,
     base_dir: Path,
@@ -247,7 +257,7 @@ def run_scenario(
 
     With `require_measured`, a run that measured nothing or whose requests were mostly rejected
     fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
-    run_id = scenario.run_id()
+    run_id = run_id_of(scenario, goodput)
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     check_scenario_limits(scenario)
     config = scheduler_config(scenario)

@@ -82,7 +82,7 @@ def run_command(
         [],
         "--goodput",
         help="A goodput limit as vLLM's benchmark takes it, NAME:MS with NAME ttft, tpot or "
-        "e2el (repeatable); adds goodput_per_s to summary.json.",
+        "e2el (repeatable); adds goodput_per_s to summary.json (the run gets its own id).",
     ),
 ) -> None:
     """Simulate one scenario and write requests/steps/events/metrics parquet and summary.json."""

@@ -8,6 +8,7 @@ sequence at a time serves 12.5 requests/s: 4/s is steady, 20/s builds a queue al
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,26 @@ def test_a_steady_run_says_so(tmp_path: Path, capsys) -> None:
     assert "steady state reached" in err
     assert "UNSTABLE" not in err
     assert "rejected" not in err
+
+
+def test_goodput_limits_give_the_run_its_own_folder(tmp_path: Path, capsys) -> None:
+    """The same scenario with --goodput (which adds goodput_per_s to summary.json) and without:
+    two run folders, each summary as its run wrote it; neither replaces the other."""
+    path = tmp_path / "outcome.yaml"
+    path.write_text(SCENARIO)
+    base = ["run", str(path), "--results", str(tmp_path / "results"), "--no-progress"]
+    for args in (base + ["--goodput", "ttft:100"], base):
+        with pytest.raises(SystemExit) as raised:
+            main(args)
+        assert raised.value.code == 0
+    capsys.readouterr()
+    summaries = [
+        json.loads(summary.read_text())
+        for summary in sorted((tmp_path / "results" / "outcome").glob("*/summary.json"))
+    ]
+    assert len(summaries) == 2
+    assert sorted("goodput_per_s" in summary for summary in summaries) == [False, True]
+    assert len({summary["run_id"] for summary in summaries}) == 2
 
 
 def test_an_overloaded_run_warns_loudly_with_its_reason(tmp_path: Path, capsys) -> None:

@@ -26,17 +26,19 @@ from rich.text import Text
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
 from sim.config import (
-    EngineSettings,
+    DeploymentSettings,
     Scenario,
     ScenarioSource,
+    block_size_problem,
     check_pool_size,
+    deployed_engine,
     validate_scenario_data,
 )
 from sim.errors import InputError
 from sim.fileio import check_output_dir, check_replaceable
 from sim.metrics import SUMMARY_FILE
 from sim.replay.trace_replay import replay_cache_only
-from sim.runner import run_scenario, scheduler_config
+from sim.runner import deployment_num_gpu_blocks, run_scenario
 from workloads.api import (
     TRACE_FORMATS,
     SyntheticTokens,
@@ -45,7 +47,13 @@ from workloads.api import (
     trace_format_summaries,
 )
 
-DEFAULT_MAX_MODEL_LEN = EngineSettings.model_fields["max_model_len"].default
+
+def _default_context() -> int:
+    """max_model_len of the default deployment as vLLM starts it: the model's context."""
+    deployment = DeploymentSettings()
+    return deployed_engine(deployment.gpu, deployment.model, deployment.tp).max_model_len
+
+
 T = TypeVar("T")
 
 
@@ -129,6 +137,12 @@ def replay_command(
     """
     if trace_format not in TRACE_FORMATS:
         raise InputError(f"--format {trace_format!r}: allowed: {', '.join(TRACE_FORMATS)}")
+    problem = None if cache_only else block_size_problem(block_size)
+    if problem is not None:
+        raise InputError(f"--block-size {block_size}: {problem} (--cache-only takes any size)")
+    if not trace.is_file():
+        problem = "is a directory" if trace.is_dir() else "does not exist"
+        raise InputError(f"{problem}; expected a {trace_format} trace file", source=str(trace))
     if (num_gpu_blocks is not None) + (kv_tokens is not None) + infinite > 1:
         raise InputError("give at most one of --num-gpu-blocks, --kv-tokens and --infinite")
     if kv_tokens is not None:
@@ -142,8 +156,11 @@ def replay_command(
     try:
         if cache_only:
             if num_gpu_blocks is None and not infinite:
-                scenario = _scenario(trace, trace_format, block_size, None, None, max_requests)
-                num_gpu_blocks = scheduler_config(scenario).num_gpu_blocks
+                # The cache alone takes any block size (no attention kernel pages it): the
+                # pool is sized for it from the default deployment's engine.
+                scenario = _scenario(trace, trace_format, 16, None, None, max_requests)
+                engine = scenario.engine.model_copy(update={"block_size": block_size})
+                num_gpu_blocks = deployment_num_gpu_blocks(engine, scenario.deployment)
             specs = _trace_specs(trace, trace_format, max_requests)
             with _counted(specs, max_requests, progress) as counted_specs:
                 result = replay_cache_only(
@@ -159,7 +176,8 @@ def replay_command(
                 num_gpu_blocks = total // block_size + 2
                 max_model_len = longest + 1
             elif num_gpu_blocks is not None:
-                max_model_len = min(DEFAULT_MAX_MODEL_LEN, (num_gpu_blocks - 1) * block_size)
+                # The longest the pool holds, as vLLM fits max_model_len to a small cache (-1).
+                max_model_len = min(_default_context(), (num_gpu_blocks - 1) * block_size)
             scenario = _scenario(
                 trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
             )

@@ -2,7 +2,7 @@
 
 from sim.config.base import StrictModel, field_problem
 from sim.config.deployed import context_problem, deployed_engine, with_deployment_defaults
-from sim.config.engine import DeploymentSettings, EngineSettings
+from sim.config.engine import DeploymentSettings, EngineSettings, block_size_problem
 from sim.config.errors import validation_error_to_input_error
 from sim.config.limits import (
     DEFAULT_MAX_RUNS,
@@ -27,6 +27,7 @@ from sim.config.workload import GammaSettings, PoissonSettings, TraceSource
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
 
 __all__ = [
+    "block_size_problem",
     "DEFAULT_MAX_RUNS",
     "MAX_ARRIVALS",
     "MAX_SCRAPES",

@@ -43,7 +43,7 @@ def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
     return {**data, "engine": filled} if filled != engine else data
 
 
-def deployed_engine(gpu: str, model: str, tp: int) -> EngineSettings:
+def deployed_engine(gpu: str, model: str | dict[str, Any], tp: int) -> EngineSettings:
     """The engine settings a file writing none gets for the deployment (`with_deployment_defaults`):
     those vLLM's server starts with, for runs built without a file."""
     data = with_deployment_defaults(

@@ -87,6 +87,16 @@ MAX_TP = 64  # deployment.tp's upper bound
 KERNEL_BLOCK_MULTIPLE = 16
 
 
+def block_size_problem(block_size: int) -> str | None:
+    """Why an engine cannot page its KV cache in blocks of `block_size` tokens, if it cannot."""
+    if block_size % KERNEL_BLOCK_MULTIPLE == 0:
+        return None
+    return (
+        f"vLLM's GPU attention kernels page the KV cache in multiples of {KERNEL_BLOCK_MULTIPLE} "
+        "tokens; allowed: 16, 32, 48, ... up to 1024"
+    )
+
+
 class EngineSettings(StrictModel):
     """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33,
     from sim.sched.defaults)."""
@@ -165,11 +175,9 @@ class EngineSettings(StrictModel):
     @field_validator("block_size")
     @classmethod
     def _kernel_block_multiple(cls, block_size: int) -> int:
-        if block_size % KERNEL_BLOCK_MULTIPLE:
-            raise ValueError(
-                f"vLLM's GPU attention kernels page the KV cache in multiples of "
-                f"{KERNEL_BLOCK_MULTIPLE} tokens; allowed: 16, 32, 48, ... up to 1024"
-            )
+        problem = block_size_problem(block_size)
+        if problem is not None:
+            raise ValueError(problem)
         return block_size
 
     @field_validator("kv_offloading_size")

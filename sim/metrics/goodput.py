@@ -19,7 +19,8 @@ from sim.metrics.records import RequestColumns
 
 # vLLM's benchmark names: ttft, tpot and e2el, in milliseconds.
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
-_GOODPUT_TEXT = re.compile(r"^(\w+):(\d+(?:\.\d*)?|\.\d+)$")
+# A sign is matched so that a negative limit is told it must be positive.
+_GOODPUT_TEXT = re.compile(r"^(\w+):(-?(?:\d+(?:\.\d*)?|\.\d+))$")
 
 
 @dataclass(slots=True, frozen=True)

@@ -228,6 +228,27 @@ CLI_CASES = (
         None,
         ("cannot open: No such file or directory",),
     ),
+    (
+        "trace_replay_missing_file",
+        "replay {tmp}/no_such.jsonl --format mooncake",
+        "{tmp}/no_such.jsonl",
+        None,
+        ("does not exist; expected a mooncake trace file",),
+    ),
+    (
+        "trace_replay_block_size_not_paged",
+        "replay {tmp}/no_such.jsonl --format mooncake --block-size 8",
+        None,
+        None,
+        ("--block-size 8: vLLM's GPU attention kernels page the KV cache in multiples of 16",),
+    ),
+    (
+        "goodput_negative_limit",
+        "run {valid} --goodput ttft:-5",
+        None,
+        None,
+        ("--goodput 'ttft:-5': the limit must be positive",),
+    ),
 )
 
 

@@ -26,6 +26,7 @@ from rich.text import Text
 from sim.cli.app import app
 from sim.cli.run_cmd import print_summary
 from sim.config import (
+    KERNEL_BLOCK_MULTIPLE,
     DeploymentSettings,
     Scenario,
     ScenarioSource,
@@ -158,7 +159,9 @@ def replay_command(
             if num_gpu_blocks is None and not infinite:
                 # The cache alone takes any block size (no attention kernel pages it): the
                 # pool is sized for it from the default deployment's engine.
-                scenario = _scenario(trace, trace_format, 16, None, None, max_requests)
+                scenario = _scenario(
+                    trace, trace_format, KERNEL_BLOCK_MULTIPLE, None, None, max_requests
+                )
                 engine = scenario.engine.model_copy(update={"block_size": block_size})
                 num_gpu_blocks = deployment_num_gpu_blocks(engine, scenario.deployment)
             specs = _trace_specs(trace, trace_format, max_requests)

@@ -2,7 +2,12 @@
 
 from sim.config.base import StrictModel, field_problem
 from sim.config.deployed import context_problem, deployed_engine, with_deployment_defaults
-from sim.config.engine import DeploymentSettings, EngineSettings, block_size_problem
+from sim.config.engine import (
+    KERNEL_BLOCK_MULTIPLE,
+    DeploymentSettings,
+    EngineSettings,
+    block_size_problem,
+)
 from sim.config.errors import validation_error_to_input_error
 from sim.config.limits import (
     DEFAULT_MAX_RUNS,
@@ -27,8 +32,8 @@ from sim.config.workload import GammaSettings, PoissonSettings, TraceSource
 from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source, yaml_text
 
 __all__ = [
-    "block_size_problem",
     "DEFAULT_MAX_RUNS",
+    "KERNEL_BLOCK_MULTIPLE",
     "MAX_ARRIVALS",
     "MAX_SCRAPES",
     "NAME_PATTERN",
@@ -42,6 +47,7 @@ __all__ = [
     "StrictModel",
     "TraceSource",
     "apply_overrides",
+    "block_size_problem",
     "bounded_trace",
     "check_pool_size",
     "check_scenario_limits",

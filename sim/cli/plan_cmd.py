@@ -87,8 +87,13 @@ def answer_line(result: PlanResult) -> str:
     if result.infeasible_bound is None:
         if find == "rate":
             text += " (the largest probed; the boundary lies higher)"
-        else:
+        elif find == "replicas":
             text += " (the smallest possible)"
+        else:
+            text += (
+                " (the least vLLM starts with: room for one engine.max_model_len sequence; "
+                "lower max_model_len to probe below)"
+            )
     else:
         text += f" (infeasible at {format_value(result.infeasible_bound, find)})"
     interval = result.answer_interval

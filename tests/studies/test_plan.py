@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.cli import main
+from sim.cli.plan_cmd import answer_line
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.studies.plan import PlanSettings, Slo, format_quantity, parse_slo, plan, slo_slug
@@ -205,6 +206,22 @@ def test_the_least_kv_memory_for_a_rate(tmp_path: Path) -> None:
     assert result.answer - result.infeasible_bound <= 0.05 * result.answer
     assert result.probes[0].value == pytest.approx(56.31640625)  # all the H100 leaves for KV
     assert result.probes[1].value == 65 * BLOCK_GIB  # one max_model_len sequence + null block
+
+
+def test_a_kv_memory_answer_at_the_floor_says_what_the_floor_is(tmp_path: Path) -> None:
+    """2/s needs one request in flight: both probes pass, the second at the least memory vLLM
+    starts with (one max_model_len sequence + the null block), and the answer says so."""
+    result = run_plan(
+        tmp_path,
+        PlanSettings(find="kv-memory", rate_per_s=2.0),
+        ("engine.num_gpu_blocks=null",),
+    )
+    assert [probe.value for probe in result.probes] == [pytest.approx(56.31640625), 65 * BLOCK_GIB]
+    assert (result.answer, result.infeasible_bound) == (65 * BLOCK_GIB, None)
+    assert answer_line(result).endswith(
+        "(the least vLLM starts with: room for one engine.max_model_len sequence; lower "
+        "max_model_len to probe below)"
+    )
 
 
 @pytest.mark.parametrize(

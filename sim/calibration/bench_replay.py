@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.config import DeploymentSettings, EngineSettings, deployed_engine
-from sim.costmodel import CostModel, FrontEnd
+from sim.costmodel import CostModel, FrontEnd, get_gpu, resolve_model
 from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
 from sim.engine import simulate
 from sim.errors import InputError
@@ -63,6 +63,7 @@ class Deployment:
         """The deployment with the engine settings vLLM's server starts it with (batch limits
         for the GPU; max_model_len the model's context, or where the KV cache cannot hold
         that, the longest it holds, as a benchmark that ran must have been given)."""
+        get_gpu(gpu), resolve_model(model)  # an unknown name is a one-line InputError
         engine = deployed_engine(gpu, model, tp)
         blocks = deployment_num_gpu_blocks(engine, DeploymentSettings(model=model, gpu=gpu, tp=tp))
         longest = (blocks - 1) * engine.block_size

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sim.config.engine import DeploymentSettings, EngineSettings
 from sim.costmodel import get_gpu, resolve_model
@@ -21,7 +21,11 @@ def with_deployment_defaults(data: Any, base_dir: Path | None) -> Any:
     does not resolve is left for the fields' own validation to name."""
     if not isinstance(data, dict):
         return data
-    engine, deployment = data.get("engine", {}), data.get("deployment", {})
+    # Settings built in Python fill in as a file's fields do: by what they set.
+    engine, deployment = (
+        value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value
+        for value in (data.get("engine", {}), data.get("deployment", {}))
+    )
     if not isinstance(engine, dict) or not isinstance(deployment, dict):
         return data
     filled = dict(engine)

@@ -85,11 +85,12 @@ MAX_TP = 64  # deployment.tp's upper bound
 # vLLM 0.33's GPU attention backends (FlashAttention, Triton, the ROCm ones) take KV blocks of a
 # multiple of 16 tokens; the cache core itself (replay formats) takes any size.
 KERNEL_BLOCK_MULTIPLE = 16
+MAX_BLOCK_SIZE = 1024
 
 
 def block_size_problem(block_size: int) -> str | None:
     """Why an engine cannot page its KV cache in blocks of `block_size` tokens, if it cannot."""
-    if block_size % KERNEL_BLOCK_MULTIPLE == 0:
+    if block_size % KERNEL_BLOCK_MULTIPLE == 0 and 0 < block_size <= MAX_BLOCK_SIZE:
         return None
     return (
         f"vLLM's GPU attention kernels page the KV cache in multiples of {KERNEL_BLOCK_MULTIPLE} "
@@ -101,7 +102,13 @@ class EngineSettings(StrictModel):
     """vLLM engine arguments that shape scheduling and the prefix cache (defaults: vLLM 0.33,
     from sim.sched.defaults)."""
 
-    block_size: int = Field(defaults.BLOCK_SIZE, ge=1, le=1024)
+    block_size: int = Field(
+        defaults.BLOCK_SIZE,
+        ge=1,
+        le=MAX_BLOCK_SIZE,
+        description="Tokens per KV block: a multiple of 16, as vLLM's GPU attention kernels page",
+        json_schema_extra={"multipleOf": KERNEL_BLOCK_MULTIPLE},
+    )
     num_gpu_blocks: int | None = Field(
         None, ge=2, le=MAX_NUM_GPU_BLOCKS, description="Override; includes the null block"
     )
@@ -112,7 +119,12 @@ class EngineSettings(StrictModel):
     # resolves it when loaded, so only engines built outside one hold None.
     max_num_batched_tokens: int | None = Field(None, ge=1)
     max_num_seqs: int | None = Field(None, ge=1)
-    max_model_len: int = Field(defaults.SERVING_MAX_MODEL_LEN, ge=2)
+    max_model_len: int = Field(
+        defaults.SERVING_MAX_MODEL_LEN,
+        ge=2,
+        description="Unset in a file: the model's context length, as vLLM starts it (the default "
+        "shown stands only for engines built without a model)",
+    )
     enable_chunked_prefill: bool = defaults.ENABLE_CHUNKED_PREFILL
     long_prefill_token_threshold: int = Field(defaults.LONG_PREFILL_TOKEN_THRESHOLD, ge=0)
     policy: SchedulingPolicy = defaults.POLICY

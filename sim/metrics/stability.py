@@ -188,7 +188,7 @@ def assess_stability(
     elif len(ttfts_s) < MIN_MEASURED_REQUESTS:
         reasons.append(
             f"too few requests measured to judge a steady state ({len(ttfts_s)}; at least "
-            f"{MIN_MEASURED_REQUESTS}: lengthen duration_s)"
+            f"{MIN_MEASURED_REQUESTS}: a longer duration_s, or more of the trace)"
         )
     if arrivals.is_growing(rules):
         reasons.append(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from sim.report.runs import Run, RunSet
 
-# What a load sweep sweeps: an arrival rate (workload.arrivals.rate_per_s). Other numeric
-# settings (block size, KV memory) have no "stable up to" reading.
-LOAD_PATH_SUFFIX = "rate_per_s"
+# What a load sweep sweeps: an arrival rate (workload.arrivals.rate_per_s) or a trace's speed-up
+# (workload.source.speedup). Other numeric settings (block size, KV memory) have no "stable up
+# to" reading.
+LOAD_PATH_SUFFIXES = ("rate_per_s", "speedup")
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,11 +48,11 @@ def swept_capacity(
 
 
 def load_swept_path(run_set: RunSet) -> str | None:
-    """The sweep's only swept path when it is an arrival rate (a load sweep, whose capacity
-    means something), else None."""
+    """The sweep's only swept path when it is a load (an arrival rate or a trace's speed-up,
+    whose capacity means something), else None."""
     if len(run_set.parameter_paths) != 1:
         return None
     (path,) = run_set.parameter_paths
     values = run_set.parameter_values(path)
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    return path if numeric and path.endswith(LOAD_PATH_SUFFIX) else None
+    return path if numeric and path.endswith(LOAD_PATH_SUFFIXES) else None

@@ -38,6 +38,7 @@ from sim.config import (
 )
 from sim.costmodel import kv_bytes_per_token
 from sim.errors import InputError
+from sim.metrics import MIN_MEASURED_REQUESTS
 from sim.runner import GIB, deployment_num_gpu_blocks, run_scenario
 from sim.studies.intervals import mean_confidence_interval
 from sim.studies.plan_search import (
@@ -302,6 +303,12 @@ def plan(
                 probe_scenario, base_dir, run_dir=run_dir, require_measured=False
             ).summary
             shutil.rmtree(run_dir, ignore_errors=True)
+            if summary["num_requests"] < MIN_MEASURED_REQUESTS:
+                raise InputError(
+                    f"the probe at {searched_path} = {value:g} (seed {seed}) measured "
+                    f"{summary['num_requests']} requests, too few to judge a steady state (at "
+                    f"least {MIN_MEASURED_REQUESTS}); lengthen duration_s or raise the rate"
+                )
             probe = _probe(value, seed, summary, slos)
             result.probes.append(probe)
             if on_probe is not None:

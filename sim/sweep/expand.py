@@ -68,8 +68,8 @@ def _set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
     for position, part in enumerate(parts):
         last = position == len(parts) - 1
         if isinstance(target, list):
-            # isascii: str.isdigit() also takes digits int() refuses, such as '²'.
-            if not (part.isascii() and part.isdigit()) or int(part) >= len(target):
+            # isdecimal, as --set reads an index: isdigit() also takes digits int() refuses ('²').
+            if not part.isdecimal() or int(part) >= len(target):
                 raise ValueError(f"{part!r} is not an index of a {len(target)}-item list")
             if last:
                 target[int(part)] = copy.deepcopy(value)

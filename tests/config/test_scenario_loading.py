@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.config import load_scenario
+from sim.config import DeploymentSettings, EngineSettings, Scenario, load_scenario
 from sim.errors import InputError
 
 BASE = """\
@@ -148,6 +148,25 @@ def test_tp_degrees_vllm_accepts_load(tmp_path: Path) -> None:
         assert load_scenario(path, [f"deployment.tp={tp}"]).scenario.deployment.tp == tp
     # 8 KV heads over 16 GPUs: each replicated on 2, as vLLM does.
     assert load_scenario(path, ["deployment.model=llama-3.1-70b", "deployment.tp=16"])
+
+
+def test_settings_built_in_python_get_the_defaults_a_file_gets() -> None:
+    """An EngineSettings or DeploymentSettings instance fills in like the mapping it stands for:
+    the same max_model_len (the model's context) and run id."""
+    base = {
+        "name": "api",
+        "duration_s": 10,
+        "workload": {
+            "source": {"kind": "chat"},
+            "arrivals": {"process": "poisson", "rate_per_s": 1},
+        },
+    }
+    built = Scenario.model_validate({**base, "engine": EngineSettings(block_size=16)})
+    written = Scenario.model_validate({**base, "engine": {"block_size": 16}})
+    assert built.engine.max_model_len == written.engine.max_model_len == 131072
+    assert built.run_id() == written.run_id()
+    llama2 = Scenario.model_validate({**base, "deployment": DeploymentSettings(model="llama-2-7b")})
+    assert llama2.engine.max_model_len == 4096
 
 
 def test_max_model_len_defaults_to_the_model_context(tmp_path: Path) -> None:

@@ -478,6 +478,15 @@ def test_calibrate_replays_on_the_models_context_as_vllm_serves_it(tmp_path):
     )
 
 
+def test_an_unknown_gpu_is_one_line(tmp_path):
+    """Scenario: `calibrate --from vllm-bench-serve --gpu nosuch`: exit 2, one line listing the
+    known GPUs (it was a pydantic traceback), nothing written."""
+    result, _, out = _calibrate_edited_example(tmp_path, lambda document: None, "--gpu", "nosuch")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown GPU 'nosuch'; known GPUs: a100, ")
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_plot_is_refused_for_a_benchmark_calibration(tmp_path):
     """Scenario: `calibrate --from vllm-bench-serve ... --plot fit.png`: a benchmark calibration
     fits two means and makes no plot, so the option is refused on one line (exit 2) instead of

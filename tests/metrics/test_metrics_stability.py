@@ -125,7 +125,8 @@ def test_too_few_requests_get_no_verdict_of_steadiness() -> None:
     few = verdict(14)
     assert not few.stable
     assert few.reason == (
-        "too few requests measured to judge a steady state (14; at least 20: lengthen duration_s)"
+        "too few requests measured to judge a steady state (14; at least 20: a longer duration_s, "
+        "or more of the trace)"
     )
     assert verdict(20).stable
 

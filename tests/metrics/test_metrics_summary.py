@@ -122,8 +122,8 @@ def test_summary_over_the_measured_window(tmp_path, make_step, make_request):
         # ten bins are too few for the trend tests to say anything: no verdict of steadiness.
         "stable": False,
         "unstable_reason": (
-            "too few requests measured to judge a steady state (5; at least 20: lengthen "
-            "duration_s)"
+            "too few requests measured to judge a steady state (5; at least 20: a longer "
+            "duration_s, or more of the trace)"
         ),
     }
 

@@ -208,6 +208,14 @@ def test_the_least_kv_memory_for_a_rate(tmp_path: Path) -> None:
     assert result.probes[1].value == 65 * BLOCK_GIB  # one max_model_len sequence + null block
 
 
+def test_a_probe_measuring_too_few_requests_stops_the_plan(tmp_path: Path) -> None:
+    """0.5 arrivals/s for 20 s measures about 10 requests, under the 20 a steady-state verdict
+    needs: the replicas search would call every probe infeasible and answer "none", so the
+    plan stops with what to change instead."""
+    with pytest.raises(InputError, match="too few to judge a steady state \\(at least 20\\)"):
+        run_plan(tmp_path, PlanSettings(find="replicas", rate_per_s=0.5))
+
+
 def test_a_kv_memory_answer_at_the_floor_says_what_the_floor_is(tmp_path: Path) -> None:
     """2/s needs one request in flight: both probes pass, the second at the least memory vLLM
     starts with (one max_model_len sequence + the null block), and the answer says so."""

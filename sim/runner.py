@@ -243,6 +243,17 @@ def run_id_of(scenario: Scenario, goodput: GoodputSlos | None = None) -> str:
     return hashlib.sha256(f"{run_id} goodput {goodput.describe()}".encode()).hexdigest()[:12]
 
 
+def preflight(scenario: Scenario) -> SchedulerConfig:
+    """Every check a run makes before it starts (size limits, the replicas' pools, a
+    max_model_len sequence fitting the KV cache, as vLLM checks at start-up); the engine
+    settings it runs with. `validate` and a sweep's pre-flight make the same checks."""
+    check_scenario_limits(scenario)
+    config = scheduler_config(scenario)
+    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
+    check_max_model_len_fits(config)
+    return config
+
+
 def run_scenario(
     scenario: Scenario,
     base_dir: Path,
@@ -259,10 +270,7 @@ def run_scenario(
     fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
     run_id = run_id_of(scenario, goodput)
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
-    check_scenario_limits(scenario)
-    config = scheduler_config(scenario)
-    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
-    check_max_model_len_fits(config)
+    config = preflight(scenario)
     offload = scenario_offload(scenario)
     cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))

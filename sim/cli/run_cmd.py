@@ -10,18 +10,13 @@ from rich.console import Console
 
 from sim.cli.app import app
 from sim.cli.sweep_cmd import MAX_RUNS_HELP
-from sim.config import (
-    DEFAULT_MAX_RUNS,
-    check_scenario_limits,
-    load_scenario,
-    load_source,
-)
+from sim.config import DEFAULT_MAX_RUNS, load_scenario, load_source
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_file
 from sim.metrics import parse_goodput, rejection_note
-from sim.runner import run_scenario
+from sim.runner import preflight, run_scenario
 from sim.sweep import load_sweep
-from sim.sweep.driver import check_runs_within_limits
+from sim.sweep.driver import check_runs_within_limits, runs_refused_at_start
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -114,7 +109,12 @@ def validate_command(
     if "sweep" in keys:
         plan = load_sweep(scenario_file, set_values, max_runs)
         check_runs_within_limits(plan)
+        refused = runs_refused_at_start(plan)
         print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
+        if refused:
+            print(f"{len(refused)} of them would fail at their start (each alone):")
+            for line in refused:
+                print(f"  {line}")
     elif "segments" in keys or "secrets" in keys:
         from sim.studies.layout_config import LayoutStudySettings
         from sim.studies.side_channel_config import SideChannelSettings
@@ -126,7 +126,7 @@ def validate_command(
     else:
         loaded = load_scenario(scenario_file, set_values)
         try:
-            check_scenario_limits(loaded.scenario)
+            preflight(loaded.scenario)
         except InputError as error:
             raise error.at(scenario_file) from None
         print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")

@@ -22,8 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
+from sim.runner import preflight
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome
-from sim.sweep.expand import SweepPlan
+from sim.sweep.expand import SweepPlan, SweepRun
 from sim.sweep.local import run_local
 from sim.sweep.manifest import (
     ERROR_SUFFIX,
@@ -101,8 +102,25 @@ def check_runs_within_limits(plan: SweepPlan) -> None:
         try:
             check_scenario_limits(run.scenario)
         except InputError as error:
-            label = ", ".join(filter(None, (run.variant, f"seed {run.seed}")))
-            raise InputError(f"sweep run {run.run_id} [{label}]: {error}") from None
+            raise InputError(f"{run_label(run)}: {error}") from None
+
+
+def runs_refused_at_start(plan: SweepPlan) -> list[str]:
+    """A line for each run that would fail at its start (`preflight`: a KV cache vLLM would
+    not start with, say), naming it and why; the sweep still runs, and such runs fail alone."""
+    refused = []
+    for run in plan.runs:
+        try:
+            preflight(run.scenario)
+        except InputError as error:
+            refused.append(f"{run_label(run)}: {error}")
+    return refused
+
+
+def run_label(run: SweepRun) -> str:
+    """How messages name a sweep's run: its id, variant and seed."""
+    label = ", ".join(filter(None, (run.variant, f"seed {run.seed}")))
+    return f"sweep run {run.run_id} [{label}]"
 
 
 def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:

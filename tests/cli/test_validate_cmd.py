@@ -28,3 +28,47 @@ def test_shipped_file_validates(path: Path) -> None:
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("ok: ")
+
+
+SMALL_CACHE = """\
+name: small-cache
+duration_s: 5
+engine: {num_gpu_blocks: 32, max_model_len: 1008}
+cost_model: "constant:0.02"
+workload:
+  source: {kind: chat}
+  arrivals: {process: poisson, rate_per_s: 2.0}
+"""
+
+
+def test_scenario_whose_cache_vllm_would_refuse_fails_validation(tmp_path: Path) -> None:
+    """32 blocks of 16 (31 usable, 496 tokens) cannot hold one 1008-token sequence: validate
+    refuses it as the run would, exit 2, one line."""
+    path = tmp_path / "small.yaml"
+    path.write_text(SMALL_CACHE)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "engine.max_model_len 1008 is larger than the KV cache (31 usable blocks x 16 = 496" in (
+        result.output
+    )
+
+
+def test_sweep_lists_the_runs_that_would_fail_at_their_start(tmp_path: Path) -> None:
+    """num_gpu_blocks 128 and 32 zipped with seeds 1 and 2: the sweep is valid (exit 0), and the
+    two 32-block runs are named as failing at their start."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        SMALL_CACHE.replace("num_gpu_blocks: 32", "num_gpu_blocks: 128")
+        + "sweep:\n  zip:\n    engine.num_gpu_blocks: [128, 32]\n  seeds: [1, 2]\n"
+    )
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[:2] == [
+        "ok: sweep small-cache with 4 runs",
+        "2 of them would fail at their start (each alone):",
+    ]
+    assert len(lines) == 4
+    assert all("num_gpu_blocks=32" in line and "496 tokens" in line for line in lines[2:])
+    assert [", seed 1]" in lines[2], ", seed 2]" in lines[3]] == [True, True]

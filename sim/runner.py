@@ -26,6 +26,7 @@ from sim.config import (
     check_scenario_limits,
     check_total_pool,
     estimated_result_bytes,
+    too_long_remedy,
 )
 from sim.costmodel import (
     CostModel,
@@ -291,7 +292,7 @@ def run_scenario(
                 offload,
             )
             if require_measured:
-                check_measured(summary, config)
+                check_measured(summary, config, scenario.deployment.model_spec.context_length)
             publish(partial, run_dir, SUMMARY_FILE)
     except BaseException:
         remove_created(created_dirs)
@@ -411,17 +412,19 @@ def _finish_summary(
 MAX_REJECTED_FRACTION = 0.5
 
 
-def check_measured(summary: dict[str, Any], config: SchedulerConfig) -> None:
+def check_measured(
+    summary: dict[str, Any], config: SchedulerConfig, model_context: int | None
+) -> None:
     """A run that measured nothing, or whose requests were mostly rejected, is a failed run:
-    raises an InputError saying why (the caller then keeps no result)."""
+    raises an InputError saying why (the caller then keeps no result). `model_context`: the
+    model's context length (None where its config names none), past which max_model_len
+    cannot be raised."""
     num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
     if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
         too_long, queue_full = rejected_by_cause(summary)
         remedies = []
         if too_long:
-            remedies.append(
-                f"raise engine.max_model_len ({config.max_model_len:,}) or shorten the prompts"
-            )
+            remedies.append(too_long_remedy(config.max_model_len, model_context))
         if queue_full:
             remedies.append("raise the queue limits or lower the load")
         raise InputError(f"run failed: {rejection_note(summary)}; {' or '.join(remedies)}")

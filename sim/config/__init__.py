@@ -19,6 +19,7 @@ from sim.config.limits import (
     check_sweep_size,
     check_total_pool,
     estimated_result_bytes,
+    too_long_remedy,
 )
 from sim.config.scenario import (
     NAME_PATTERN,
@@ -60,6 +61,7 @@ __all__ = [
     "load_scenario",
     "load_source",
     "scenario_json_schema",
+    "too_long_remedy",
     "validate_scenario_data",
     "validation_error_to_input_error",
     "with_deployment_defaults",

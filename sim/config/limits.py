@@ -107,8 +107,20 @@ def check_scenario_limits(scenario: Scenario) -> None:
             raise InputError(
                 f"{field}: every prompt holds at least {shortest:,} tokens (shared parts and the "
                 f"shortest sampled ones), not fewer than engine.max_model_len {max_model_len:,}, "
-                "so every request would be rejected; shorten them or raise engine.max_model_len"
+                "so every request would be rejected; "
+                + too_long_remedy(max_model_len, scenario.deployment.model_spec.context_length)
             )
+
+
+def too_long_remedy(max_model_len: int, model_context: int | None) -> str:
+    """What to do about prompts of max_model_len tokens or more: raise max_model_len, unless it
+    is the model's whole context (`model_context`; None where the config names none) already."""
+    if model_context is not None and max_model_len >= model_context:
+        return (
+            f"shorten the prompts (engine.max_model_len {max_model_len:,} is the model's whole "
+            "context already)"
+        )
+    return f"raise engine.max_model_len ({max_model_len:,}) or shorten the prompts"
 
 
 def check_scrape_count(span_s: float, scrape_interval_s: float, what: str) -> None:

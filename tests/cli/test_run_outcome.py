@@ -114,6 +114,29 @@ def test_a_run_whose_requests_are_mostly_rejected_fails_and_leaves_nothing(
     assert not (tmp_path / "results").exists()
 
 
+def test_a_run_rejecting_prompts_past_the_models_whole_context_says_to_shorten_them(
+    tmp_path: Path, capsys
+) -> None:
+    # Llama-2-7B's context is 4,096 tokens and max_model_len is set to all of it: messages of
+    # 16..16,000 tokens mostly reach it (56 of 80 with seed 1), and raising max_model_len is no
+    # remedy, so the failure names only shortening the prompts.
+    code, out, err = run(
+        tmp_path,
+        capsys,
+        "deployment.model=llama-2-7b",
+        "engine.max_model_len=4096",
+        "engine.num_gpu_blocks=300",
+        "workload.source.user_message_tokens={dist: uniform, low: 16, high: 16000}",
+    )
+    assert (code, out) == (2, "")
+    assert err.endswith(
+        "run failed: 56 of 80 requests were rejected: 56 with prompts of at least "
+        "engine.max_model_len tokens; shorten the prompts (engine.max_model_len 4,096 is the "
+        "model's whole context already)\n"
+    )
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_run_mostly_turned_away_by_the_queue_limit_names_that_cause(
     tmp_path: Path, capsys
 ) -> None:

@@ -124,7 +124,9 @@ def inputs(tmp_path) -> dict[str, Path]:
 
 ARRIVALS = f"more than the limit of {MAX_ARRIVALS:,}; shorten duration_s, lower the rate or set"
 SCRAPES = f"metric scrapes, more than the limit of {MAX_SCRAPES:,}; simulate less time or raise"
-SHARED = "so every request would be rejected; shorten them or raise engine.max_model_len"
+SHARED = (
+    "so every request would be rejected; raise engine.max_model_len (8,192) or shorten the prompts"
+)
 HOLDS = "workload.source: every prompt holds at least"
 # (id, arguments after `prefixsim`, file the line names (None: checked by fragments), fragments)
 REFUSED = (

@@ -20,6 +20,7 @@ from sim.config import (
     context_problem,
     field_problem,
     load_source,
+    too_long_remedy,
     validation_error_to_input_error,
     with_deployment_defaults,
 )
@@ -89,6 +90,7 @@ class StudyEngine:
 
     config: SchedulerConfig
     cost_model: CostModel
+    model_context: int | None = None  # the model's context length, where its config names one
 
     @classmethod
     def from_settings(cls, settings: StudySettings, base_dir: Path) -> StudyEngine:
@@ -97,7 +99,11 @@ class StudyEngine:
         The runner's helpers read only `engine`, `deployment` and `cost_model`, which every
         study's settings carry under the same names and types as a scenario's.
         """
-        return cls(scheduler_config(settings), scenario_cost_model(settings, base_dir))
+        return cls(
+            scheduler_config(settings),
+            scenario_cost_model(settings, base_dir),
+            settings.deployment.model_spec.context_length,
+        )
 
     def run(self, specs: Iterable[RequestSpec]) -> dict[str, RequestRecord]:
         """Simulate `specs` (in arrival order) to completion; the finished records by id."""
@@ -111,9 +117,8 @@ class StudyEngine:
         num_too_long = result.num_rejected - result.num_rejected_queue_full
         if num_too_long:
             raise InputError(
-                f"{num_too_long} prompts are at least engine.max_model_len "
-                f"({self.config.max_model_len}) tokens long and were rejected; raise max_model_len"
-                " or shorten the prompts"
+                f"{num_too_long} prompts are at least engine.max_model_len tokens long and were "
+                f"rejected; {too_long_remedy(self.config.max_model_len, self.model_context)}"
             )
         return collector.records
 

@@ -116,9 +116,10 @@ class StudyEngine:
             raise InputError(str(error)) from None
         num_too_long = result.num_rejected - result.num_rejected_queue_full
         if num_too_long:
+            prompts = "1 prompt was" if num_too_long == 1 else f"{num_too_long:,} prompts were"
             raise InputError(
-                f"{num_too_long} prompts are at least engine.max_model_len tokens long and were "
-                f"rejected; {too_long_remedy(self.config.max_model_len, self.model_context)}"
+                f"{prompts} at least engine.max_model_len tokens long and rejected; "
+                f"{too_long_remedy(self.config.max_model_len, self.model_context)}"
             )
         return collector.records
 

@@ -32,7 +32,7 @@ def test_rejected_prompts_fail_the_study_run(model_context: int, remedy: str) ->
     with pytest.raises(InputError) as raised:
         engine.run(SPECS)
     assert str(raised.value).startswith(
-        "1 prompts are at least engine.max_model_len tokens long and were rejected; " + remedy
+        "1 prompt was at least engine.max_model_len tokens long and rejected; " + remedy
     )
 
 

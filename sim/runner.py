@@ -50,7 +50,12 @@ from sim.fileio import (
     remove_leftovers,
     writing,
 )
-from sim.kvcache import MAX_NUM_GPU_BLOCKS, offload_sizing, pool_size_problem
+from sim.kvcache import (
+    MAX_NUM_GPU_BLOCKS,
+    offload_sizing,
+    pool_capacity_tokens,
+    pool_size_problem,
+)
 from sim.metrics import (
     SUMMARY_FILE,
     GoodputSlos,
@@ -108,6 +113,12 @@ class DeploymentConfig(Protocol):
 
     @property
     def cost_model(self) -> str: ...
+
+
+def max_model_len_for_pool(max_model_len: int, num_gpu_blocks: int, block_size: int) -> int:
+    """`max_model_len`, or where a pool of `num_gpu_blocks` cannot hold that long a sequence,
+    the longest it holds (at least 2): what an engine that started on that pool was given."""
+    return max(2, min(max_model_len, pool_capacity_tokens(num_gpu_blocks, block_size)))
 
 
 def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:

@@ -15,7 +15,7 @@ from sim.costmodel.bench_results import ServeBenchmark, per_token_itl_s
 from sim.engine import simulate
 from sim.errors import InputError
 from sim.metrics import NullRecorder, RequestRecord
-from sim.runner import deployment_num_gpu_blocks, scheduler_config
+from sim.runner import deployment_num_gpu_blocks, max_model_len_for_pool, scheduler_config
 from workloads.api import RequestSpec, Segment
 
 # Token ids of request i start at i * this: no two requests share a prompt block, as with the
@@ -66,9 +66,9 @@ class Deployment:
         get_gpu(gpu), resolve_model(model)  # an unknown name is a one-line InputError
         engine = deployed_engine(gpu, model, tp)
         blocks = deployment_num_gpu_blocks(engine, DeploymentSettings(model=model, gpu=gpu, tp=tp))
-        longest = (blocks - 1) * engine.block_size
-        if engine.max_model_len > longest:
-            engine = engine.model_copy(update={"max_model_len": max(longest, 2)})
+        fitted = max_model_len_for_pool(engine.max_model_len, blocks, engine.block_size)
+        if fitted != engine.max_model_len:
+            engine = engine.model_copy(update={"max_model_len": fitted})
         return cls(gpu, model, tp, engine)
 
 

@@ -39,7 +39,7 @@ from sim.errors import InputError
 from sim.fileio import check_output_dir, check_replaceable
 from sim.metrics import SUMMARY_FILE
 from sim.replay.trace_replay import replay_cache_only
-from sim.runner import deployment_num_gpu_blocks, run_scenario
+from sim.runner import deployment_num_gpu_blocks, max_model_len_for_pool, run_scenario
 from workloads.api import (
     TRACE_FORMATS,
     SyntheticTokens,
@@ -180,7 +180,9 @@ def replay_command(
                 max_model_len = longest + 1
             elif num_gpu_blocks is not None:
                 # The longest the pool holds, as vLLM fits max_model_len to a small cache (-1).
-                max_model_len = min(_default_context(), (num_gpu_blocks - 1) * block_size)
+                max_model_len = max_model_len_for_pool(
+                    _default_context(), num_gpu_blocks, block_size
+                )
             scenario = _scenario(
                 trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
             )

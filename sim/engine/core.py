@@ -13,6 +13,7 @@ from sim.costmodel import BatchShape, CostModel, StepTimeModel
 from sim.engine.compiled import CompiledReplicas
 from sim.engine.offload import OffloadSpec, TransferClock, make_connector
 from sim.errors import InputError
+from sim.kvcache import pool_capacity_tokens
 from sim.metrics import (
     BlockEvent,
     NullRecorder,
@@ -126,7 +127,7 @@ ENGINE_VIEW: RecordView = _EngineView()
 
 def check_max_model_len_fits(config: SchedulerConfig) -> None:
     """vLLM refuses to start when one max_model_len sequence does not fit its KV cache."""
-    capacity_tokens = (config.num_gpu_blocks - 1) * config.block_size
+    capacity_tokens = pool_capacity_tokens(config.num_gpu_blocks, config.block_size)
     if config.max_model_len > capacity_tokens:
         raise InputError(
             f"engine.max_model_len {config.max_model_len} is larger than the KV cache "

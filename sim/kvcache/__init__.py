@@ -5,6 +5,7 @@ from sim.kvcache.block_pool import (
     BYTES_PER_BLOCK,
     MAX_NUM_GPU_BLOCKS,
     BlockPool,
+    pool_capacity_tokens,
     pool_size_problem,
 )
 from sim.kvcache.hashing import (
@@ -82,6 +83,7 @@ __all__ = [
     "external_hit_tokens",
     "none_hash",
     "offload_sizing",
+    "pool_capacity_tokens",
     "pool_size_problem",
     "run_alone",
     "symbolic_prompt",

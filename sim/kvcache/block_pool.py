@@ -23,6 +23,12 @@ def pool_size_problem(num_gpu_blocks: int) -> str:
     )
 
 
+def pool_capacity_tokens(num_gpu_blocks: int, block_size: int) -> int:
+    """The most tokens one sequence can hold in a pool of `num_gpu_blocks`: every block but the
+    null block full."""
+    return (num_gpu_blocks - 1) * block_size
+
+
 class BlockPool:
     """All physical blocks; block 0 is the null block, so `num_gpu_blocks - 1` are usable."""
 

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.engine import SpecLike, cache_request_from_spec, relaxed_garbage_collection
-from sim.kvcache import Hasher, PrefixCacheStats, block_identity_wanted, run_alone
+from sim.kvcache import (
+    Hasher,
+    PrefixCacheStats,
+    block_identity_wanted,
+    pool_capacity_tokens,
+    run_alone,
+)
 from sim.native import DEFAULT_CORE, make_hasher, make_manager
 
 HASH_MEMO_SIZE = 262144
@@ -66,10 +72,8 @@ def _replay_bounded(
     specs: Iterable[SpecLike], hasher: Hasher, num_gpu_blocks: int, core: str
 ) -> CacheOnlyResult:
     block_size = hasher.block_size
-    manager = make_manager(
-        core, num_gpu_blocks, block_size, max_model_len=(num_gpu_blocks - 1) * block_size
-    )
-    capacity_tokens = (num_gpu_blocks - 1) * block_size
+    capacity_tokens = pool_capacity_tokens(num_gpu_blocks, block_size)
+    manager = make_manager(core, num_gpu_blocks, block_size, max_model_len=capacity_tokens)
     num_requests = num_skipped = 0
     for spec in specs:
         num_requests += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.kvcache import CacheRequest, KVCacheManager, run_alone
+from sim.kvcache import CacheRequest, KVCacheManager, pool_capacity_tokens, run_alone
 
 
 class ExactPoolReplay:
@@ -15,7 +15,9 @@ class ExactPoolReplay:
     def __init__(self, num_gpu_blocks: int, block_size: int) -> None:
         # Only requests that fit the pool reach it, so no sequence is ever longer than the pool.
         self.manager = KVCacheManager(
-            num_gpu_blocks, block_size, max_model_len=(num_gpu_blocks - 1) * block_size
+            num_gpu_blocks,
+            block_size,
+            max_model_len=pool_capacity_tokens(num_gpu_blocks, block_size),
         )
         self.prefill_tokens_computed = 0
 

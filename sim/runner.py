@@ -117,8 +117,8 @@ class DeploymentConfig(Protocol):
 
 def max_model_len_for_pool(max_model_len: int, num_gpu_blocks: int, block_size: int) -> int:
     """`max_model_len`, or where a pool of `num_gpu_blocks` cannot hold that long a sequence,
-    the longest it holds (at least 2): what an engine that started on that pool was given."""
-    return max(2, min(max_model_len, pool_capacity_tokens(num_gpu_blocks, block_size)))
+    the longest it holds: what an engine that started on that pool was given."""
+    return min(max_model_len, pool_capacity_tokens(num_gpu_blocks, block_size))
 
 
 def scheduler_config(scenario: DeploymentConfig) -> SchedulerConfig:
@@ -255,15 +255,32 @@ def run_id_of(scenario: Scenario, goodput: GoodputSlos | None = None) -> str:
     return hashlib.sha256(f"{run_id} goodput {goodput.describe()}".encode()).hexdigest()[:12]
 
 
-def preflight(scenario: Scenario) -> SchedulerConfig:
-    """Every check a run makes before it starts (size limits, the replicas' pools, a
-    max_model_len sequence fitting the KV cache, as vLLM checks at start-up); the engine
-    settings it runs with. `validate` and a sweep's pre-flight make the same checks."""
-    check_scenario_limits(scenario)
-    config = scheduler_config(scenario)
-    check_total_pool(config.num_gpu_blocks, scenario.deployment.replicas)
+@dataclass(slots=True, frozen=True)
+class EngineStart:
+    """What each replica starts with: engine settings, CPU tier and step-time model."""
+
+    config: SchedulerConfig
+    offload: OffloadSpec | None
+    cost_model_choice: CostModelChoice
+
+
+def engine_start(settings: DeploymentConfig, base_dir: Path) -> EngineStart:
+    """The engine a scenario or study starts, after the checks made before it starts: the
+    pools' size, the CPU tier's, the step-time model loading, and one max_model_len sequence
+    fitting the KV cache (vLLM refuses to start otherwise)."""
+    config = scheduler_config(settings)
+    check_total_pool(config.num_gpu_blocks, settings.deployment.replicas)
     check_max_model_len_fits(config)
-    return config
+    return EngineStart(
+        config, scenario_offload(settings), scenario_cost_model_choice(settings, base_dir)
+    )
+
+
+def preflight(scenario: Scenario, base_dir: Path) -> EngineStart:
+    """Every check a run makes before it simulates anything: the size limits, then
+    `engine_start`'s. `prefixsim validate` makes the same."""
+    check_scenario_limits(scenario)
+    return engine_start(scenario, base_dir)
 
 
 def run_scenario(
@@ -282,9 +299,8 @@ def run_scenario(
     fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
     run_id = run_id_of(scenario, goodput)
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
-    config = preflight(scenario)
-    offload = scenario_offload(scenario)
-    cost_model_choice = scenario_cost_model_choice(scenario, base_dir)
+    start = preflight(scenario, base_dir)
+    config = start.config
     check_output_dir(run_dir, needed_bytes=estimated_result_bytes(scenario))
     check_replaceable(run_dir, SUMMARY_FILE)
     created_dirs = make_dirs(run_dir.parent)
@@ -297,10 +313,10 @@ def run_scenario(
                 run_id,
                 base_dir,
                 config,
-                cost_model_choice,
+                start.cost_model_choice,
                 progress,
                 goodput,
-                offload,
+                start.offload,
             )
             if require_measured:
                 check_measured(summary, config, scenario.deployment.model_spec.context_length)
@@ -435,7 +451,8 @@ def check_measured(
         too_long, queue_full = rejected_by_cause(summary)
         remedies = []
         if too_long:
-            remedies.append(too_long_remedy(config.max_model_len, model_context))
+            pool_tokens = pool_capacity_tokens(config.num_gpu_blocks, config.block_size)
+            remedies.append(too_long_remedy(config.max_model_len, model_context, pool_tokens))
         if queue_full:
             remedies.append("raise the queue limits or lower the load")
         raise InputError(f"run failed: {rejection_note(summary)}; {' or '.join(remedies)}")

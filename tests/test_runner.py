@@ -26,7 +26,7 @@ def test_a_pool_holds_one_sequence_of_its_capacity(num_prompt_tokens: int, admit
     [
         (131_072, 10, 144),  # the model's context does not fit: the pool's 144 tokens
         (100, 10, 100),  # fits: unchanged
-        (131_072, 1, 2),  # no usable block at all: the smallest max_model_len, 2
+        (144, 10, 144),  # exactly fits: unchanged
     ],
 )
 def test_max_model_len_for_pool(max_model_len: int, num_gpu_blocks: int, expected: int) -> None:

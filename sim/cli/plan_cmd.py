@@ -15,6 +15,7 @@ from sim.cli.app import app
 from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
+from sim.runner import preflight
 from sim.studies.plan import (
     FIND_MODES,
     PlanResult,
@@ -160,7 +161,11 @@ def plan_command(
     )
     check_plan_inputs(scenario, settings)
     try:
-        check_scenario_limits(scenario)
+        # A kv-memory search sizes the cache itself: the file's own may be too small to start.
+        if find == "kv-memory":
+            check_scenario_limits(scenario)
+        else:
+            preflight(scenario, base_dir)
     except InputError as error:
         raise error.at(scenario_file) from None
     default_dir = Path("results") / scenario.name / f"plan-{find}-{slo_slug(slos)}"

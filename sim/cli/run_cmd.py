@@ -16,7 +16,7 @@ from sim.fileio import atomic_write_text, check_output_file
 from sim.metrics import parse_goodput, rejection_note
 from sim.runner import preflight, run_scenario
 from sim.sweep import load_sweep
-from sim.sweep.driver import check_runs_within_limits, runs_refused_at_start
+from sim.sweep.driver import check_runs_within_limits, run_label, runs_refused_at_start
 
 console = Console(stderr=True)
 SUMMARY_FIELDS = (
@@ -112,9 +112,10 @@ def validate_command(
         refused = runs_refused_at_start(plan)
         print(f"ok: sweep {plan.name} with {len(plan.runs)} runs")
         if refused:
-            print(f"{len(refused)} of them would fail at their start (each alone):")
-            for line in refused:
-                print(f"  {line}")
+            print(f"{len(refused)} of them would fail at their start; the others still run:")
+            for run in plan.runs:
+                if run.run_id in refused:
+                    print(f"  sweep run {run_label(run)}: {refused[run.run_id]}")
     elif "segments" in keys or "secrets" in keys:
         from sim.studies.layout_config import LayoutStudySettings
         from sim.studies.side_channel_config import SideChannelSettings
@@ -126,7 +127,7 @@ def validate_command(
     else:
         loaded = load_scenario(scenario_file, set_values)
         try:
-            preflight(loaded.scenario)
+            preflight(loaded.scenario, loaded.base_dir)
         except InputError as error:
             raise error.at(scenario_file) from None
         print(f"ok: {loaded.scenario.name} (run id {loaded.scenario.run_id()})")

@@ -11,6 +11,7 @@ import typer
 from sim.cli.app import app
 from sim.config import DEFAULT_MAX_RUNS
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
+from sim.sweep.driver import run_label, runs_refused_at_start
 
 MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."
 
@@ -21,15 +22,24 @@ class Backend(StrEnum):
 
 
 def print_dry_run(plan: SweepPlan, results: Path) -> None:
-    """Each run with its status: 'done' (has summary.json) or 'would run'."""
+    """Each run with its status: 'done' (has summary.json), 'would run', or 'would fail' at
+    its start (each such run's reason then goes to stderr)."""
     records = read_records(plan, sweep_dir_of(plan, results))
-    print(f"{'run_id':<12}  {'seed':>6}  {'status':<9}  variant")
+    refused = runs_refused_at_start(plan)
+    print(f"{'run_id':<12}  {'seed':>6}  {'status':<10}  variant")
+    counts = dict.fromkeys(("done", "would run", "would fail"), 0)
     for run in plan.runs:
-        status = "done" if records[run.run_id].status == "ok" else "would run"
-        print(f"{run.run_id:<12}  {run.seed:>6}  {status:<9}  {run.variant}")
-    num_done = sum(record.status == "ok" for record in records.values())
-    num_to_run = len(plan.runs) - num_done
-    print(f"{len(plan.runs)} runs: {num_done} done, {num_to_run} would run", file=sys.stderr)
+        if records[run.run_id].status == "ok":
+            status = "done"
+        else:
+            status = "would fail" if run.run_id in refused else "would run"
+        counts[status] += 1
+        print(f"{run.run_id:<12}  {run.seed:>6}  {status:<10}  {run.variant}")
+    for run in plan.runs:
+        if run.run_id in refused and records[run.run_id].status != "ok":
+            print(f"would fail: {run_label(run)}: {refused[run.run_id]}", file=sys.stderr)
+    totals = ", ".join(f"{count} {status}" for status, count in counts.items())
+    print(f"{len(plan.runs)} runs: {totals}", file=sys.stderr)
 
 
 def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
@@ -38,9 +48,7 @@ def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
         print(f"warning: a write failed (a rerun repeats it): {problem}", file=sys.stderr)
     runs = {run.run_id: run for run in plan.runs}
     for run_id in result.failed_run_ids:
-        run = runs[run_id]
-        label = f"{run.variant}, seed {run.seed}" if run.variant else f"seed {run.seed}"
-        print(f"failed {run_id} [{label}]: {result.records[run_id].error}", file=sys.stderr)
+        print(f"failed {run_label(runs[run_id])}: {result.records[run_id].error}", file=sys.stderr)
     unstable = [
         run
         for run in plan.runs

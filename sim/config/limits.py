@@ -106,19 +106,27 @@ def check_scenario_limits(scenario: Scenario) -> None:
         if shortest >= max_model_len:
             raise InputError(
                 f"{field}: every prompt holds at least {shortest:,} tokens (shared parts and the "
-                f"shortest sampled ones), not fewer than engine.max_model_len {max_model_len:,}, "
-                "so every request would be rejected; "
+                "shortest sampled ones), not fewer than engine.max_model_len, so every request "
+                "would be rejected; "
                 + too_long_remedy(max_model_len, scenario.deployment.model_spec.context_length)
             )
 
 
-def too_long_remedy(max_model_len: int, model_context: int | None) -> str:
+def too_long_remedy(
+    max_model_len: int, model_context: int | None, pool_tokens: int | None = None
+) -> str:
     """What to do about prompts of max_model_len tokens or more: raise max_model_len, unless it
-    is the model's whole context (`model_context`; None where the config names none) already."""
+    is the model's whole context already (`model_context`; None where the config names none)
+    or all the KV cache holds (`pool_tokens`; None where the cache is not sized yet)."""
     if model_context is not None and max_model_len >= model_context:
         return (
             f"shorten the prompts (engine.max_model_len {max_model_len:,} is the model's whole "
             "context already)"
+        )
+    if pool_tokens is not None and max_model_len >= pool_tokens:
+        return (
+            "shorten the prompts, or give the KV cache more memory and raise "
+            f"engine.max_model_len ({max_model_len:,} is all the cache holds)"
         )
     return f"raise engine.max_model_len ({max_model_len:,}) or shorten the prompts"
 

@@ -130,9 +130,9 @@ def check_max_model_len_fits(config: SchedulerConfig) -> None:
     capacity_tokens = pool_capacity_tokens(config.num_gpu_blocks, config.block_size)
     if config.max_model_len > capacity_tokens:
         raise InputError(
-            f"engine.max_model_len {config.max_model_len} is larger than the KV cache "
-            f"({config.num_gpu_blocks - 1} usable blocks x {config.block_size} = "
-            f"{capacity_tokens} tokens), which vLLM refuses at start-up; set max_model_len "
+            f"engine.max_model_len {config.max_model_len:,} is larger than the KV cache "
+            f"({config.num_gpu_blocks - 1:,} usable blocks x {config.block_size} = "
+            f"{capacity_tokens:,} tokens), which vLLM refuses at start-up; set max_model_len "
             "lower (unset, it is the model's context, as in vLLM) or give the cache more memory"
         )
 

@@ -27,8 +27,9 @@ from sim.config import (
 from sim.costmodel import CostModel
 from sim.engine import simulate
 from sim.errors import InputError
+from sim.kvcache import pool_capacity_tokens
 from sim.metrics import NullRecorder, RequestRecord
-from sim.runner import scenario_cost_model, scheduler_config
+from sim.runner import engine_start
 from sim.sched import SchedulerConfig
 from workloads.api import RequestSpec, WorkloadError
 
@@ -63,14 +64,20 @@ StudyT = TypeVar("StudyT", bound=StudySettings)
 def load_study(
     path: Path, model: type[StudyT], overrides: Sequence[str] = ()
 ) -> tuple[StudyT, Path]:
-    """Read, override (`--set`) and validate a study file; returns it and its directory."""
+    """Read, override (`--set`) and validate a study file, and check that its engine would
+    start (`engine_start`); returns it and its directory."""
     source = load_source(path)
     apply_overrides(source, list(overrides))
+    base_dir = path.resolve().parent
     try:
-        base_dir = path.resolve().parent
-        return model.model_validate(source.data, context={"base_dir": base_dir}), base_dir
+        settings = model.model_validate(source.data, context={"base_dir": base_dir})
     except ValidationError as error:
         raise validation_error_to_input_error(error, source) from None
+    try:
+        engine_start(settings, base_dir)
+    except InputError as error:
+        raise error.at(path) from None
+    return settings, base_dir
 
 
 class _RecordCollector(NullRecorder):
@@ -90,7 +97,7 @@ class StudyEngine:
 
     config: SchedulerConfig
     cost_model: CostModel
-    model_context: int | None = None  # the model's context length, where its config names one
+    model_context: int | None  # the model's context length, where its config names one
 
     @classmethod
     def from_settings(cls, settings: StudySettings, base_dir: Path) -> StudyEngine:
@@ -99,9 +106,10 @@ class StudyEngine:
         The runner's helpers read only `engine`, `deployment` and `cost_model`, which every
         study's settings carry under the same names and types as a scenario's.
         """
+        start = engine_start(settings, base_dir)
         return cls(
-            scheduler_config(settings),
-            scenario_cost_model(settings, base_dir),
+            start.config,
+            start.cost_model_choice.model,
             settings.deployment.model_spec.context_length,
         )
 
@@ -116,10 +124,12 @@ class StudyEngine:
             raise InputError(str(error)) from None
         num_too_long = result.num_rejected - result.num_rejected_queue_full
         if num_too_long:
+            config = self.config
+            pool_tokens = pool_capacity_tokens(config.num_gpu_blocks, config.block_size)
             prompts = "1 prompt was" if num_too_long == 1 else f"{num_too_long:,} prompts were"
             raise InputError(
                 f"{prompts} at least engine.max_model_len tokens long and rejected; "
-                f"{too_long_remedy(self.config.max_model_len, self.model_context)}"
+                + too_long_remedy(config.max_model_len, self.model_context, pool_tokens)
             )
         return collector.records
 

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
-from sim.runner import preflight
+from sim.runner import engine_start
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome
 from sim.sweep.expand import SweepPlan, SweepRun
 from sim.sweep.local import run_local
@@ -102,25 +102,25 @@ def check_runs_within_limits(plan: SweepPlan) -> None:
         try:
             check_scenario_limits(run.scenario)
         except InputError as error:
-            raise InputError(f"{run_label(run)}: {error}") from None
+            raise InputError(f"sweep run {run_label(run)}: {error}") from None
 
 
-def runs_refused_at_start(plan: SweepPlan) -> list[str]:
-    """A line for each run that would fail at its start (`preflight`: a KV cache vLLM would
-    not start with, say), naming it and why; the sweep still runs, and such runs fail alone."""
-    refused = []
+def runs_refused_at_start(plan: SweepPlan) -> dict[str, str]:
+    """Why each run within the limits whose engine would not start (`engine_start`: a KV cache
+    vLLM refuses, say) fails, by run id; the sweep still runs, and such runs fail alone."""
+    refused = {}
     for run in plan.runs:
         try:
-            preflight(run.scenario)
+            engine_start(run.scenario, plan.base_dir)
         except InputError as error:
-            refused.append(f"{run_label(run)}: {error}")
+            refused[run.run_id] = str(error)
     return refused
 
 
 def run_label(run: SweepRun) -> str:
-    """How messages name a sweep's run: its id, variant and seed."""
+    """How messages name a sweep's run: its id, then its variant and seed in brackets."""
     label = ", ".join(filter(None, (run.variant, f"seed {run.seed}")))
-    return f"sweep run {run.run_id} [{label}]"
+    return f"{run.run_id} [{label}]"
 
 
 def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:

@@ -122,7 +122,7 @@ def test_max_model_len_over_cache_names_the_file(tmp_path, capsys):
     results.mkdir()
     scenario = SCENARIO_DIR / "max_model_len_over_cache.yaml"
     outcome = prefixsim(capsys, "run", scenario, "--results", results, "--no-progress")
-    assert_input_error(outcome, scenario, None, ("max_model_len 4096", "144 tokens"))
+    assert_input_error(outcome, scenario, None, ("max_model_len 4,096", "144 tokens"))
     assert written_entries(results) == []
 
 

@@ -196,7 +196,7 @@ REFUSED = (
         "validate_system_prompt_10m",
         "validate {tiny} --set workload.source.common={{system_prompt_tokens: 10000000}}",
         "{tiny}",
-        ("not fewer than engine.max_model_len 8,192", SHARED),
+        ("not fewer than engine.max_model_len, so", SHARED),
     ),
     (
         "run_tools_and_few_shot",

@@ -303,6 +303,34 @@ def test_plan_command_rejects_a_bad_slo_in_one_line(tmp_path: Path, capsys) -> N
     )
 
 
+def test_plan_command_refuses_an_engine_that_would_not_start_naming_the_file(
+    tmp_path: Path, capsys
+) -> None:
+    """SERIAL_YAML on 32 blocks (496 tokens) cannot hold one 1,024-token sequence: the plan
+    stops before its first probe, naming the file, and leaves no output folder."""
+    scenario = write_scenario(tmp_path)
+    out = tmp_path / "plan"
+    with pytest.raises(SystemExit) as raised:
+        main(
+            [
+                "plan",
+                str(scenario),
+                "--slo",
+                "ttft_p99=50ms",
+                "--set",
+                "engine.num_gpu_blocks=32",
+                "--out",
+                str(out),
+            ]
+        )
+    assert raised.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: {scenario}: engine.max_model_len 1,024 is larger than the KV cache (31 usable "
+        "blocks x 16 = 496 tokens)"
+    )
+    assert not out.exists()
+
+
 def test_answers_print_with_sensible_precision() -> None:
     assert format_quantity(4.3125, "rate") == "4.31 arrivals/s"
     assert format_quantity(12.5, "rate") == "12.5 arrivals/s"

@@ -106,7 +106,7 @@ def test_parallel_manifest_is_byte_identical_and_input_errors_fail_alone(tmp_pat
     assert [row["hit_rate"] is None for row in rows] == [False, False, True, True]
     error = json.loads((serial.sweep_dir / "runs" / f"{too_small[0]}.error.json").read_text())
     assert error["kind"] == "input"
-    assert "max_model_len 1008 is larger than the KV cache (31 usable blocks" in error["error"]
+    assert "max_model_len 1,008 is larger than the KV cache (31 usable blocks" in error["error"]
     assert rows[2]["error"] == error["error"]
     assert not (serial.sweep_dir / "runs" / too_small[0]).exists()
     assert leftovers(serial.sweep_dir) == leftovers(parallel.sweep_dir) == []

@@ -33,16 +33,27 @@ def test_bad_sweep_file_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_dry_run_run_and_dry_run_again(tmp_path, capsys):
-    """TWO_TOO_SMALL: dry run lists 4 runs to do; the run exits 1 naming the 2 failures."""
+    """TWO_TOO_SMALL: dry run lists 2 runs to do and the 2 whose 32-block cache vLLM would not
+    start with; the run exits 1 naming those 2 failures."""
     sweep_file = write_sweep(tmp_path, TWO_TOO_SMALL)
     plan = load_sweep(sweep_file)
     results = tmp_path / "results"
     common = ("sweep", str(sweep_file), "--results", str(results))
     status, out, err = prefixsim(capsys, *common, "--dry-run")
-    assert (status, err) == (0, "4 runs: 0 done, 4 would run\n")
-    assert out.splitlines() == ["run_id          seed  status     variant"] + [
-        f"{run.run_id}  {run.seed:>6}  would run  {run.variant}" for run in plan.runs
+    assert status == 0
+    statuses = ["would run", "would run", "would fail", "would fail"]
+    assert out.splitlines() == ["run_id          seed  status      variant"] + [
+        f"{run.run_id}  {run.seed:>6}  {status:<10}  {run.variant}"
+        for run, status in zip(plan.runs, statuses, strict=True)
     ]
+    err_lines = err.splitlines()
+    assert err_lines[-1] == "4 runs: 0 done, 2 would run, 2 would fail"
+    for line, run in zip(err_lines[:2], plan.runs[2:], strict=True):
+        assert line.startswith(
+            f"would fail: {run.run_id} [engine.num_gpu_blocks=32, seed {run.seed}]: "
+            "engine.max_model_len 1,008 is larger than the KV cache (31 usable blocks"
+        )
+    assert len(err_lines) == 3
     assert not results.exists()
 
     status, out, err = prefixsim(capsys, *common, "-j", "2", "--no-progress")
@@ -51,7 +62,7 @@ def test_dry_run_run_and_dry_run_again(tmp_path, capsys):
     for line, run in zip(lines[:2], plan.runs[2:], strict=True):
         assert line.startswith(
             f"failed {run.run_id} [engine.num_gpu_blocks=32, seed {run.seed}]: "
-            "engine.max_model_len 1008"
+            "engine.max_model_len 1,008"
         )
     manifest = results / "tiny" / "manifest.parquet"
     totals = f"sweep tiny: 4 runs, 2 ok (0 already done), 2 failed; manifest {manifest}"
@@ -60,8 +71,9 @@ def test_dry_run_run_and_dry_run_again(tmp_path, capsys):
     assert all(line.startswith("WARNING: ") for line in lines[2:-1])
 
     status, out, err = prefixsim(capsys, *common, "--dry-run")
-    assert (status, err) == (0, "4 runs: 2 done, 2 would run\n")
-    assert [line.split()[2] for line in out.splitlines()[1:]] == ["done", "done", "would", "would"]
+    assert (status, err.splitlines()[-1]) == (0, "4 runs: 2 done, 0 would run, 2 would fail")
+    statuses = [line.split()[2:4] for line in out.splitlines()[1:]]
+    assert statuses == [["done", "engine.num_gpu_blocks=128"]] * 2 + [["would", "fail"]] * 2
 
 
 def test_all_runs_ok_exits_0(tmp_path, capsys):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sweep.sweep_files import BASE_YAML, TWO_TOO_SMALL, write_sweep
 from typer.testing import CliRunner
 
 from sim.cli import load_commands
@@ -33,23 +34,12 @@ def test_shipped_file_validates(path: Path) -> None:
     assert result.output.startswith("ok: ")
 
 
-SMALL_CACHE = """\
-name: small-cache
-duration_s: 5
-engine: {num_gpu_blocks: 32, max_model_len: 1008}
-cost_model: "constant:0.02"
-workload:
-  source: {kind: chat}
-  arrivals: {process: poisson, rate_per_s: 2.0}
-"""
-
-
 def test_scenario_whose_cache_vllm_would_refuse_fails_validation(tmp_path: Path) -> None:
-    """32 blocks of 16 (31 usable, 496 tokens) cannot hold one 1008-token sequence: validate
-    refuses it as the run would, exit 2, one line."""
+    """The sweep tests' base on 32 blocks of 16 (31 usable, 496 tokens) cannot hold one
+    1,008-token sequence: validate refuses it as the run would, exit 2, one line."""
     path = tmp_path / "small.yaml"
-    path.write_text(SMALL_CACHE)
-    result = CliRunner().invoke(app, ["validate", str(path)])
+    path.write_text(BASE_YAML)
+    result = CliRunner().invoke(app, ["validate", str(path), "--set", "engine.num_gpu_blocks=32"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert result.output.startswith(f"error: {path}: engine.max_model_len 1,008 is larger than ")
@@ -57,18 +47,14 @@ def test_scenario_whose_cache_vllm_would_refuse_fails_validation(tmp_path: Path)
 
 
 def test_sweep_lists_the_runs_that_would_fail_at_their_start(tmp_path: Path) -> None:
-    """num_gpu_blocks 128 and 32 zipped with seeds 1 and 2: the sweep is valid (exit 0), and the
-    two 32-block runs are named as failing at their start."""
-    path = tmp_path / "sweep.yaml"
-    path.write_text(
-        SMALL_CACHE.replace("num_gpu_blocks: 32", "num_gpu_blocks: 128")
-        + "sweep:\n  zip:\n    engine.num_gpu_blocks: [128, 32]\n  seeds: [1, 2]\n"
-    )
+    """TWO_TOO_SMALL (num_gpu_blocks 128 and 32 zipped with seeds 1 and 2): the sweep is valid
+    (exit 0), and the two 32-block runs are named as failing at their start."""
+    path = write_sweep(tmp_path, TWO_TOO_SMALL)
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[:2] == [
-        "ok: sweep small-cache with 4 runs",
+        "ok: sweep tiny with 4 runs",
         "2 of them would fail at their start; the others still run:",
     ]
     assert len(lines) == 4
@@ -92,7 +78,7 @@ workload:
     [
         # A CPU tier of 1e-6 GiB holds not one 2 MiB chunk: refused as the run refuses it.
         (
-            SMALL_CACHE.replace("num_gpu_blocks: 32", "num_gpu_blocks: 128"),
+            BASE_YAML,
             ["--set", "engine.kv_offloading_size=0.000001"],
             "engine.kv_offloading_size 1e-06 GiB holds no chunk of 2,097,152 bytes",
         ),

@@ -86,7 +86,11 @@ def sweep_command(
         [], "--set", help="Override a base field before expansion: dotted.path=value (repeatable)."
     ),
     results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs; run nothing."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="List the runs, marking any that would fail at their start; run nothing.",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     max_runs: int = typer.Option(DEFAULT_MAX_RUNS, "--max-runs", min=1, help=MAX_RUNS_HELP),
 ) -> None:

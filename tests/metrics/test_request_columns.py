@@ -9,9 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from conftest import build_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_factories import build_request
 
 from sim.metrics.records import RequestBatcher, RequestColumns, RequestRecord
 

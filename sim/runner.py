@@ -174,9 +174,10 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
         block_size=engine.block_size,
     )
     if sizing.num_chunks == 0:
+        gpus = "its GPU" if deployment.tp == 1 else f"all {deployment.tp} GPUs"
         raise InputError(
             f"engine.kv_offloading_size {engine.kv_offloading_size} GiB holds no chunk of "
-            f"{sizing.chunk_bytes:,} bytes (one block of all {deployment.tp} GPUs); give it at "
+            f"{sizing.chunk_bytes:,} bytes (one block of {gpus}); give it at "
             f"least {sizing.chunk_bytes / GIB:.6f} GiB or 0 to turn offloading off"
         )
     return OffloadSpec(
@@ -264,23 +265,29 @@ class EngineStart:
     cost_model_choice: CostModelChoice
 
 
-def engine_start(settings: DeploymentConfig, base_dir: Path) -> EngineStart:
+def engine_start(
+    settings: DeploymentConfig, base_dir: Path, *, cache_sized_later: bool = False
+) -> EngineStart:
     """The engine a scenario or study starts, after the checks made before it starts: the
     pools' size, the CPU tier's, the step-time model loading, and one max_model_len sequence
-    fitting the KV cache (vLLM refuses to start otherwise)."""
+    fitting the KV cache (vLLM refuses to start otherwise; not checked with
+    `cache_sized_later`, for a search that sizes the cache itself)."""
     config = scheduler_config(settings)
     check_total_pool(config.num_gpu_blocks, settings.deployment.replicas)
-    check_max_model_len_fits(config)
+    if not cache_sized_later:
+        check_max_model_len_fits(config)
     return EngineStart(
         config, scenario_offload(settings), scenario_cost_model_choice(settings, base_dir)
     )
 
 
-def preflight(scenario: Scenario, base_dir: Path) -> EngineStart:
+def preflight(
+    scenario: Scenario, base_dir: Path, *, cache_sized_later: bool = False
+) -> EngineStart:
     """Every check a run makes before it simulates anything: the size limits, then
     `engine_start`'s. `prefixsim validate` makes the same."""
     check_scenario_limits(scenario)
-    return engine_start(scenario, base_dir)
+    return engine_start(scenario, base_dir, cache_sized_later=cache_sized_later)
 
 
 def run_scenario(

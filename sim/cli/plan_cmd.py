@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cli.app import app
-from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.runner import preflight
@@ -162,10 +161,7 @@ def plan_command(
     check_plan_inputs(scenario, settings)
     try:
         # A kv-memory search sizes the cache itself: the file's own may be too small to start.
-        if find == "kv-memory":
-            check_scenario_limits(scenario)
-        else:
-            preflight(scenario, base_dir)
+        preflight(scenario, base_dir, cache_sized_later=find == "kv-memory")
     except InputError as error:
         raise error.at(scenario_file) from None
     default_dir = Path("results") / scenario.name / f"plan-{find}-{slo_slug(slos)}"

@@ -11,7 +11,7 @@ import typer
 from sim.cli.app import app
 from sim.config import DEFAULT_MAX_RUNS
 from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
-from sim.sweep.driver import run_label, runs_refused_at_start
+from sim.sweep.driver import check_runs_within_limits, run_label, runs_refused_at_start
 
 MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."
 
@@ -97,6 +97,7 @@ def sweep_command(
     """Run a sweep into RESULTS/<name>/ (runs/, manifest.parquet); exit 1 if a run failed."""
     plan = load_sweep(sweep_file, set_values, max_runs)
     if dry_run:
+        check_runs_within_limits(plan)  # as the sweep itself refuses first
         print_dry_run(plan, results)
         return
     result = run_sweep(

@@ -331,6 +331,38 @@ def test_plan_command_refuses_an_engine_that_would_not_start_naming_the_file(
     assert not out.exists()
 
 
+def test_a_kv_memory_plan_with_a_cpu_tier_too_small_is_refused_naming_the_file(
+    tmp_path: Path, capsys
+) -> None:
+    """A kv-memory search sizes the GPU cache itself, but a 1e-6 GiB CPU tier (no 2 MiB chunk)
+    is still refused before the first probe, naming the file."""
+    scenario = write_scenario(
+        tmp_path, SERIAL_YAML.replace("num_gpu_blocks: 200", "num_gpu_blocks: null")
+    )
+    with pytest.raises(SystemExit) as raised:
+        main(
+            [
+                "plan",
+                str(scenario),
+                "--slo",
+                "ttft_p99=50ms",
+                "--find",
+                "kv-memory",
+                "--set",
+                "engine.kv_offloading_size=0.000001",
+                "--out",
+                str(tmp_path / "plan"),
+            ]
+        )
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: {scenario}: engine.kv_offloading_size 1e-06 GiB holds no chunk of 2,097,152 "
+        "bytes (one block of its GPU); give it at least 0.001953 GiB or 0 to turn offloading "
+        "off\n"
+    )
+    assert not (tmp_path / "plan").exists()
+
+
 def test_answers_print_with_sensible_precision() -> None:
     assert format_quantity(4.3125, "rate") == "4.31 arrivals/s"
     assert format_quantity(12.5, "rate") == "12.5 arrivals/s"

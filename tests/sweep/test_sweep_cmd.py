@@ -85,3 +85,19 @@ def test_all_runs_ok_exits_0(tmp_path, capsys):
     assert err.splitlines()[-1] == (
         f"sweep tiny: 2 runs, 2 ok (0 already done), 0 failed; manifest {manifest}"
     )
+
+
+def test_dry_run_refuses_a_sweep_beyond_the_limits_as_the_sweep_does(tmp_path, capsys):
+    """max_model_len 16 under the base's chat prompts of at least 516 tokens: every request of
+    every run would be rejected, so the dry run refuses the sweep (exit 2, one line, its first
+    run named) as running it would, listing nothing."""
+    sweep_file = write_sweep(tmp_path, TWO_TOO_SMALL)
+    common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"))
+    status, out, err = prefixsim(capsys, *common, "--set", "engine.max_model_len=16", "--dry-run")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1
+    assert err.startswith("error: sweep run ")
+    assert (
+        "[engine.num_gpu_blocks=128, seed 1]: workload.source: every prompt holds at least " in err
+    )
+    assert "516 tokens" in err

@@ -261,26 +261,18 @@ def test_plan_input_errors(tmp_path: Path, text: str, settings: PlanSettings, me
         plan(loaded.scenario, loaded.base_dir, TTFT_SLO, settings, scratch_dir=tmp_path)
 
 
+def plan_command(scenario: Path, out: Path, *args: str) -> int | str | None:
+    """`prefixsim plan SCENARIO --slo ttft_p99=50ms ARGS --out OUT`: its exit code."""
+    with pytest.raises(SystemExit) as raised:
+        main(["plan", str(scenario), "--slo", "ttft_p99=50ms", *args, "--out", str(out)])
+    return raised.value.code
+
+
 @pytest.mark.slow
 def test_plan_command_writes_plan_json_and_png(tmp_path: Path, capsys) -> None:
     scenario = write_scenario(tmp_path)
     out = tmp_path / "plan"
-    with pytest.raises(SystemExit) as raised:
-        main(
-            [
-                "plan",
-                str(scenario),
-                "--slo",
-                "ttft_p99=50ms",
-                "--find",
-                "replicas",
-                "--rate",
-                "30",
-                "--out",
-                str(out),
-            ]
-        )
-    assert raised.value.code == 0
+    assert plan_command(scenario, out, "--find", "replicas", "--rate", "30") == 0
     stdout = capsys.readouterr().out
     assert "smallest replicas meeting the SLOs: 3 replicas (infeasible at 2)" in stdout
     document = json.loads((out / "plan.json").read_text())
@@ -310,20 +302,7 @@ def test_plan_command_refuses_an_engine_that_would_not_start_naming_the_file(
     stops before its first probe, naming the file, and leaves no output folder."""
     scenario = write_scenario(tmp_path)
     out = tmp_path / "plan"
-    with pytest.raises(SystemExit) as raised:
-        main(
-            [
-                "plan",
-                str(scenario),
-                "--slo",
-                "ttft_p99=50ms",
-                "--set",
-                "engine.num_gpu_blocks=32",
-                "--out",
-                str(out),
-            ]
-        )
-    assert raised.value.code == 2
+    assert plan_command(scenario, out, "--set", "engine.num_gpu_blocks=32") == 2
     assert capsys.readouterr().err.startswith(
         f"error: {scenario}: engine.max_model_len 1,024 is larger than the KV cache (31 usable "
         "blocks x 16 = 496 tokens)"
@@ -339,22 +318,8 @@ def test_a_kv_memory_plan_with_a_cpu_tier_too_small_is_refused_naming_the_file(
     scenario = write_scenario(
         tmp_path, SERIAL_YAML.replace("num_gpu_blocks: 200", "num_gpu_blocks: null")
     )
-    with pytest.raises(SystemExit) as raised:
-        main(
-            [
-                "plan",
-                str(scenario),
-                "--slo",
-                "ttft_p99=50ms",
-                "--find",
-                "kv-memory",
-                "--set",
-                "engine.kv_offloading_size=0.000001",
-                "--out",
-                str(tmp_path / "plan"),
-            ]
-        )
-    assert raised.value.code == 2
+    args = ("--find", "kv-memory", "--set", "engine.kv_offloading_size=0.000001")
+    assert plan_command(scenario, tmp_path / "plan", *args) == 2
     assert capsys.readouterr().err == (
         f"error: {scenario}: engine.kv_offloading_size 1e-06 GiB holds no chunk of 2,097,152 "
         "bytes (one block of its GPU); give it at least 0.001953 GiB or 0 to turn offloading "

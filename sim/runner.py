@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim.config import (
+    GROW_CACHE,
     DeploymentSettings,
     EngineSettings,
     Scenario,
@@ -299,11 +300,13 @@ def run_scenario(
     progress: bool = False,
     require_measured: bool = True,
     goodput: GoodputSlos | None = None,
+    grow_cache: str = GROW_CACHE,
 ) -> RunResult:
     """Simulate `scenario` and write its result files; returns the run directory and summary.
 
     With `require_measured`, a run that measured nothing or whose requests were mostly rejected
-    fails (InputError) and keeps nothing; without, its summary says `stable: false`."""
+    fails (InputError) and keeps nothing; without, its summary says `stable: false`.
+    `grow_cache`: how the caller's user makes the KV cache bigger, for that failure's advice."""
     run_id = run_id_of(scenario, goodput)
     run_dir = run_dir if run_dir is not None else results_root / scenario.name / run_id
     start = preflight(scenario, base_dir)
@@ -326,7 +329,9 @@ def run_scenario(
                 start.offload,
             )
             if require_measured:
-                check_measured(summary, config, scenario.deployment.model_spec.context_length)
+                check_measured(
+                    summary, config, scenario.deployment.model_spec.context_length, grow_cache
+                )
             publish(partial, run_dir, SUMMARY_FILE)
     except BaseException:
         remove_created(created_dirs)
@@ -447,19 +452,24 @@ MAX_REJECTED_FRACTION = 0.5
 
 
 def check_measured(
-    summary: dict[str, Any], config: SchedulerConfig, model_context: int | None
+    summary: dict[str, Any],
+    config: SchedulerConfig,
+    model_context: int | None,
+    grow_cache: str,
 ) -> None:
     """A run that measured nothing, or whose requests were mostly rejected, is a failed run:
     raises an InputError saying why (the caller then keeps no result). `model_context`: the
     model's context length (None where its config names none), past which max_model_len
-    cannot be raised."""
+    cannot be raised; `grow_cache`: how the cache is made bigger."""
     num_submitted, num_rejected = summary["num_submitted"], summary["num_rejected"]
     if num_submitted and num_rejected > MAX_REJECTED_FRACTION * num_submitted:
         too_long, queue_full = rejected_by_cause(summary)
         remedies = []
         if too_long:
             pool_tokens = pool_capacity_tokens(config.num_gpu_blocks, config.block_size)
-            remedies.append(too_long_remedy(config.max_model_len, model_context, pool_tokens))
+            remedies.append(
+                too_long_remedy(config.max_model_len, model_context, pool_tokens, grow_cache)
+            )
         if queue_full:
             remedies.append("raise the queue limits or lower the load")
         raise InputError(f"run failed: {rejection_note(summary)}; {' or '.join(remedies)}")

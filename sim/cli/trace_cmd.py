@@ -48,6 +48,9 @@ from workloads.api import (
     trace_format_summaries,
 )
 
+# The replay sets engine.max_model_len itself, from the cache its options size.
+_GROW_CACHE = "give the cache more blocks with --num-gpu-blocks or --kv-tokens"
+
 
 def _default_context() -> int:
     """max_model_len of the default deployment as vLLM starts it: the model's context."""
@@ -186,7 +189,9 @@ def replay_command(
             scenario = _scenario(
                 trace, trace_format, block_size, num_gpu_blocks, max_model_len, max_requests
             )
-            run = run_scenario(scenario, trace.parent, run_dir=out, progress=progress)
+            run = run_scenario(
+                scenario, trace.parent, run_dir=out, progress=progress, grow_cache=_GROW_CACHE
+            )
             print_summary(run.summary, run.run_dir)
             summary = {
                 "mode": "engine",

@@ -11,6 +11,7 @@ from sim.config.engine import (
 from sim.config.errors import validation_error_to_input_error
 from sim.config.limits import (
     DEFAULT_MAX_RUNS,
+    GROW_CACHE,
     MAX_ARRIVALS,
     MAX_SCRAPES,
     bounded_trace,
@@ -34,6 +35,7 @@ from sim.config.yaml_source import ScenarioSource, apply_overrides, load_source,
 
 __all__ = [
     "DEFAULT_MAX_RUNS",
+    "GROW_CACHE",
     "KERNEL_BLOCK_MULTIPLE",
     "MAX_ARRIVALS",
     "MAX_SCRAPES",

@@ -112,22 +112,26 @@ def check_scenario_limits(scenario: Scenario) -> None:
             )
 
 
+GROW_CACHE = "give the KV cache more memory and raise engine.max_model_len"
+
+
 def too_long_remedy(
-    max_model_len: int, model_context: int | None, pool_tokens: int | None = None
+    max_model_len: int,
+    model_context: int | None,
+    pool_tokens: int | None = None,
+    grow_cache: str = GROW_CACHE,
 ) -> str:
     """What to do about prompts of max_model_len tokens or more: raise max_model_len, unless it
     is the model's whole context already (`model_context`; None where the config names none)
-    or all the KV cache holds (`pool_tokens`; None where the cache is not sized yet)."""
+    or all the KV cache holds (`pool_tokens`; None where the cache is not sized yet), where
+    `grow_cache` says how the cache is made bigger."""
     if model_context is not None and max_model_len >= model_context:
         return (
             f"shorten the prompts (engine.max_model_len {max_model_len:,} is the model's whole "
             "context already)"
         )
     if pool_tokens is not None and max_model_len >= pool_tokens:
-        return (
-            "shorten the prompts, or give the KV cache more memory and raise "
-            f"engine.max_model_len ({max_model_len:,} is all the cache holds)"
-        )
+        return f"shorten the prompts, or {grow_cache} ({max_model_len:,} is all the cache holds)"
     return f"raise engine.max_model_len ({max_model_len:,}) or shorten the prompts"
 
 

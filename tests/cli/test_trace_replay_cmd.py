@@ -1,7 +1,9 @@
-"""`prefixsim replay --cache-only`: the cache alone takes any block size, its pool sized from
-the default deployment's KV memory (Llama-3.1-8B on one H100) for that block size.
+"""`prefixsim replay`: the cache alone (`--cache-only`) takes any block size, its pool sized
+from the default deployment's KV memory (Llama-3.1-8B on one H100) for that block size; an
+engine replay on a cache too small for most requests says which option grows it.
 
-Scenario: the first 50 requests of the Mooncake arXiv trace fixture, cache only.
+Scenario: the Mooncake arXiv trace fixture (its first 50 requests, cache only; all 1,000 on 400
+blocks).
 """
 
 from __future__ import annotations
@@ -31,3 +33,26 @@ def test_a_cache_only_replay_takes_a_block_size_no_gpu_kernel_pages(capsys) -> N
     eight, sixteen = cache_only_summary(capsys, 8), cache_only_summary(capsys, 16)
     assert (eight["num_gpu_blocks"], sixteen["num_gpu_blocks"]) == (57_669, 28_834)
     assert eight["hits"] == sixteen["hits"] == 112_128
+
+
+def test_an_engine_replay_on_too_small_a_cache_names_the_option_that_grows_it(
+    capsys, tmp_path: Path
+) -> None:
+    """400 blocks of 16 tokens hold 6,384 tokens a request (399 blocks: the null block holds
+    none), so the replay sets max_model_len to that, and 536 of the 1,000 arXiv requests are
+    longer: the run fails (exit 2, nothing written), advising the replay's own options, not the
+    engine.max_model_len the replay set."""
+    argv = ["replay", str(TRACE), "--format", "mooncake", "--num-gpu-blocks", "400"]
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--out", str(tmp_path / "run"), "--no-progress"])
+    assert raised.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "run failed: 536 of 1,000 requests were rejected: 536 with prompts of at least "
+            "engine.max_model_len tokens; shorten the prompts, or give the cache more blocks with "
+            "--num-gpu-blocks or --kv-tokens (6,384 is all the cache holds)"
+        )
+    )
+    assert not (tmp_path / "run").exists()

@@ -282,6 +282,20 @@ def engine_start(
     )
 
 
+def start_key(settings: DeploymentConfig) -> str:
+    """All that `engine_start` reads of `settings`, as one string: settings with equal keys
+    start alike, or fail alike (the same base directory given)."""
+    return json.dumps(
+        [
+            settings.engine.model_dump(mode="json"),
+            settings.deployment.model_dump(mode="json"),
+            settings.cost_model,
+            getattr(settings, "frontend", "auto"),
+        ],
+        sort_keys=True,
+    )
+
+
 def preflight(
     scenario: Scenario, base_dir: Path, *, cache_sized_later: bool = False
 ) -> EngineStart:

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim.config import check_scenario_limits
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
-from sim.runner import engine_start
+from sim.runner import engine_start, start_key
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome
 from sim.sweep.expand import SweepPlan, SweepRun
 from sim.sweep.local import run_local
@@ -107,13 +107,22 @@ def check_runs_within_limits(plan: SweepPlan) -> None:
 
 def runs_refused_at_start(plan: SweepPlan) -> dict[str, str]:
     """Why each run within the limits whose engine would not start (`engine_start`: a KV cache
-    vLLM refuses, say) fails, by run id; the sweep still runs, and such runs fail alone."""
+    vLLM refuses, say) fails, by run id; the sweep still runs, and such runs fail alone. Runs
+    that start alike (`start_key`) are checked once: a sweep's runs mostly differ in their
+    workload and seed."""
+    problem_by_start: dict[str, str | None] = {}
     refused = {}
     for run in plan.runs:
-        try:
-            engine_start(run.scenario, plan.base_dir)
-        except InputError as error:
-            refused[run.run_id] = str(error)
+        key = start_key(run.scenario)
+        if key not in problem_by_start:
+            try:
+                engine_start(run.scenario, plan.base_dir)
+                problem_by_start[key] = None
+            except InputError as error:
+                problem_by_start[key] = str(error)
+        problem = problem_by_start[key]
+        if problem is not None:
+            refused[run.run_id] = problem
     return refused
 
 

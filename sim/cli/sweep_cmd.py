@@ -10,7 +10,16 @@ import typer
 
 from sim.cli.app import app
 from sim.config import DEFAULT_MAX_RUNS
-from sim.sweep import SweepPlan, SweepResult, load_sweep, read_records, run_sweep, sweep_dir_of
+from sim.metrics import rejection_note
+from sim.sweep import (
+    SweepPlan,
+    SweepResult,
+    SweepRun,
+    load_sweep,
+    read_records,
+    run_sweep,
+    sweep_dir_of,
+)
 from sim.sweep.driver import check_runs_within_limits, run_label, runs_refused_at_start
 
 MAX_RUNS_HELP = "Refuse sweeps of more runs than this (raise it for a bigger sweep)."
@@ -49,19 +58,16 @@ def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
     runs = {run.run_id: run for run in plan.runs}
     for run_id in result.failed_run_ids:
         print(f"failed {run_label(runs[run_id])}: {result.records[run_id].error}", file=sys.stderr)
-    unstable = [
-        run
-        for run in plan.runs
-        if (result.records[run.run_id].summary or {}).get("stable") is False
-    ]
-    if unstable:
-        shown = "; ".join(f"{run.variant or 'base'} seed {run.seed}" for run in unstable[:5])
-        more = f" and {len(unstable) - 5} more" if len(unstable) > 5 else ""
-        print(
-            f"WARNING: {len(unstable)} runs reached no steady state (their latencies describe "
-            f"the run's length, not the deployment): {shown}{more}",
-            file=sys.stderr,
-        )
+    summaries = {run.run_id: result.records[run.run_id].summary or {} for run in plan.runs}
+    _warn_about(
+        [run for run in plan.runs if summaries[run.run_id].get("stable") is False],
+        "reached no steady state (their latencies describe the run's length, not the deployment)",
+    )
+    _warn_about(
+        [run for run in plan.runs if rejection_note(summaries[run.run_id]) is not None],
+        "rejected requests (their latencies leave those out; the manifest's num_rejected counts "
+        "them)",
+    )
     num_ok = sum(record.status == "ok" for record in result.records.values())
     print(
         f"sweep {plan.name}: {len(plan.runs)} runs, {num_ok} ok "
@@ -69,6 +75,16 @@ def print_outcome(plan: SweepPlan, result: SweepResult) -> None:
         f"manifest {result.manifest_path}",
         file=sys.stderr,
     )
+
+
+def _warn_about(runs: list[SweepRun], what: str) -> None:
+    """One WARNING line naming the first few of `runs`, which all `what`."""
+    if not runs:
+        return
+    shown = "; ".join(f"{run.variant or 'base'} seed {run.seed}" for run in runs[:5])
+    more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+    counted = f"{len(runs)} run" if len(runs) == 1 else f"{len(runs)} runs"
+    print(f"WARNING: {counted} {what}: {shown}{more}", file=sys.stderr)
 
 
 @app.command("sweep")

@@ -1,6 +1,6 @@
 """Scenario files: strict pydantic schema, `extends:`, `--set` overrides, clear one-line errors."""
 
-from sim.config.base import StrictModel, field_problem
+from sim.config.base import MAX_SEED, StrictModel, field_problem
 from sim.config.deployed import context_problem, deployed_engine, with_deployment_defaults
 from sim.config.engine import (
     KERNEL_BLOCK_MULTIPLE,
@@ -39,6 +39,7 @@ __all__ = [
     "KERNEL_BLOCK_MULTIPLE",
     "MAX_ARRIVALS",
     "MAX_SCRAPES",
+    "MAX_SEED",
     "NAME_PATTERN",
     "DeploymentSettings",
     "EngineSettings",

@@ -8,6 +8,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
+# A run's seed is stored in int64 columns (a sweep's manifest).
+MAX_SEED = 2**63 - 1
+
 
 def field_problem(field: str, message: str) -> PydanticCustomError:
     """A problem found by a model validator, reported at `field` (so errors show its line)."""

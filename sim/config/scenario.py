@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
-from sim.config.base import StrictModel, field_problem
+from sim.config.base import MAX_SEED, StrictModel, field_problem
 from sim.config.deployed import context_problem, with_deployment_defaults
 from sim.config.engine import DeploymentSettings, EngineSettings, OutputSettings
 from sim.config.errors import validation_error_to_input_error
@@ -27,7 +27,9 @@ class Scenario(StrictModel):
 
     name: str = Field(pattern=NAME_PATTERN, description="results go to results/<name>/<run_id>/")
     description: str | None = None
-    seed: int = Field(0, ge=0, description="seeds the workload; the engine itself is exact")
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="seeds the workload; the engine itself is exact"
+    )
     duration_s: float | None = Field(
         None, gt=0, description="simulated seconds of arrivals; in-flight requests then drain"
     )

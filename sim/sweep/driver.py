@@ -134,6 +134,17 @@ def run_label(run: SweepRun) -> str:
 
 def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:
     check_output_dir(sweep_dir)
+    if (
+        sweep_dir.is_dir()
+        and not (sweep_dir / RESOLVED_NAME).is_file()
+        and any(sweep_dir.iterdir())
+    ):
+        raise InputError(
+            f"holds files but is not an earlier sweep (no {RESOLVED_NAME}); a sweep writes its "
+            "runs, manifest and report there, over files of the same names, so choose a new or "
+            "empty folder",
+            source=str(sweep_dir),
+        )
     with writing(sweep_dir):
         (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
     # What a killed sweep left: temp manifests, partial run directories.

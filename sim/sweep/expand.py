@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,5 +185,22 @@ def load_sweep(
     if "sweep" in source.data:
         raise InputError("--set applies to the base scenario; edit the file's sweep: mapping")
     spec = parse_sweep_spec(source, sweep_data)
+    _check_overrides_not_swept(overrides, spec)
     runs = expand_sweep(source, spec, max_runs)
     return SweepPlan(runs[0].scenario.name, path.resolve().parent, source.data, spec, runs)
+
+
+def _check_overrides_not_swept(overrides: Sequence[str], spec: SweepSpec) -> None:
+    """Refuse a `--set` on a swept path (or inside or around one): every run's own value
+    would replace it, so it would change nothing."""
+    swept = {path: f"sweep.{axis.section}" for axis in spec.axes for path in axis.paths}
+    if spec.seeds is not None:
+        swept["seed"] = "sweep.seeds"
+    for assignment in overrides:
+        dotted = assignment.partition("=")[0]
+        for path, section in swept.items():
+            if dotted == path or dotted.startswith(path + ".") or path.startswith(dotted + "."):
+                raise InputError(
+                    f"--set {assignment!r}: {path} is swept by {section}, whose values replace "
+                    "it in every run; change them in the sweep file instead"
+                )

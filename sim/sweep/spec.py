@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.config import ScenarioSource
+from sim.config import MAX_SEED, ScenarioSource
 from sim.errors import InputError
 
 SECTIONS = ("grid", "zip", "seeds")
@@ -112,11 +112,16 @@ def _seeds(source: ScenarioSource, value: Any) -> tuple[int, ...]:
         isinstance(value, list)
         and value
         and all(
-            isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value
+            isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED
+            for seed in value
         )
     )
     if not valid:
-        raise _fail(source, "sweep.seeds", f"{value!r} is not a non-empty list of integers >= 0")
+        raise _fail(
+            source,
+            "sweep.seeds",
+            f"{value!r} is not a non-empty list of integers from 0 to {MAX_SEED} (2**63 - 1)",
+        )
     if len(set(value)) != len(value):
         raise _fail(source, "sweep.seeds", f"{value!r} repeats a seed")
     return tuple(value)

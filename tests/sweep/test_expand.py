@@ -81,17 +81,19 @@ def test_seeds_only(tmp_path):
 
 
 def test_extends_and_set_apply_to_the_base(tmp_path):
-    """`extends:` pulls the base in; `--set duration_s=3.0` reaches every run, swept ones win."""
+    """`extends:` pulls the base in; `--set duration_s=3.0` reaches every run; a `--set` on the
+    swept engine.num_gpu_blocks is refused (each run's own value would replace it)."""
     (tmp_path / "base.yaml").write_text(BASE_YAML)
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(
         "extends: base.yaml\nsweep:\n  grid:\n    engine.num_gpu_blocks: [64, 256]\n"
     )
-    plan = load_sweep(sweep_file, ["duration_s=3.0", "engine.num_gpu_blocks=512"])
+    plan = load_sweep(sweep_file, ["duration_s=3.0"])
     assert [run.scenario.duration_s for run in plan.runs] == [3.0, 3.0]
     assert [run.scenario.engine.num_gpu_blocks for run in plan.runs] == [64, 256]
-    assert plan.base_data["engine"]["num_gpu_blocks"] == 512
     assert plan.base_dir == tmp_path.resolve()
+    with pytest.raises(InputError, match="engine.num_gpu_blocks is swept by sweep.grid"):
+        load_sweep(sweep_file, ["duration_s=3.0", "engine.num_gpu_blocks=512"])
 
 
 def test_resolved_yaml_loads_back_to_the_same_runs(tmp_path):

@@ -6,7 +6,7 @@ Scenario: the tiny chat sweeps of sweep_files.py, run through sim.cli.main in th
 from __future__ import annotations
 
 import pytest
-from sweep_files import TWO_TOO_SMALL, write_sweep
+from sweep_files import FOUR_RUNS, TWO_TOO_SMALL, write_sweep
 
 from sim.cli import main
 from sim.sweep import load_sweep
@@ -101,3 +101,70 @@ def test_dry_run_refuses_a_sweep_beyond_the_limits_as_the_sweep_does(tmp_path, c
         "[engine.num_gpu_blocks=128, seed 1]: workload.source: every prompt holds at least " in err
     )
     assert "516 tokens" in err
+
+
+def test_runs_that_rejected_requests_are_named(tmp_path, capsys):
+    """max_model_len 800 under chat prompts that grow with each turn: seed 2 rejects some
+    (fewer than half: the run stands), seed 1 none; the closing lines name seed 2's run."""
+    sweep_file = write_sweep(tmp_path, "sweep:\n  seeds: [1, 2]\n")
+    common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"), "--no-progress")
+    status, _, err = prefixsim(capsys, *common, "--set", "engine.max_model_len=800")
+    assert status == 0
+    assert (
+        "WARNING: 1 run rejected requests (their latencies leave those out; the manifest's "
+        "num_rejected counts them): base seed 2"
+    ) in err.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("assignment", "swept_by"),
+    [
+        ("engine.block_size=64", "engine.block_size is swept by sweep.grid"),
+        ("engine={block_size: 64}", "engine.block_size is swept by sweep.grid"),
+        ("seed=7", "seed is swept by sweep.seeds"),
+    ],
+)
+def test_set_on_a_swept_path_is_refused(tmp_path, capsys, assignment, swept_by):
+    """FOUR_RUNS sweeps engine.block_size and the seed: a --set on either (or on the mapping
+    holding one) would be replaced in every run, so it is refused, exit 2, one line."""
+    sweep_file = write_sweep(tmp_path, FOUR_RUNS)
+    common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"), "--dry-run")
+    status, out, err = prefixsim(capsys, *common, "--set", assignment)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"error: --set {assignment!r}: {swept_by}, whose values replace it in every run; "
+        "change them in the sweep file instead\n"
+    )
+
+
+def test_a_seed_beyond_int64_is_refused(tmp_path, capsys):
+    """Seeds are stored in the manifest's int64 column: 2**63 is refused before any run (it
+    crashed the manifest's write), exit 2, naming the line."""
+    sweep_file = write_sweep(tmp_path, "sweep:\n  seeds: [9223372036854775808]\n")
+    status, out, err = prefixsim(capsys, "sweep", str(sweep_file), "--results", str(tmp_path))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"error: {sweep_file}:11: sweep.seeds: [9223372036854775808] is not a non-empty list of "
+        "integers from 0 to 9223372036854775807 (2**63 - 1)\n"
+    )
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_a_folder_of_other_files_is_not_swept_into(tmp_path, capsys):
+    """results/tiny holds a user's report.md and no sweep.resolved.yaml: the sweep (and so
+    `prefixsim demo --out`, which sweeps into its folder) refuses it, exit 2, and the file is
+    untouched."""
+    sweep_file = write_sweep(tmp_path, "sweep:\n  seeds: [1]\n")
+    folder = tmp_path / "results" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "report.md").write_text("notes\n")
+    common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"), "--no-progress")
+    status, out, err = prefixsim(capsys, *common)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"error: {folder}: holds files but is not an earlier sweep (no sweep.resolved.yaml); a "
+        "sweep writes its runs, manifest and report there, over files of the same names, so "
+        "choose a new or empty folder\n"
+    )
+    assert [path.name for path in folder.iterdir()] == ["report.md"]
+    assert (folder / "report.md").read_text() == "notes\n"

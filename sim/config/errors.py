@@ -135,6 +135,15 @@ def validation_error_to_input_error(error: ValidationError, source: ScenarioSour
     """The first validation problem as a one-line InputError (file:line: field: problem)."""
     problems = error.errors(include_url=False)
     paths = [_problem_path(problem, source.data) for problem in problems]
+    # A union branch refusing a value by its type alone (a number, where a mapping was written)
+    # gives way to what the branch that took the value found inside it.
+    kept = [
+        problem["type"] not in _EXPECTED_TYPES
+        or not any(len(other) > len(path) and other[: len(path)] == path for other in paths)
+        for problem, path in zip(problems, paths, strict=True)
+    ]
+    problems = [problem for problem, keep in zip(problems, kept, strict=True) if keep]
+    paths = [path for path, keep in zip(paths, kept, strict=True) if keep]
     at_first_path = [p for p, path in zip(problems, paths, strict=True) if path == paths[0]]
     problem = _chosen(at_first_path)
     path = _shown_path(problem, paths[0])

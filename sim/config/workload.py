@@ -47,10 +47,16 @@ from workloads.api import (
 
 
 def accepted_by_workloads(settings: Any) -> None:
-    """Build `settings` into its workloads object, so the workloads checks run at load time."""
+    """Build `settings` into its workloads object, so the workloads checks run at load time; a
+    problem the workloads config names as one of these settings' fields (`Config.field: ...`)
+    is reported at that field, so its line is shown."""
     try:
         settings.build()
     except WorkloadError as error:
+        owner_field, separator, message = str(error).partition(": ")
+        field = owner_field.rpartition(".")[2]
+        if separator and field in type(settings).model_fields:
+            raise field_problem(field, message) from None
         raise ValueError(str(error)) from None
 
 

@@ -98,6 +98,37 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("distribution", "message"),
+    [
+        # The number branch of the union refuses the mapping by its type alone; the lognormal
+        # branch, which took it, names the field inside that is wrong.
+        (
+            "{dist: lognormal, median: -1, sigma: 0.5}",
+            "base.yaml:7: workload.source.user_message_tokens.median: -1 is not allowed: Input "
+            "should be greater than 0",
+        ),
+        (
+            "{dist: exponential, mean: 0}",
+            "base.yaml:7: workload.source.user_message_tokens.mean: 0 is not allowed: Input "
+            "should be greater than 0",
+        ),
+        # Neither branch takes a string: both types are named.
+        ("lots", "workload.source.user_message_tokens: 'lots' is not allowed: expected"),
+    ],
+)
+def test_a_bad_distribution_names_the_field_inside_it(
+    tmp_path: Path, distribution: str, message: str
+) -> None:
+    source = "{kind: chat, user_message_tokens: " + distribution + "}"
+    text = BASE.replace("{kind: chat, tenants: [{name: a}, {name: b}]}", source)
+    path = write(tmp_path, "base.yaml", text)
+    with pytest.raises(InputError) as raised:
+        load_scenario(path)
+    assert message in str(raised.value)
+    assert "more problem" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (

@@ -124,7 +124,7 @@ SCENARIO_CASES = (
     BadFile(
         "uniform_low_above_high.yaml",
         7,
-        ("workload.source.answer_tokens: Uniform.high: 10.0 is not allowed", ">= low (50.0)"),
+        ("workload.source.answer_tokens.high: 10.0 is not allowed", ">= low (50.0)"),
     ),
     BadFile(
         "cache_salt_slash.yaml",
@@ -234,7 +234,7 @@ SCENARIO_CASES = (
     BadFile(
         "unknown_layout.yaml",
         5,
-        ("workload.source: layout: 'upside_down' is not a built-in layout", "allowed: chat"),
+        ("workload.source.layout: 'upside_down' is not a built-in layout", "allowed: chat"),
     ),
     BadFile("negative_seed.yaml", 3, ("seed: -1 is not allowed", "greater than or equal to 0")),
     BadFile("float_seed.yaml", 3, ("seed: 1.5 is not allowed: expected an integer",)),

@@ -10,11 +10,15 @@ from workloads.api import (
     AgentConfig,
     ChatConfig,
     CommonSlots,
+    Fixed,
+    LogNormal,
     PiecewiseRateArrivals,
     PoissonArrivals,
+    RagConfig,
     RatePiece,
     TenantSpec,
     TokenConfig,
+    Uniform,
     Workload,
     WorkloadError,
 )
@@ -130,3 +134,29 @@ def test_endless_arrivals_without_a_bound_are_rejected() -> None:
 def test_invalid_configuration_names_the_field_and_what_is_allowed(make, message: str) -> None:
     with pytest.raises(WorkloadError, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "distribution"),
+    [
+        (lambda: ChatConfig(turns_per_session=Fixed(0)), "ChatConfig.turns_per_session", "Fixed"),
+        (lambda: ChatConfig(answer_tokens=Uniform(0, 0)), "ChatConfig.answer_tokens", "Uniform"),
+        (
+            lambda: AgentConfig(observation_tokens=LogNormal(median=3, sigma=1, high=0.4)),
+            "AgentConfig.observation_tokens",
+            "LogNormal",
+        ),
+        (lambda: RagConfig(question_tokens=Fixed(0.4)), "RagConfig.question_tokens", "Fixed"),
+    ],
+)
+def test_a_count_that_never_reaches_one_is_refused(make, field: str, distribution: str) -> None:
+    """Generators raise a count drawn below 1 to 1 (a turn, a token): a distribution that never
+    draws 1 or more would silently be all ones, so it is refused, naming the field."""
+    with pytest.raises(WorkloadError, match=rf"^{field}: {distribution}\(.*\) never draws a count"):
+        make()
+
+
+def test_counts_reaching_one_sometimes_and_zero_durations_are_accepted() -> None:
+    """Uniform(0, 4) turns (a 0 drawn becomes 1) and zero think or tool seconds are valid."""
+    ChatConfig(turns_per_session=Uniform(0, 4), think_time_s=Fixed(0))
+    AgentConfig(tool_latency_s=Fixed(0))

@@ -41,7 +41,9 @@ class AgentConfig:
     )
     action_tokens: Distribution = setting("output tokens per action", DYNAMO_AGENT_ACTION)
     observation_tokens: Distribution = setting("tool observation tokens", DYNAMO_AGENT_OBSERVATION)
-    tool_latency_s: Distribution = setting("seconds a tool call takes", DYNAMO_AGENT_STEP_GAP_S)
+    tool_latency_s: Distribution = setting(
+        "seconds a tool call takes", DYNAMO_AGENT_STEP_GAP_S, duration=True
+    )
     common: CommonSlots = field(
         default_factory=lambda: CommonSlots(system_prompt_tokens=512, tools_tokens=2048)
     )

@@ -37,7 +37,7 @@ class ChatConfig:
     )
     answer_tokens: Distribution = setting("output tokens per answer", AZURE_CONV_OUTPUT)
     think_time_s: Distribution = setting(
-        "seconds between an answer and the next turn", Exponential(mean=20.0)
+        "seconds between an answer and the next turn", Exponential(mean=20.0), duration=True
     )
     common: CommonSlots = field(default_factory=lambda: CommonSlots(system_prompt_tokens=512))
     layout: PromptLayout = CHAT_LAYOUT

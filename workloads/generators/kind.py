@@ -16,8 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from workloads.distributions import Distribution, Fixed
-from workloads.generators.common import CommonSlots
+from workloads.distributions import Distribution, Fixed, LogNormal, Uniform
+from workloads.errors import WorkloadError
+from workloads.generators.common import CommonSlots, require_distribution
 from workloads.layout import PromptLayout
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec
@@ -27,6 +28,7 @@ _DESCRIPTION = "description"
 _BOUNDS = "bounds"
 _SLOT = "slot"
 _COPIES = "copies"
+_DURATION = "duration"
 MAX_CONTEXT = "history is truncated to this many tokens"
 
 
@@ -37,15 +39,18 @@ def setting(
     bounds: Mapping[str, float] | None = None,
     slot: str | None = None,
     copies: str | None = None,
+    duration: bool = False,
 ) -> Any:
     """A config field with what a scenario shows of it: a one-line description, bounds (`ge`,
     `gt`, `le`, as the config's own checks enforce), and for a token-count distribution the
-    prompt slot it sizes (`copies`: the field counting its pieces per prompt)."""
+    prompt slot it sizes (`copies`: the field counting its pieces per prompt). A distribution
+    draws counts (at least 1 each) unless it is a `duration` in seconds."""
     metadata = {
         _DESCRIPTION: description,
         _BOUNDS: dict(bounds or {}),
         _SLOT: slot,
         _COPIES: copies,
+        _DURATION: duration,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -128,6 +133,23 @@ def distribution_fields(config: Any) -> list[str]:
     return [field.name for field in config_fields(type(config)) if field.annotation == Distribution]
 
 
+def require_distributions(config: Any) -> None:
+    """Every distribution field of `config` holds a distribution, and each that draws counts
+    can draw one of at least 1: a generator raises smaller draws to 1, so a distribution that
+    never reaches 1 (`fixed 0`) would be all ones without a word."""
+    owner = type(config).__name__
+    fields = dataclasses.fields(config)
+    durations = {field.name for field in fields if field.metadata.get(_DURATION)}
+    for name in distribution_fields(config):
+        distribution = getattr(config, name)
+        require_distribution(owner, name, distribution)
+        if name not in durations and _highest_count(distribution) < 1:
+            raise WorkloadError(
+                f"{owner}.{name}: {distribution!r} never draws a count of 1 or more, and every "
+                "draw would be raised to 1; use values of at least 1"
+            )
+
+
 def shortest_prompt_tokens(config: GeneratorConfig) -> int:
     """Tokens every prompt of `config` holds at least: its common slots, and the lowest draw of
     each distribution that sizes a slot of its layout (times its copies per prompt)."""
@@ -152,3 +174,14 @@ def _lowest(distribution: Distribution) -> float:
     if isinstance(distribution, Fixed):
         return distribution.value
     return getattr(distribution, "low", 0.0)
+
+
+def _highest_count(distribution: Distribution) -> float:
+    """The largest count a distribution draws (as `sample_counts` rounds and clips)."""
+    if isinstance(distribution, Fixed):
+        return round(distribution.value)
+    if isinstance(distribution, Uniform):
+        return math.floor(distribution.high)
+    if isinstance(distribution, LogNormal):
+        return math.inf if math.isinf(distribution.high) else round(distribution.high)
+    return math.inf

@@ -25,11 +25,10 @@ from workloads.distributions import Distribution, LogNormal
 from workloads.errors import WorkloadError
 from workloads.generators.common import (
     CommonSlots,
-    require_distribution,
     require_layout,
     require_name,
 )
-from workloads.generators.kind import GeneratorKind, distribution_fields, setting
+from workloads.generators.kind import GeneratorKind, require_distributions, setting
 from workloads.generators.rendering import SessionPlan, render_sessions
 from workloads.layout import RAG_DOCUMENTS_FIRST_LAYOUT, SLOT_ROLES, PromptLayout
 from workloads.prompt import Piece, TokenMode
@@ -85,8 +84,7 @@ class RagConfig:
                 f"RagConfig.top_k: {self.top_k} is not allowed; use at most corpus_size "
                 f"({self.corpus_size})"
             )
-        for name in distribution_fields(self):
-            require_distribution("RagConfig", name, getattr(self, name))
+        require_distributions(self)
         require_choice("RagConfig", "document_order", self.document_order, DOCUMENT_ORDERS)
         require_layout(
             "RagConfig", self.layout, [*self.common.produced_slots(), "documents", "question"]

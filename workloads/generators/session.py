@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workloads.generators.common import (
-    require_distribution,
     require_layout,
     require_max_context,
     require_name,
 )
-from workloads.generators.kind import distribution_fields
+from workloads.generators.kind import require_distributions
 from workloads.generators.rendering import SessionPlan, SlotPieces, render_sessions
 from workloads.prompt import TokenMode
 from workloads.spec import RequestSpec, SessionTurnSpec, TurnContent
@@ -160,8 +159,7 @@ def validate_session_config(config: ChatConfig | AgentConfig) -> None:
     they fill (common slots, history, question), the context cap and tenant tagging."""
     owner = type(config).__name__
     require_name(owner, config.name)
-    for name in distribution_fields(config):
-        require_distribution(owner, name, getattr(config, name))
+    require_distributions(config)
     require_layout(owner, config.layout, [*config.common.produced_slots(), "history", "question"])
     require_max_context(owner, config.max_context_tokens)
     validate_tagging(owner, config.tenants, config.prompt_logprobs_fraction)

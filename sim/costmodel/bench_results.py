@@ -94,7 +94,10 @@ def read_serve_result(path: Path) -> ServeBenchmark:
             raise InputError(f"field itls[{index}]: expected a list of seconds", source=source)
         requests.append(
             ServedRequest(
-                input_len=_whole(lists["input_lens"][index], f"input_lens[{index}]", source),
+                # vLLM refuses an empty prompt, so a served request had at least one token.
+                input_len=_whole(
+                    lists["input_lens"][index], f"input_lens[{index}]", source, minimum=1
+                ),
                 output_len=output_len,
                 ttft_s=_seconds(lists["ttfts"][index], f"ttfts[{index}]", source),
                 itls_s=tuple(_seconds(gap, f"itls[{index}]", source) for gap in itls),
@@ -177,9 +180,11 @@ def _list(document: dict[str, Any], key: str, source: str) -> list[Any]:
     return value
 
 
-def _whole(value: Any, name: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"field {name} = {value!r}: expected a whole number >= 0", source=source)
+def _whole(value: Any, name: str, source: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(
+            f"field {name} = {value!r}: expected a whole number >= {minimum}", source=source
+        )
     return value
 
 

@@ -185,6 +185,12 @@ def test_calibration_from_a_latency_run_matches_its_average(tmp_path):
             {"input_lens": [1, 2], "output_lens": [2], "ttfts": [0.1], "itls": [[0.1]]},
             "per-request lists differ in length",
         ),
+        # vLLM refuses an empty prompt: a served request of 0 input tokens is not a real one
+        # (the simulator would have had nothing to prefill).
+        (
+            {"input_lens": [0], "output_lens": [2], "ttfts": [0.1], "itls": [[0.1]]},
+            "field input_lens[0] = 0: expected a whole number >= 1",
+        ),
     ],
 )
 def test_bad_bench_serve_files_name_the_field(tmp_path, document, message):

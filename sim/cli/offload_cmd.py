@@ -11,6 +11,7 @@ from rich.console import Console
 
 from sim.cli.app import app
 from sim.config import load_scenario
+from sim.fileio import check_output_dir
 
 
 @app.command("offload")
@@ -41,6 +42,7 @@ def offload_command(
     )
     console = Console(stderr=True)
     out = out if out is not None else Path("results") / scenario.name / "offload"
+    check_output_dir(out)  # before the sweep, not after it
     with tempfile.TemporaryDirectory(prefix="prefixsim-offload-") as scratch:
         result = offload_study(
             scenario,

@@ -110,3 +110,15 @@ def test_shipped_scenarios_run_through_the_cli(
     assert data["points"][0]["size_gib"] == 0.0 and len(data["points"]) >= 4
     assert (tmp_path / "offload.png").stat().st_size > 0
     assert "| host memory | hit rate |" in (tmp_path / "offload.md").read_text()
+
+
+def test_an_output_place_that_is_a_file_is_refused_before_the_sweep(tmp_path: Path) -> None:
+    """--out naming a file: exit 2 and one line, before any size is simulated (no progress
+    line printed; the sweep took minutes before the write failed)."""
+    out = tmp_path / "offload.md"
+    out.write_text("notes\n")
+    args = ["offload", str(SCENARIOS / "study_offload_chat.yaml"), "--out", str(out)]
+    result = CliRunner().invoke(load_commands(["offload"]), args)
+    assert result.exit_code == 2
+    assert result.output == f"error: {out}: is a file, not a directory; choose another path\n"
+    assert out.read_text() == "notes\n"

@@ -496,6 +496,23 @@ def check_measured(
         raise InputError(f"run failed: nothing was measured ({why}); lengthen duration_s")
 
 
+def check_skipped(
+    num_skipped: int, num_requests: int, capacity_tokens: int, grow_cache: str
+) -> str | None:
+    """Requests a cache-only replay skipped, each longer than the `capacity_tokens` the cache
+    holds: more than MAX_REJECTED_FRACTION of them fail the replay (InputError, as a run that
+    rejected them fails), fewer give the warning to show; None when none was skipped."""
+    if not num_skipped:
+        return None
+    note = (
+        f"{num_skipped:,} of {num_requests:,} requests were skipped, each longer than the "
+        f"{capacity_tokens:,} tokens the cache holds"
+    )
+    if num_skipped > MAX_REJECTED_FRACTION * num_requests:
+        raise InputError(f"replay failed: {note}; {grow_cache}")
+    return f"{note}: the hit rate counts only the shorter ones"
+
+
 def _write_replica_summaries(
     path: Path, recorders: list[SummaryRecorder], result: SimulationResult
 ) -> None:

@@ -12,7 +12,8 @@ from sim.cli.app import app
 from sim.config import check_pool_size, check_scenario_limits, load_scenario
 from sim.errors import InputError
 from sim.fileio import check_output_dir
-from sim.runner import scheduler_config
+from sim.kvcache import pool_capacity_tokens
+from sim.runner import check_skipped, scheduler_config
 from workloads.api import WorkloadError
 
 
@@ -56,7 +57,16 @@ def eviction_command(
         )
     except WorkloadError as error:
         raise InputError.from_workload_error(error) from None
+    warning = check_skipped(
+        report.num_skipped,
+        report.num_requests + report.num_skipped,
+        pool_capacity_tokens(num_gpu_blocks, block_size),
+        "give the cache more room with --kv-tokens",
+    )
     markdown = report.to_markdown()
     write_study_files(out, "eviction", markdown, asdict(report), eviction_figure(report))
-    Console(stderr=True).print(markdown)
+    console = Console(stderr=True)
+    console.print(markdown)
+    if warning is not None:
+        console.print(f"WARNING: {warning}", style="bold red", soft_wrap=True, markup=False)
     print(out / "eviction.md")

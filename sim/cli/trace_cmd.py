@@ -37,9 +37,15 @@ from sim.config import (
 )
 from sim.errors import InputError
 from sim.fileio import check_output_dir, check_replaceable
+from sim.kvcache import pool_capacity_tokens
 from sim.metrics import SUMMARY_FILE
 from sim.replay.trace_replay import replay_cache_only
-from sim.runner import deployment_num_gpu_blocks, max_model_len_for_pool, run_scenario
+from sim.runner import (
+    check_skipped,
+    deployment_num_gpu_blocks,
+    max_model_len_for_pool,
+    run_scenario,
+)
 from workloads.api import (
     TRACE_FORMATS,
     SyntheticTokens,
@@ -174,6 +180,15 @@ def replay_command(
                     block_size=block_size,
                     num_gpu_blocks=None if infinite else num_gpu_blocks,
                 )
+            if result.num_gpu_blocks is not None:
+                capacity_tokens = pool_capacity_tokens(result.num_gpu_blocks, block_size)
+                warning = check_skipped(
+                    result.num_skipped, result.num_requests, capacity_tokens, _GROW_CACHE
+                )
+                if warning is not None:
+                    Console(stderr=True).print(
+                        f"WARNING: {warning}", style="bold red", soft_wrap=True, markup=False
+                    )
             summary = result.summary()
         else:
             max_model_len = None

@@ -30,3 +30,26 @@ def test_eviction_study_writes_report_and_belady_bounds_lru(tmp_path: Path) -> N
         assert rows["belady"]["hit_rate"] >= rows[name]["hit_rate"]
     assert (tmp_path / "eviction.png").stat().st_size > 0
     assert "| belady |" in (tmp_path / "eviction.md").read_text()
+
+
+def test_requests_longer_than_the_cache_are_counted_loudly(tmp_path: Path) -> None:
+    """30 s of the RAG stream (159 requests): a 3,000-token cache (2,992 usable) skips 23 of
+    them, which the report keeps and a warning names; a 100-token one would skip all 159, and
+    the study fails (exit 2, nothing written) instead of reporting zeros."""
+    common = ["eviction", str(SCENARIO), "--set", "duration_s=30"]
+    result = CliRunner().invoke(app, [*common, "--kv-tokens", "3000", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "WARNING: 23 of 159 requests were skipped, each longer than the 2,992 tokens the cache "
+        "holds: the hit rate counts only the shorter ones"
+    ) in result.output
+    assert json.loads((tmp_path / "eviction.json").read_text())["num_skipped"] == 23
+
+    out = tmp_path / "tiny"
+    result = CliRunner().invoke(app, [*common, "--kv-tokens", "100", "--out", str(out)])
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: replay failed: 159 of 159 requests were skipped, each longer than the 96 tokens "
+        "the cache holds; give the cache more room with --kv-tokens\n"
+    )
+    assert not out.exists()

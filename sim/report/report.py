@@ -8,6 +8,7 @@ an identical report.md.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,14 @@ def write_report(source_dir: Path, out_dir: Path | None = None) -> ReportResult:
     """Read a run or sweep directory (or a scenario's results folder holding one run); write
     report.md and figures/ into out_dir (default: the run or sweep directory)."""
     run_set = load_run_set(source_dir)
+    if not run_set.ok_runs():
+        statuses = Counter(run.status for run in run_set.runs)
+        counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+        raise InputError(
+            f"no run has finished ({counts}), so there is nothing to report; run or resume the "
+            "sweep first",
+            source=str(run_set.source_dir),
+        )
     out_dir = run_set.source_dir if out_dir is None else out_dir
     labels = run_set.variant_labels()
     figures = draw_figures(run_set, variant_styles(labels), out_dir / FIGURES_DIR)

@@ -190,6 +190,22 @@ def test_variant_without_finished_runs_shows_na(sweep_factory, tmp_path):
     assert "hit_rate_vs_block_size.png" not in [path.name for path in result.figure_paths]
 
 
+def test_a_sweep_without_a_finished_run_is_refused(sweep_factory, tmp_path):
+    """Both runs of a sweep failed or never ran (a sweep killed early): no report of n/a cells
+    claiming every finished run was stable, but one error naming the counts; nothing written."""
+    sweep_dir = sweep_factory(block_sizes=(16, 32), seeds=(0,))
+    manifest = pd.read_parquet(sweep_dir / "manifest.parquet")
+    manifest["status"] = ["failed", "missing"]
+    manifest.to_parquet(sweep_dir / "manifest.parquet", index=False)
+    with pytest.raises(InputError) as raised:
+        write_report(sweep_dir, tmp_path / "report")
+    assert str(raised.value) == (
+        f"{sweep_dir}: no run has finished (1 failed, 1 missing), so there is nothing to "
+        "report; run or resume the sweep first"
+    )
+    assert not (tmp_path / "report").exists()
+
+
 def test_bad_manifest_is_an_input_error(tmp_path):
     """A status outside ok/failed/missing, or a missing fixed column, names the manifest."""
     rows = [

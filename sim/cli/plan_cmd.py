@@ -23,7 +23,7 @@ from sim.studies.plan import (
     check_plan_inputs,
     format_quantity,
     format_value,
-    parse_slo,
+    parse_slos,
     plan,
     plan_base,
     slo_slug,
@@ -149,7 +149,7 @@ def plan_command(
     ),
 ) -> None:
     """Find the capacity that meets the SLOs by simulating probes (bracket, then bisect)."""
-    slos = [parse_slo(text) for text in slo]
+    slos = parse_slos(slo)
     scenario, base_dir, sweep_seeds = plan_base(scenario_file, set_values)
     settings = PlanSettings(
         find=find,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,23 @@ def parse_slo(text: str) -> Slo:
     if not limit_s > 0:
         raise InputError(f"--slo {text!r}: the limit must be positive")
     return Slo(metric, limit_s)
+
+
+def parse_slos(texts: Sequence[str]) -> list[Slo]:
+    """Each `--slo` parsed (`parse_slo`); a metric limited twice is refused, since only one of
+    its limits could hold."""
+    slos: list[Slo] = []
+    given: dict[str, str] = {}
+    for text in texts:
+        slo = parse_slo(text)
+        if slo.metric in given:
+            raise InputError(
+                f"--slo {text!r}: {slo.metric} is limited already by --slo "
+                f"{given[slo.metric]!r}; give each metric once"
+            )
+        given[slo.metric] = text
+        slos.append(slo)
+    return slos
 
 
 @dataclass(slots=True, frozen=True)

@@ -23,7 +23,15 @@ from sim.cli import main
 from sim.cli.plan_cmd import answer_line
 from sim.config import load_scenario
 from sim.errors import InputError
-from sim.studies.plan import PlanSettings, Slo, format_quantity, parse_slo, plan, slo_slug
+from sim.studies.plan import (
+    PlanSettings,
+    Slo,
+    format_quantity,
+    parse_slo,
+    parse_slos,
+    plan,
+    slo_slug,
+)
 from sim.studies.plan_search import (
     Bracket,
     largest_feasible,
@@ -98,6 +106,20 @@ def test_bad_slo_is_an_input_error(text: str, problem: str) -> None:
     with pytest.raises(InputError) as raised:
         parse_slo(text)
     assert str(raised.value) == f"--slo {text!r}: {problem}"
+
+
+def test_a_metric_limited_twice_is_refused() -> None:
+    """ttft_p99 under 1 s and 2 s: only one limit could hold (plan.json kept the last)."""
+    assert parse_slos(["ttft_p99=1s", "itl_p99=50ms"]) == [
+        Slo("ttft_p99", 1.0),
+        Slo("itl_p99", 0.05),
+    ]
+    with pytest.raises(InputError) as raised:
+        parse_slos(["ttft_p99=1s", "itl_p99=50ms", "ttft_p99=2000ms"])
+    assert str(raised.value) == (
+        "--slo 'ttft_p99=2000ms': ttft_p99 is limited already by --slo 'ttft_p99=1s'; give each "
+        "metric once"
+    )
 
 
 def recording(threshold: float, feasible_below: bool):

@@ -38,6 +38,9 @@ from sim.sched import (
     native_scheduler_covers,
 )
 
+# The most engine steps one op may ask for: a step script is a fidelity harness, and a million
+# steps is minutes of replay already.
+MAX_STEPS_PER_OP = 1_000_000
 ENGINE_OPS = frozenset({"config", "add", "step", "run_until_idle", "abort", "reset_prefix_cache"})
 _CONFIG_KEYS = (
     frozenset(
@@ -205,7 +208,7 @@ class EngineReplay:
             )
             yield {"op": "reset_prefix_cache", "reset": reset}
         elif op.name == "step":
-            for _ in range(op.get_int("n", 1, minimum=1)):
+            for _ in range(op.get_int("n", 1, minimum=1, maximum=MAX_STEPS_PER_OP)):
                 line = self.step()
                 assert line is not None  # a forced iteration always reports
                 yield line
@@ -248,7 +251,7 @@ class EngineReplay:
 
     def _run_until_idle(self, op: Op) -> Iterator[dict[str, Any]]:
         """Step while the engine loop would (spec §12.3): an idle engine prints nothing."""
-        max_steps = op.get_int("max_steps", 10000, minimum=1)
+        max_steps = op.get_int("max_steps", 10000, minimum=1, maximum=MAX_STEPS_PER_OP)
         for _ in range(max_steps):
             if not self.has_work:
                 return

@@ -44,15 +44,24 @@ class Op:
         if unknown:
             raise self.error(f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
 
-    def get_int(self, key: str, default: int | None = None, *, minimum: int = 0) -> int:
-        """An integer field >= minimum (bools and floats rejected)."""
+    def get_int(
+        self,
+        key: str,
+        default: int | None = None,
+        *,
+        minimum: int = 0,
+        maximum: int | None = None,
+    ) -> int:
+        """An integer field >= minimum and, where given, <= maximum (bools and floats
+        rejected)."""
         value = self.fields.get(key, default)
         if value is None and default is None and key not in self.fields:
             raise self.error(f"missing {key!r}")
+        allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum:,}"
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(f"{key!r} must be an integer >= {minimum}, got {value!r}")
-        if value < minimum:
-            raise self.error(f"{key!r} must be an integer >= {minimum}, got {value}")
+            raise self.error(f"{key!r} must be an integer {allowed}, got {value!r}")
+        if value < minimum or (maximum is not None and value > maximum):
+            raise self.error(f"{key!r} must be an integer {allowed}, got {value:,}")
         return value
 
     def get_num_blocks(self) -> int:

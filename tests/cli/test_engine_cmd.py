@@ -109,6 +109,19 @@ BAD_INPUTS = [
         1,
         "max_num_batched_tokens (8) must be >= max_num_seqs (16)",
     ),
+    # 1e11 steps ran until killed; a million is the most one op asks for.
+    (
+        "step_count_beyond_the_limit",
+        [ADD_A, '{"op":"step","n":100000000000}'],
+        2,
+        "'n' must be an integer from 1 to 1,000,000, got 100,000,000,000",
+    ),
+    (
+        "run_until_idle_beyond_the_limit",
+        [ADD_A, '{"op":"run_until_idle","max_steps":1000001}'],
+        2,
+        "'max_steps' must be an integer from 1 to 1,000,000, got 1,000,001",
+    ),
 ]
 
 

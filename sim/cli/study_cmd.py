@@ -138,4 +138,7 @@ def side_channel_command(
     with _progress("trials", progress) as on_done:
         report = run_side_channel(settings, base_dir, on_trial_done=on_done)
     console.print(side_channel_table(report))
+    warning = report.overload_warning()
+    if warning is not None:
+        console.print(warning, style="bold red", soft_wrap=True, markup=False)
     _print_written(write_side_channel_files(report, out_dir))

@@ -14,7 +14,7 @@ from sim.metrics.run_recorder import (
     make_run_recorder,
 )
 from sim.metrics.scraper import MetricsScraper
-from sim.metrics.stability import MIN_MEASURED_REQUESTS
+from sim.metrics.stability import MIN_MEASURED_REQUESTS, StabilityRules, ttft_trend
 from sim.metrics.step_buffer import StepBuffer
 from sim.metrics.summary import (
     FLOAT_DECIMALS,
@@ -43,6 +43,7 @@ __all__ = [
     "RequestRecord",
     "RequestsWriter",
     "STEPS_FILE",
+    "StabilityRules",
     "SUMMARY_FILE",
     "StepBuffer",
     "StepColumns",
@@ -55,4 +56,5 @@ __all__ = [
     "prometheus_text",
     "rejected_by_cause",
     "rejection_note",
+    "ttft_trend",
 ]

@@ -154,6 +154,18 @@ def binned_queue(
     return np.diff(integral_until) / np.diff(edges)
 
 
+def ttft_trend(
+    arrivals_s: np.ndarray,
+    ttfts_s: np.ndarray,
+    window_start_s: float,
+    window_end_s: float,
+    rules: StabilityRules = StabilityRules(),
+) -> Trend:
+    """The trend of the mean TTFT of the requests arriving in each bin of the window."""
+    means_s = binned_means(arrivals_s, ttfts_s, window_start_s, window_end_s, NUM_TREND_BINS)
+    return trend(means_s, rules.ttft_floor_s)
+
+
 def assess_stability(
     *,
     arrivals_s: np.ndarray,
@@ -178,10 +190,7 @@ def assess_stability(
             binned_queue(waiting_time_per_second, window_start_s, window_end_s, NUM_TREND_BINS),
             rules.queue_floor_requests,
         )
-        ttft = trend(
-            binned_means(arrivals_s, ttfts_s, window_start_s, window_end_s, NUM_TREND_BINS),
-            rules.ttft_floor_s,
-        )
+        ttft = ttft_trend(arrivals_s, ttfts_s, window_start_s, window_end_s, rules)
     reasons = []
     if len(ttfts_s) == 0:
         reasons.append("no request was measured")

@@ -19,13 +19,13 @@ classified "the victim sent it". Accuracy is the share of probes classified corr
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from sim.metrics import RequestRecord
+from sim.metrics import RequestRecord, StabilityRules, ttft_trend
 from sim.studies.intervals import mean_confidence_interval
 from sim.studies.named import named_row
 from sim.studies.side_channel_config import SaltSetting, SideChannelSettings
@@ -243,6 +243,17 @@ class TrialOutcome:
     false_positive_rate: float  # share of unsent candidates classified "sent"
     probe_ttfts_s: tuple[float, ...]
     probe_sent: tuple[bool, ...]
+    fell_behind: bool  # the engine fell behind the trial's arrivals (`fell_behind`)
+
+
+def fell_behind(records: Iterable[RequestRecord]) -> bool:
+    """Whether the engine fell behind a trial's arrivals: the TTFT of its requests, binned by
+    arrival time, grows over the trial as an overloaded run's does (sim.metrics.stability's
+    test). Then queueing, not the cache, sets the probes' TTFT."""
+    arrivals_s = np.array([record.arrival_at for record in records])
+    ttfts_s = np.array([record.ttft_s for record in records])
+    end_s = float(np.nextafter(arrivals_s.max(), np.inf))
+    return ttft_trend(arrivals_s, ttfts_s, 0.0, end_s).is_growing(StabilityRules())
 
 
 def classify_trial(plan: TrialPlan, records: dict[str, RequestRecord]) -> TrialOutcome:
@@ -263,6 +274,7 @@ def classify_trial(plan: TrialPlan, records: dict[str, RequestRecord]) -> TrialO
         / (len(sent) - num_sent),
         probe_ttfts_s=ttfts_s,
         probe_sent=sent,
+        fell_behind=fell_behind(records.values()),
     )
 
 
@@ -286,6 +298,11 @@ class SettingResult:
             for ttft_s, sent in zip(trial.probe_ttfts_s, trial.probe_sent, strict=True)
             if sent == victim_sent
         ]
+
+    @property
+    def num_trials_behind(self) -> int:
+        """Trials in which the engine fell behind its arrivals."""
+        return sum(trial.fell_behind for trial in self.trials)
 
     @property
     def median_threshold_s(self) -> float:
@@ -319,6 +336,19 @@ class SideChannelReport:
     def result(self, setting: str) -> SettingResult:
         """The result of `setting`."""
         return named_row(self.results, lambda result: result.setting, setting, "setting")
+
+    def overload_warning(self) -> str | None:
+        """A loud line when the engine fell behind in any trial; None when it kept up."""
+        num_behind = sum(result.num_trials_behind for result in self.results)
+        if not num_behind:
+            return None
+        num_runs = self.num_trials * len(self.results)
+        return (
+            f"WARNING: OVERLOADED - the engine fell behind its arrivals in {num_behind} of "
+            f"{num_runs} trial runs (TTFT grew over the trial): queueing, not the prefix cache, "
+            "set those probes' TTFT, so the accuracies say little about salts; lower "
+            "background.request_rate_per_s"
+        )
 
 
 def run_side_channel(

@@ -35,6 +35,7 @@ def side_channel_markdown(report: SideChannelReport) -> str:
         "Chance is the share of the larger class (0.5 when half the candidates were sent). "
         f"Intervals: {CONFIDENCE:.0%} Student's t over trials.",
         "",
+        *([f"**{warning}**", ""] if (warning := report.overload_warning()) else []),
         "| setting | accuracy | 95 % interval | true-positive rate | false-positive rate "
         "| TTFT p50 sent (ms) | TTFT p50 not sent (ms) | threshold p50 (ms) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -70,9 +71,11 @@ def side_channel_json(report: SideChannelReport) -> dict[str, Any]:
                 "accuracy_high": rounded(result.accuracy_high),
                 "true_positive_rate": rounded(result.true_positive_rate),
                 "false_positive_rate": rounded(result.false_positive_rate),
+                "num_trials_behind": result.num_trials_behind,
                 "trials": [
                     {
                         "accuracy": rounded(trial.accuracy),
+                        "fell_behind": trial.fell_behind,
                         "threshold_s": rounded(trial.threshold_s),
                         "true_positive_rate": rounded(trial.true_positive_rate),
                         "false_positive_rate": rounded(trial.false_positive_rate),
@@ -126,9 +129,10 @@ def side_channel_figure(report: SideChannelReport) -> Figure:
         _plot_setting(axes, result, bins)
     axes_list[0].legend(fontsize=8, loc="upper right")
     axes_list[-1].set_xlabel("probe TTFT (ms)")
+    overloaded = " (OVERLOADED: queueing sets these TTFTs)" if report.overload_warning() else ""
     figure.suptitle(
         f"{report.name}: attacker's probe TTFTs, {report.num_trials} trials x "
-        f"{report.num_probes_per_trial} probes"
+        f"{report.num_probes_per_trial} probes{overloaded}"
     )
     return figure
 

@@ -30,6 +30,7 @@ from sim.studies.side_channel import (
     SideChannelReport,
     TrialPlan,
     classify_trial,
+    fell_behind,
     poisson_arrivals,
     run_side_channel,
     tenant_salt,
@@ -119,9 +120,29 @@ def test_same_study_gives_identical_reports() -> None:
 
 
 def test_markdown_names_every_setting() -> None:
+    """The seeded study keeps up with its 3 background requests/s: no overload line."""
     markdown = side_channel_markdown(tiny_report())
     for label in ("no cache_salt", "a cache_salt per tenant", "one cache_salt shared by all"):
         assert f"| {label}" in markdown
+    assert tiny_report().overload_warning() is None
+    assert "OVERLOADED" not in markdown
+
+
+@pytest.mark.parametrize(
+    ("ttft_of_arrival", "behind"),
+    [
+        # A backlog building from empty: TTFT 0 to 3.9 s over the trial (growth 2 x its mean).
+        (lambda arrival_s: 0.1 * arrival_s, True),
+        # Cached and uncached probes alternating at 8 and 25 ms: no trend, and under the floor.
+        (lambda arrival_s: 0.008 if int(arrival_s) % 2 else 0.025, False),
+        # A constant 5 s: slow, but not falling further behind.
+        (lambda arrival_s: 5.0, False),
+    ],
+)
+def test_a_trial_whose_ttft_grows_over_its_arrivals_fell_behind(ttft_of_arrival, behind) -> None:
+    """40 requests, one a second: sim.metrics.stability's TTFT trend test over 10 bins."""
+    records = [record(f"r{second}", ttft_of_arrival(second), second) for second in range(40)]
+    assert fell_behind(records) is behind
 
 
 def test_tenant_salts_per_setting() -> None:
@@ -132,15 +153,15 @@ def test_tenant_salts_per_setting() -> None:
     assert tenant_salt("shared_salt", "victim") == SHARED_SALT
 
 
-def record(request_id: str, ttft_s: float) -> RequestRecord:
+def record(request_id: str, ttft_s: float, arrival_at: float = 10.0) -> RequestRecord:
     return RequestRecord(
         request_id=request_id,
         session_id=None,
         tenant="attacker",
-        arrival_at=10.0,
-        first_scheduled_at=10.0,
-        first_token_at=10.0 + ttft_s,
-        finished_at=10.0 + ttft_s,
+        arrival_at=arrival_at,
+        first_scheduled_at=arrival_at,
+        first_token_at=arrival_at + ttft_s,
+        finished_at=arrival_at + ttft_s,
         num_prompt_tokens=100,
         num_cached_tokens=0,
         num_computed_prefill_tokens=100,

@@ -43,8 +43,10 @@ def export_metrics_command(
 ) -> None:
     """Print the run's metrics as a vLLM 0.33 /metrics page, one series per replica (engine)."""
     metrics_path = run_dir / METRICS_FILE
+    if not run_dir.exists():
+        raise InputError("does not exist; give a run directory", source=str(run_dir))
     if not metrics_path.is_file():
-        raise InputError(f"{run_dir} is not a run directory: no {METRICS_FILE}")
+        raise InputError(f"is not a run directory: no {METRICS_FILE}", source=str(run_dir))
     text = prometheus_text(metrics_path, served_model_name(run_dir), at)
     if out is None:
         print(text, end="")

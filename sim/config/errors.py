@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -40,6 +41,8 @@ def _yaml_hint(value: Any, expected: str) -> str:
     """Explain YAML 1.1 surprises: `1e3` is text, `no`/`on` are booleans, empty is null."""
     if isinstance(value, str) and _NUMBER_LIKE.match(value.strip()) and "e" in value.lower():
         number = float(value)
+        if not math.isfinite(number):
+            return f" ({value!r} is beyond the largest number a float holds, about 1.8e308)"
         if "integer" in expected and number.is_integer():
             suggestion = str(int(number))
         else:

@@ -143,6 +143,14 @@ def validate_scenario_data(source: ScenarioSource) -> Scenario:
 def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedScenario:
     """Read, merge (`extends:`), override (`--set`) and validate a scenario file."""
     source = load_source(path)
+    if "sweep" in source.data:
+        file_name, line = source.location("sweep")
+        raise InputError(
+            "sweep: this is a sweep file (a scenario per run); give one scenario, or run the "
+            "sweep with `prefixsim sweep`",
+            source=file_name,
+            line=line,
+        )
     apply_overrides(source, list(overrides))
     return LoadedScenario(validate_scenario_data(source), path.resolve().parent, source)
 

@@ -97,6 +97,18 @@ def test_yaml_1_1_exponent_without_a_dot_is_explained(tmp_path: Path) -> None:
         load_scenario(path)
 
 
+def test_an_exponent_beyond_a_float_is_not_told_to_write_inf(tmp_path: Path) -> None:
+    """1e400 is text in YAML 1.1 too, but its float is inf, which no field takes: the hint says
+    it is too large instead of suggesting `inf`."""
+    path = write(tmp_path, "base.yaml", BASE)
+    with pytest.raises(InputError) as raised:
+        load_scenario(path, ["duration_s=1e400"])
+    assert str(raised.value) == (
+        "--set duration_s=1e400: duration_s: '1e400' is not allowed: expected a number ('1e400' "
+        "is beyond the largest number a float holds, about 1.8e308)"
+    )
+
+
 @pytest.mark.parametrize(
     ("distribution", "message"),
     [
@@ -243,4 +255,16 @@ def test_a_state_space_config_is_exit_2_and_one_line(
         f"error: {path}:5: deployment.model: {tmp_path / 'jamba.json'}: model config field "
         "attn_layer_period = 8: state-space or hybrid (Mamba, RWKV, ...) layers are not "
         "supported; only attention decoders (dense or MoE, GQA) are supported"
+    )
+
+
+def test_a_sweep_file_given_as_a_scenario_says_so(tmp_path: Path) -> None:
+    """`prefixsim run` (and eviction, offload) on a sweep file: the `sweep:` key is not a typo of
+    `seed` but another kind of file, named at its line."""
+    path = write(tmp_path, "sweep.yaml", BASE + "sweep:\n  seeds: [1, 2]\n")
+    with pytest.raises(InputError) as raised:
+        load_scenario(path)
+    assert str(raised.value) == (
+        f"{path}:9: sweep: this is a sweep file (a scenario per run); give one scenario, or run "
+        "the sweep with `prefixsim sweep`"
     )

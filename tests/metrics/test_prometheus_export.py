@@ -134,3 +134,19 @@ def test_export_at_a_time_before_the_first_scrape_is_refused(exported, capsys) -
         f"error: {exported[1] / 'metrics.parquet'}: no scrape at or before 1 s; "
         "the first is at 2 s\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("make_path", "problem"),
+    [
+        (lambda tmp_path: tmp_path / "no-such-run", "does not exist; give a run directory"),
+        (lambda tmp_path: tmp_path, "is not a run directory: no metrics.parquet"),
+    ],
+)
+def test_export_of_what_is_not_a_run_says_which(make_path, problem, tmp_path, capsys) -> None:
+    """A mistyped path is named as missing, not as a folder lacking metrics.parquet."""
+    path = make_path(tmp_path)
+    with pytest.raises(SystemExit) as raised:
+        main(["export-metrics", str(path)])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == f"error: {path}: {problem}\n"

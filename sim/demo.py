@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.errors import InputError
 from sim.report.report import ReportResult, write_report
 from sim.report.runs import load_run_set
 from sim.report.stats import mean_interval
@@ -41,6 +42,10 @@ sweep:
 """
 
 
+# How errors name the sweep above (written to a scratch file to be loaded).
+DEMO_SOURCE = "the demo sweep (DEMO_SWEEP_YAML in sim/demo.py)"
+
+
 @dataclass(slots=True)
 class DemoResult:
     """The demo sweep's outcome and the report written into its directory."""
@@ -63,9 +68,16 @@ def run_demo(
     with tempfile.TemporaryDirectory() as scratch:
         sweep_file = Path(scratch) / "demo.yaml"
         sweep_file.write_text(DEMO_SWEEP_YAML)
+        try:
+            sweep = load_sweep(sweep_file, list(overrides))
+        except InputError as error:
+            if error.source != str(sweep_file):
+                raise
+            # The scratch file is gone when the user reads this: name the sweep it held.
+            raise InputError(error.message, source=DEMO_SOURCE, line=error.line) from None
         # The sweep directory is results_root / plan name, so naming the plan after --out
         # puts the sweep exactly there.
-        plan = dataclasses.replace(load_sweep(sweep_file, list(overrides)), name=out_dir.name)
+        plan = dataclasses.replace(sweep, name=out_dir.name)
         sweep = run_sweep(
             plan, results_root=out_dir.parent, num_workers=num_workers, progress=progress
         )

@@ -202,5 +202,5 @@ def _check_overrides_not_swept(overrides: Sequence[str], spec: SweepSpec) -> Non
             if dotted == path or dotted.startswith(path + ".") or path.startswith(dotted + "."):
                 raise InputError(
                     f"--set {assignment!r}: {path} is swept by {section}, whose values replace "
-                    "it in every run; change them in the sweep file instead"
+                    "it in every run; change the sweep's values instead"
                 )

@@ -14,6 +14,7 @@ import pytest
 
 from sim.cli import main
 from sim.demo import DEMO_SWEEP_YAML, run_demo, variant_lines
+from sim.errors import InputError
 from sim.sweep import load_sweep
 
 # The demo sweep and its report end to end: make test-all.
@@ -75,3 +76,15 @@ def test_demo_command_reuses_finished_runs_and_prints_the_report(
     printed = capsys.readouterr().err.replace("\n", "")
     assert "block_size=64, layout=chat_user_fields_first: hit rate " in printed
     assert f"report in {demo_dir / 'report.md'}" in printed
+
+
+def test_a_bad_override_names_the_demo_sweep_not_a_scratch_file(tmp_path: Path) -> None:
+    """--set duration_s=5 under the demo's 240 s warm-up: the error's place is the embedded
+    sweep and its line 6 (warmup_s), not the scratch copy that is gone when it is read."""
+    with pytest.raises(InputError) as raised:
+        run_demo(tmp_path / "demo", overrides=["duration_s=5"], progress=False)
+    assert str(raised.value).startswith(
+        "the demo sweep (DEMO_SWEEP_YAML in sim/demo.py):6: sweep variant "
+    )
+    assert str(raised.value).endswith("warmup_s (240.0) must be shorter than duration_s (5.0)")
+    assert not (tmp_path / "demo").exists()

@@ -133,7 +133,7 @@ def test_set_on_a_swept_path_is_refused(tmp_path, capsys, assignment, swept_by):
     assert (status, out) == (2, "")
     assert err == (
         f"error: --set {assignment!r}: {swept_by}, whose values replace it in every run; "
-        "change them in the sweep file instead\n"
+        "change the sweep's values instead\n"
     )
 
 

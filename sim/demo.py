@@ -69,7 +69,7 @@ def run_demo(
         sweep_file = Path(scratch) / "demo.yaml"
         sweep_file.write_text(DEMO_SWEEP_YAML)
         try:
-            sweep = load_sweep(sweep_file, list(overrides))
+            loaded = load_sweep(sweep_file, list(overrides))
         except InputError as error:
             if error.source != str(sweep_file):
                 raise
@@ -77,7 +77,7 @@ def run_demo(
             raise InputError(error.message, source=DEMO_SOURCE, line=error.line) from None
         # The sweep directory is results_root / plan name, so naming the plan after --out
         # puts the sweep exactly there.
-        plan = dataclasses.replace(sweep, name=out_dir.name)
+        plan = dataclasses.replace(loaded, name=out_dir.name)
         sweep = run_sweep(
             plan, results_root=out_dir.parent, num_workers=num_workers, progress=progress
         )

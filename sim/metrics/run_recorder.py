@@ -19,6 +19,8 @@ STEPS_FILE = "steps.parquet"
 EVENTS_FILE = "events.parquet"
 METRICS_FILE = "metrics.parquet"
 SUMMARY_FILE = "summary.json"
+# What every finished run holds (events.parquet only with outputs.events).
+RUN_FILES = (REQUESTS_FILE, STEPS_FILE, METRICS_FILE, SUMMARY_FILE)
 
 # Finished requests reach the request-fed recorders this many at a time.
 REQUEST_BATCH = 4096

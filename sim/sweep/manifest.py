@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.fileio import atomic_write_bytes
+from sim.metrics import RUN_FILES, SUMMARY_FILE
 from sim.sweep.expand import SweepRun, format_value
 
 FIXED_COLUMNS = ("run_id", "status", "error", "run_dir", "variant", "seed")
@@ -38,12 +39,18 @@ def run_dir_name(run_id: str) -> str:
 
 
 def read_run_record(sweep_dir: Path, run_id: str) -> RunRecord:
-    """A finished run has summary.json; a failed one left runs/<run_id>.error.json."""
-    summary_path = sweep_dir / run_dir_name(run_id) / "summary.json"
+    """A finished run has summary.json and its other result files; a failed one left
+    runs/<run_id>.error.json. A run missing a result file (removed since) is run again."""
+    run_dir = sweep_dir / run_dir_name(run_id)
     try:
-        return RunRecord("ok", summary=json.loads(summary_path.read_text()))
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
-        pass  # not finished (or unreadable): the run is done again
+        summary = None  # not finished (or unreadable): the run is done again
+    if summary is not None:
+        lost = [name for name in RUN_FILES if not (run_dir / name).is_file()]
+        if not lost:
+            return RunRecord("ok", summary=summary)
+        return RunRecord("missing", f"{', '.join(lost)} lost since it finished: it runs again")
     error_path = sweep_dir / f"{run_dir_name(run_id)}{ERROR_SUFFIX}"
     try:
         error_record = json.loads(error_path.read_text())

@@ -92,6 +92,26 @@ def test_rerun_skips_finished_runs(tmp_path, monkeypatch):
     assert after == before
 
 
+def test_a_run_that_lost_a_result_file_runs_again(tmp_path, monkeypatch):
+    """Run 2's requests.parquet is deleted after the sweep: it is no longer counted done (the
+    report would fail on it), so the next sweep runs it alone and restores the file."""
+    plan = load_sweep(write_sweep(tmp_path, FOUR_RUNS))
+    run_sweep(plan, results_root=tmp_path, progress=False)
+    damaged = tmp_path / "tiny" / "runs" / plan.runs[1].run_id / "requests.parquet"
+    intact = damaged.read_bytes()
+    damaged.unlink()
+    rows = manifest_rows(tmp_path / "tiny")
+    assert rows[1]["status"] == "ok"  # the manifest was written before the loss
+    run_ids = record_runs(monkeypatch)
+    result = run_sweep(plan, results_root=tmp_path, progress=False)
+    assert (run_ids, result.num_already_done, result.failed_run_ids) == (
+        [plan.runs[1].run_id],
+        3,
+        [],
+    )
+    assert damaged.read_bytes() == intact
+
+
 @pytest.mark.slow
 def test_parallel_manifest_is_byte_identical_and_input_errors_fail_alone(tmp_path):
     """TWO_TOO_SMALL at -j 1 and -j 2: the 32-block runs fail as 'input'; same manifest bytes."""

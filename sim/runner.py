@@ -58,6 +58,7 @@ from sim.kvcache import (
     pool_size_problem,
 )
 from sim.metrics import (
+    RUN_FILES,
     SUMMARY_FILE,
     GoodputSlos,
     SummaryRecorder,
@@ -280,6 +281,11 @@ def engine_start(
     return EngineStart(
         config, scenario_offload(settings), scenario_cost_model_choice(settings, base_dir)
     )
+
+
+def lost_result_files(run_dir: Path) -> list[str]:
+    """The result files every finished run holds that `run_dir` does not (any removed since)."""
+    return [name for name in RUN_FILES if not (run_dir / name).is_file()]
 
 
 def start_key(settings: DeploymentConfig) -> str:

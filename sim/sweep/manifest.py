@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.fileio import atomic_write_bytes
-from sim.metrics import RUN_FILES, SUMMARY_FILE
+from sim.runner import lost_result_files
 from sim.sweep.expand import SweepRun, format_value
 
 FIXED_COLUMNS = ("run_id", "status", "error", "run_dir", "variant", "seed")
@@ -43,11 +43,11 @@ def read_run_record(sweep_dir: Path, run_id: str) -> RunRecord:
     runs/<run_id>.error.json. A run missing a result file (removed since) is run again."""
     run_dir = sweep_dir / run_dir_name(run_id)
     try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
     except (OSError, ValueError):
         summary = None  # not finished (or unreadable): the run is done again
     if summary is not None:
-        lost = [name for name in RUN_FILES if not (run_dir / name).is_file()]
+        lost = lost_result_files(run_dir)
         if not lost:
             return RunRecord("ok", summary=summary)
         return RunRecord("missing", f"{', '.join(lost)} lost since it finished: it runs again")

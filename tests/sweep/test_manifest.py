@@ -104,10 +104,16 @@ def test_columns_types_and_rows(tmp_path):
 
 
 def test_run_records_read_from_disk(tmp_path):
-    """summary.json wins; an error record means failed; unreadable summaries mean not done."""
+    """summary.json wins; an error record means failed; unreadable summaries mean not done; a
+    summary without the run's other result files means not done (removed since)."""
     runs = tmp_path / "runs"
     (runs / "aaa").mkdir(parents=True)
+    for name in ("requests.parquet", "steps.parquet", "metrics.parquet"):
+        (runs / "aaa" / name).write_bytes(b"")
     (runs / "aaa" / "summary.json").write_text('{"hit_rate": 0.5}')
+    (runs / "fff").mkdir()
+    (runs / "fff" / "summary.json").write_text('{"hit_rate": 0.5}')
+    (runs / "fff" / "steps.parquet").write_bytes(b"")
     (runs / "aaa.error.json").write_text('{"error": "old", "kind": "input"}')
     (runs / "bbb.error.json").write_text(json.dumps({"error": "boom", "kind": "exception"}))
     (runs / "ccc").mkdir()
@@ -120,3 +126,6 @@ def test_run_records_read_from_disk(tmp_path):
         "failed", "unreadable error record ddd.error.json"
     )
     assert read_run_record(tmp_path, "eee") == RunRecord("missing")
+    assert read_run_record(tmp_path, "fff") == RunRecord(
+        "missing", "requests.parquet, metrics.parquet lost since it finished: it runs again"
+    )

@@ -26,6 +26,10 @@ from sim.report.series import BLOCK_AGE_EDGES_S, TTFT_EDGES_S, StepBins
 
 LEGEND_COLUMNS = 2
 LEGEND_ROW_HEIGHT_IN = 0.22
+# Inches a legend label's character takes at the legend's 9-point font (a generous average),
+# and what an entry's line sample and gaps take besides.
+LEGEND_CHAR_WIDTH_IN = 0.075
+LEGEND_ENTRY_EXTRA_IN = 0.9
 WARMUP_COLOR = "0.88"
 NOTE_STYLE: dict[str, Any] = {
     "ha": "center",
@@ -89,20 +93,26 @@ def _hex(color: tuple[float, ...]) -> str:
     return "#" + "".join(f"{round(255 * channel):02x}" for channel in color[:3])
 
 
-def _figure_with_legend_room(num_entries: int, *, width: float, height: float) -> Figure:
-    """A figure whose height grows with the rows of the legend drawn below its axes."""
-    num_rows = math.ceil(num_entries / LEGEND_COLUMNS)
-    return Figure(figsize=(width, height + LEGEND_ROW_HEIGHT_IN * num_rows), layout="constrained")
+def _figure(*, width: float, height: float) -> Figure:
+    """A figure of `width` x `height` inches; a legend below its axes adds its own rows."""
+    return Figure(figsize=(width, height), layout="constrained")
 
 
 def _legend_below(figure: Figure, axes: Axes) -> None:
-    """One legend under the axes, so it never covers data."""
+    """One legend under the axes, so it never covers data: two columns where the labels fit the
+    figure's width side by side, else one; the figure grows by the legend's rows."""
     handles, labels = axes.get_legend_handles_labels()
+    width_in, height_in = figure.get_size_inches()
+    longest_in = max(len(label) for label in labels) * LEGEND_CHAR_WIDTH_IN
+    fits = LEGEND_COLUMNS * (longest_in + LEGEND_ENTRY_EXTRA_IN) <= width_in
+    num_columns = min(LEGEND_COLUMNS if fits else 1, len(labels))
+    num_rows = math.ceil(len(labels) / num_columns)
+    figure.set_size_inches(width_in, height_in + LEGEND_ROW_HEIGHT_IN * num_rows)
     figure.legend(
         handles,
         labels,
         loc="outside lower center",
-        ncols=min(LEGEND_COLUMNS, len(labels)),
+        ncols=num_columns,
         fontsize=9,
         frameon=False,
     )
@@ -137,7 +147,7 @@ def ttft_cdf_figure(
     counts_by_variant: Mapping[str, np.ndarray], styles: Mapping[str, VariantStyle]
 ) -> Figure:
     """Empirical TTFT CDF per variant on a log time axis, from counts over TTFT_EDGES_S."""
-    figure = _figure_with_legend_room(len(counts_by_variant), width=8.5, height=5.0)
+    figure = _figure(width=8.5, height=5.0)
     axes = figure.subplots()
     axes.set(
         ylim=(0.0, 1.02),
@@ -193,8 +203,7 @@ def hit_rate_vs_block_size_figure(lines: Sequence[BlockSizeLine]) -> Figure:
     A point some of whose runs reached no steady state is drawn hollow, and the legend says so."""
     any_unstable = any(any(line.unstable) for line in lines)
     with_legend = len(lines) > 1 or bool(lines[0].label) or any_unstable
-    num_entries = len(lines) + any_unstable if with_legend else 0
-    figure = _figure_with_legend_room(num_entries, width=8.0, height=5.0)
+    figure = _figure(width=8.0, height=5.0)
     axes = figure.subplots()
     colors = _palette("tab10")
     block_sizes = sorted({size for line in lines for size in line.block_sizes})
@@ -254,8 +263,7 @@ def _time_series_figure(
     styles: Mapping[str, VariantStyle],
     warmup_s: float,
 ) -> tuple[Figure, Axes]:
-    num_entries = len(series_by_variant) + (warmup_s > 0)
-    figure = _figure_with_legend_room(num_entries, width=9.0, height=4.8)
+    figure = _figure(width=9.0, height=4.8)
     axes = figure.subplots()
     _plot_time_series(axes, series_by_variant, centers_s, styles, warmup_s)
     _legend_below(figure, axes)
@@ -315,8 +323,7 @@ def kv_usage_figure(
     while free (dashed, same color): vLLM counts the latter as free, yet they are the cache."""
     centers_s = next(iter(bins_by_variant.values())).centers_s()
     width_s = _bin_width_s(bins_by_variant)
-    num_entries = len(bins_by_variant) + (warmup_s > 0) + 1
-    figure = _figure_with_legend_room(num_entries, width=9.0, height=4.8)
+    figure = _figure(width=9.0, height=4.8)
     axes = figure.subplots()
     _plot_time_series(
         axes,
@@ -358,8 +365,7 @@ def evictions_figure(
     warmup_s: float,
 ) -> Figure:
     """Evictions per second over time, and the block age at eviction (from events.parquet)."""
-    num_entries = len(bins_by_variant) + (warmup_s > 0)
-    figure = _figure_with_legend_room(num_entries, width=14.0, height=5.0)
+    figure = _figure(width=14.0, height=5.0)
     rate_axes, age_axes = figure.subplots(1, 2)
     centers_s = next(iter(bins_by_variant.values())).centers_s()
     width_s = _bin_width_s(bins_by_variant)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
 from sim.report.figures import (
     BlockSizeLine,
     PrefillTokens,
+    _figure,
+    _legend_below,
     evictions_figure,
     hit_rate_vs_block_size_figure,
     kv_usage_figure,
@@ -140,3 +143,31 @@ def test_prefill_bars_show_the_saved_share():
         "75.0% saved",
         "no prompt tokens",
     ]
+
+
+def _legend_extent(labels: list[str]) -> tuple[int, float, float, float]:
+    """A 8.5-inch figure with one line per label and the legend below: (rows of the legend,
+    its left and right edge, the figure's width), in pixels once drawn."""
+    figure = _figure(width=8.5, height=5.0)
+    axes = figure.subplots()
+    for label in labels:
+        axes.plot([0, 1], [0, 1], label=label)
+    _legend_below(figure, axes)
+    FigureCanvasAgg(figure).draw()
+    legend = figure.legends[0]
+    extent = legend.get_window_extent()
+    rows = {round(text.get_window_extent().y0) for text in legend.get_texts()}
+    return len(rows), extent.x0, extent.x1, figure.bbox.width
+
+
+def test_legend_labels_too_long_for_two_columns_take_one_and_fit() -> None:
+    """Two 52-character variant labels (UNSTABLE and n= included) overflowed both edges of an
+    8.5-inch figure side by side; short ones still share a row."""
+    long_labels = [
+        "block_size=16, max_model_len=32768 (UNSTABLE) (n=414)",
+        "block_size=64, max_model_len=32768 (UNSTABLE) (n=414)",
+    ]
+    rows, left, right, width = _legend_extent(long_labels)
+    assert rows == 2  # one column
+    assert left >= 0 and right <= width
+    assert _legend_extent(["block_size=16 (n=414)", "block_size=64 (n=414)"])[0] == 1

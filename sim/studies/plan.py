@@ -171,11 +171,14 @@ class PlanResult:
 
     @property
     def answer_interval(self) -> tuple[float, float, float] | None:
-        """(mean, low, high) of the per-seed answers at 95 %; None with fewer than two."""
+        """(mean, low, high) of the per-seed answers at 95 % (Student's t), the low end no less
+        than 0: no capacity is negative, yet a t interval over two or three seeds can reach
+        below it. None with fewer than two answers."""
         answers = [bracket.feasible for bracket in self.brackets.values()]
         if len(answers) < 2 or any(answer is None for answer in answers):
             return None
-        return mean_confidence_interval([float(answer) for answer in answers if answer])
+        mean, low, high = mean_confidence_interval([float(answer) for answer in answers if answer])
+        return mean, max(low, 0.0), high
 
     def to_json(self) -> dict[str, Any]:
         """plan.json's document."""
@@ -195,7 +198,11 @@ class PlanResult:
                 str(seed): {"answer": bracket.feasible, "infeasible_bound": bracket.infeasible}
                 for seed, bracket in self.brackets.items()
             },
-            "answer_ci95": None if self.answer_interval is None else list(self.answer_interval),
+            "answer_ci95": (
+                None
+                if self.answer_interval is None
+                else dict(zip(("mean", "low", "high"), self.answer_interval, strict=True))
+            ),
             "probes": [
                 {
                     "value": probe.value,

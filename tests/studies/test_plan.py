@@ -24,6 +24,7 @@ from sim.cli.plan_cmd import answer_line
 from sim.config import load_scenario
 from sim.errors import InputError
 from sim.studies.plan import (
+    PlanResult,
     PlanSettings,
     Slo,
     format_quantity,
@@ -371,3 +372,17 @@ def test_several_seeds_give_the_answer_all_sustain_and_a_confidence_interval(
     assert mean == pytest.approx(sum(SEED_ANSWERS.values()) / 3)
     assert low <= result.answer <= mean <= high
     assert {probe.seed for probe in result.probes} == {1, 2, 3}
+
+
+def test_the_seeds_interval_never_reaches_below_zero() -> None:
+    """Two seeds answering 1 and 9 arrivals/s: mean 5, Student's t half-width 12.706 x 4 =
+    50.8, so the t interval's low end would be -45.8; a rate is never negative, so it is 0.
+    plan.json labels the three numbers."""
+    result = PlanResult(
+        "s", PlanSettings(seeds=(1, 2)), [Slo("ttft_p99", 1.0)], 1.0, 1.1,
+        brackets={1: Bracket(1.0, 1.1), 2: Bracket(9.0, 9.9)},
+    )  # fmt: skip
+    mean, low, high = result.answer_interval
+    assert (mean, low) == (5.0, 0.0)
+    assert high == pytest.approx(5.0 + 12.7062 * 4.0, abs=1e-3)
+    assert result.to_json()["answer_ci95"] == {"mean": 5.0, "low": 0.0, "high": high}

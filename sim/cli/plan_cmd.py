@@ -194,4 +194,7 @@ def plan_command(
     save_figure(plan_figure(result), out_dir / "plan.png")
     Console().print(_table(result))
     print(answer_line(result))
+    note = result.stability_note()
+    if note is not None:
+        console.print(note, style="bold red", soft_wrap=True, markup=False)
     console.print(f"plan.json and plan.png in {out_dir}")

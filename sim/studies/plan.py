@@ -180,6 +180,21 @@ class PlanResult:
         mean, low, high = mean_confidence_interval([float(answer) for answer in answers if answer])
         return mean, max(low, 0.0), high
 
+    def stability_note(self) -> str | None:
+        """A loud line when no probe failed an SLO yet some were refused as unstable: then the
+        steady-state test, not the SLOs, placed the answer, and a run too short for its traffic
+        (sessions still accumulating) would place it there too. None otherwise."""
+        unstable = [probe for probe in self.probes if not probe.stable]
+        if not unstable or any(not probe.meets_slos for probe in self.probes):
+            return None
+        first = min(unstable, key=lambda probe: (probe.value, probe.seed))
+        return (
+            "WARNING: every probe met the SLOs: the answer is where runs stopped reaching a "
+            "steady state, not where an SLO fails (first at "
+            f"{format_quantity(first.value, self.settings.find)}, seed {first.seed}: "
+            f"{first.unstable_reason})"
+        )
+
     def to_json(self) -> dict[str, Any]:
         """plan.json's document."""
         settings = self.settings

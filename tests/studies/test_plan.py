@@ -26,6 +26,7 @@ from sim.errors import InputError
 from sim.studies.plan import (
     PlanResult,
     PlanSettings,
+    Probe,
     Slo,
     format_quantity,
     parse_slo,
@@ -386,3 +387,32 @@ def test_the_seeds_interval_never_reaches_below_zero() -> None:
     assert (mean, low) == (5.0, 0.0)
     assert high == pytest.approx(5.0 + 12.7062 * 4.0, abs=1e-3)
     assert result.to_json()["answer_ci95"] == {"mean": 5.0, "low": 0.0, "high": high}
+
+
+def _probe_at(value: float, *, stable: bool, meets_slos: bool) -> Probe:
+    return Probe(
+        value, 1, {"ttft_p99": 0.05}, 100, 1.0, stable,
+        None if stable else "no steady load: the request rate grew by 87% over the window",
+        meets_slos,
+    )  # fmt: skip
+
+
+def test_an_answer_placed_by_the_stability_test_alone_is_flagged() -> None:
+    """Probes at 1 (stable), 2 and 4 arrivals/s (unstable, sessions still accumulating), all
+    within the SLO: the steady-state test placed the answer, which is said loudly; once a probe
+    fails an SLO (or none is unstable), the answer is the SLOs' and nothing is said."""
+    result = PlanResult("s", PlanSettings(), [Slo("ttft_p99", 1.0)], 1.0, 2.0)
+    result.probes = [
+        _probe_at(4.0, stable=False, meets_slos=True),
+        _probe_at(1.0, stable=True, meets_slos=True),
+        _probe_at(2.0, stable=False, meets_slos=True),
+    ]
+    assert result.stability_note() == (
+        "WARNING: every probe met the SLOs: the answer is where runs stopped reaching a steady "
+        "state, not where an SLO fails (first at 2 arrivals/s, seed 1: no steady load: the "
+        "request rate grew by 87% over the window)"
+    )
+    result.probes[0] = _probe_at(4.0, stable=False, meets_slos=False)
+    assert result.stability_note() is None
+    result.probes = [_probe_at(1.0, stable=True, meets_slos=True)]
+    assert result.stability_note() is None

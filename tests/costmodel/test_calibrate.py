@@ -101,3 +101,16 @@ def test_cli_reports_a_bad_csv_on_one_line(tmp_path: Path, capsys) -> None:
         f"error: {bad}:3: column 'cached_tokens': 'x' is not a whole number >= 0"
     ]
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_a_misspelt_column_is_named_not_read_as_empty(tmp_path: Path, capsys) -> None:
+    """'ttft_mss' read as an unknown column left every row without a time ('got none'); a
+    column close to one calibrate reads is refused by name, others (notes) are left alone."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("ttft_mss,input_tokens,cached_tokens,notes\n20,1024,0,warm\n")
+    with pytest.raises(SystemExit) as done:
+        main(["calibrate", str(bad), "--out", str(tmp_path / "p.yaml")])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: {bad}:1: column 'ttft_mss' is not one calibrate reads (did you mean 'ttft_ms'?)\n"
+    )

@@ -160,7 +160,12 @@ def replay_command(
         check_pool_size(num_gpu_blocks, f"--kv-tokens {kv_tokens} ({num_gpu_blocks} blocks)")
     elif num_gpu_blocks is not None:
         check_pool_size(num_gpu_blocks, f"--num-gpu-blocks {num_gpu_blocks}")
-    if out is not None and not cache_only:
+    if out is not None and cache_only:
+        raise InputError(
+            "--out: a cache-only replay writes no run directory, only its summary line; drop "
+            "--out, or drop --cache-only for an engine run's files"
+        )
+    if out is not None:
         check_output_dir(out)
         check_replaceable(out, SUMMARY_FILE)
     try:

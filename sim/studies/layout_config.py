@@ -13,9 +13,9 @@ import math
 import string
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from sim.config import StrictModel
+from sim.config import StrictModel, field_problem
 from sim.studies.study_runs import StudySettings
 
 Scope = Literal["static", "per_tenant", "per_user", "per_request"]
@@ -126,13 +126,6 @@ class LayoutStudySettings(StudySettings):
             return orderings
         names = [segment.name for segment in segments]
         if orderings is None:
-            num_orderings = math.factorial(len(names))
-            if num_orderings > max_orderings:
-                raise ValueError(
-                    f"{len(names)} segments have {num_orderings} orderings, more than "
-                    f"max_orderings ({max_orderings}); list the ones to compare under "
-                    f"'orderings' or raise max_orderings (at most {MAX_ORDERINGS_LIMIT})"
-                )
             return None
         if len(orderings) > max_orderings:
             raise ValueError(
@@ -149,3 +142,17 @@ class LayoutStudySettings(StudySettings):
                 raise ValueError(f"ordering {index} {ordering} is listed twice")
             seen.add(tuple(ordering))
         return orderings
+
+    @model_validator(mode="after")
+    def _every_ordering_within_the_limit(self) -> LayoutStudySettings:
+        """Without `orderings`, every ordering of the segments is compared: at most
+        max_orderings of them (reported at max_orderings, whose line a file shows)."""
+        num_orderings = math.factorial(len(self.segments))
+        if self.orderings is None and num_orderings > self.max_orderings:
+            raise field_problem(
+                "max_orderings",
+                f"{len(self.segments)} segments have {num_orderings} orderings, more than "
+                f"max_orderings ({self.max_orderings}); list the ones to compare under "
+                f"'orderings' or raise max_orderings (at most {MAX_ORDERINGS_LIMIT})",
+            )
+        return self

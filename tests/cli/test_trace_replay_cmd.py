@@ -79,3 +79,16 @@ def test_a_cache_only_replay_names_the_requests_it_skipped(capsys) -> None:
         "replay failed: 1,000 of 1,000 requests were skipped, each longer than the 16 tokens the "
         "cache holds; give the cache more blocks with --num-gpu-blocks or --kv-tokens\n"
     )
+
+
+def test_a_cache_only_replay_refuses_out(capsys, tmp_path: Path) -> None:
+    """--out names an engine run's directory; a cache-only replay writes none, so it said
+    nothing and wrote nothing: now refused up front."""
+    argv = ["replay", str(TRACE), "--format", "mooncake", "--cache-only", "--no-progress"]
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--out", str(tmp_path / "run")])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --out: a cache-only replay writes no run directory, only its summary line; drop "
+        "--out, or drop --cache-only for an engine run's files\n"
+    )

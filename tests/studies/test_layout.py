@@ -275,8 +275,13 @@ def test_orderings_must_be_permutations_and_bounded(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"ordering 0 \['timestamp', 'question'\] must list every"):
         load_study(path, LayoutStudySettings)
     path = write_study(tmp_path, study_document(max_orderings=5))
-    with pytest.raises(InputError, match="3 segments have 6 orderings, more than max_orderings"):
+    with pytest.raises(InputError) as caught:
         load_study(path, LayoutStudySettings)
+    # Named at max_orderings (it said "None is not allowed", of the orderings not given).
+    assert ": max_orderings: 3 segments have 6 orderings, more than max_orderings (5)" in str(
+        caught.value
+    )
+    assert "None" not in str(caught.value)
 
 
 def test_set_overrides_apply_before_validation(tmp_path: Path) -> None:

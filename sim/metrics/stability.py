@@ -202,7 +202,7 @@ def assess_stability(
     if arrivals.is_growing(rules):
         reasons.append(
             f"no steady load: the request rate grew by {arrivals.growth:.0%} over the window "
-            "(sessions still accumulating; lengthen warmup_s)"
+            "(sessions still accumulating: lengthen warmup_s; or a trace whose own rate rises)"
         )
     if queue.is_growing(rules):
         reasons.append(

@@ -191,6 +191,12 @@ def _dynamo_line(**request_overrides: object) -> str:
             ),
             r"1 block hashes for 20 tokens; expected 2 at trace block size 16",
         ),
+        (
+            _dynamo_line(
+                replay={"trace_block_size": 16, "input_length": 21, "input_sequence_hashes": [1]}
+            ),
+            r"input_length 21 differs from the request's input_tokens 20",
+        ),
         (_dynamo_line(request_received_ms="soon"), r"request_received_ms: 'soon' is not a number"),
         ('{"timestamp": 1, "event": []}', r"event: expected an object, got list"),
     ],

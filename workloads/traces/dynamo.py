@@ -86,8 +86,11 @@ def _request_record(event: RecordReader, trace_block_size: int) -> DynamoRecord:
             f"trace_block_size: {block_size} differs from the expected {trace_block_size}"
         )
     input_tokens = request.count("input_tokens", minimum=1)
-    if replay.count("input_length", minimum=1) != input_tokens:
-        raise replay.fail(f"input_length differs from the request's input_tokens {input_tokens}")
+    input_length = replay.count("input_length", minimum=1)
+    if input_length != input_tokens:
+        raise replay.fail(
+            f"input_length {input_length} differs from the request's input_tokens {input_tokens}"
+        )
     hashes = replay.hash_list("input_sequence_hashes")
     replay.check_block_count(hashes, input_tokens, block_size)
     cached_tokens = request.count("cached_tokens", maximum=input_tokens)

@@ -187,7 +187,9 @@ class PlanResult:
         unstable = [probe for probe in self.probes if not probe.stable]
         if not unstable or any(not probe.meets_slos for probe in self.probes):
             return None
-        first = min(unstable, key=lambda probe: (probe.value, probe.seed))
+        # The unstable probe next to the answer: the lowest rate, the most memory or replicas.
+        sign = 1 if self.settings.find == "rate" else -1
+        first = min(unstable, key=lambda probe: (sign * probe.value, probe.seed))
         return (
             "WARNING: every probe met the SLOs: the answer is where runs stopped reaching a "
             "steady state, not where an SLO fails (first at "
@@ -244,7 +246,7 @@ def plan_base(
     if not is_sweep_file(path):
         loaded = load_scenario(path, overrides)
         return loaded.scenario, loaded.base_dir, ()
-    sweep = load_sweep(path, overrides)
+    sweep = load_sweep(path, overrides, base_only=True)
     scenario = validate_scenario_data(ScenarioSource(sweep.base_data, path))
     return scenario, sweep.base_dir, tuple(sweep.spec.seeds or ())
 

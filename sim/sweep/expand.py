@@ -169,10 +169,15 @@ def is_sweep_file(path: Path) -> bool:
 
 
 def load_sweep(
-    path: Path, overrides: list[str] | tuple[str, ...] = (), max_runs: int = DEFAULT_MAX_RUNS
+    path: Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    max_runs: int = DEFAULT_MAX_RUNS,
+    *,
+    base_only: bool = False,
 ) -> SweepPlan:
     """Read a sweep file (`extends:` resolved, `--set` applied to the base) and expand it;
-    more than `max_runs` runs are refused before expanding."""
+    more than `max_runs` runs are refused before expanding. A `--set` on a path the sweep
+    varies is refused, unless the caller reads the base alone (`base_only`: a plan)."""
     source = load_source(path)
     if "sweep" not in source.data:
         raise InputError(
@@ -185,21 +190,22 @@ def load_sweep(
     if "sweep" in source.data:
         raise InputError("--set applies to the base scenario; edit the file's sweep: mapping")
     spec = parse_sweep_spec(source, sweep_data)
-    _check_overrides_not_swept(overrides, spec)
+    if not base_only:
+        _check_overrides_not_swept(overrides, spec)
     runs = expand_sweep(source, spec, max_runs)
     return SweepPlan(runs[0].scenario.name, path.resolve().parent, source.data, spec, runs)
 
 
 def _check_overrides_not_swept(overrides: Sequence[str], spec: SweepSpec) -> None:
-    """Refuse a `--set` on a swept path (or inside or around one): every run's own value
-    would replace it, so it would change nothing."""
+    """Refuse a `--set` on a swept path (or inside one): every run's own value would replace
+    it, so it would change nothing."""
     swept = {path: f"sweep.{axis.section}" for axis in spec.axes for path in axis.paths}
     if spec.seeds is not None:
         swept["seed"] = "sweep.seeds"
     for assignment in overrides:
         dotted = assignment.partition("=")[0]
         for path, section in swept.items():
-            if dotted == path or dotted.startswith(path + ".") or path.startswith(dotted + "."):
+            if dotted == path or dotted.startswith(path + "."):
                 raise InputError(
                     f"--set {assignment!r}: {path} is swept by {section}, whose values replace "
                     "it in every run; change the sweep's values instead"

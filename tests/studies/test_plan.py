@@ -32,6 +32,7 @@ from sim.studies.plan import (
     parse_slo,
     parse_slos,
     plan,
+    plan_base,
     slo_slug,
 )
 from sim.studies.plan_search import (
@@ -416,3 +417,11 @@ def test_an_answer_placed_by_the_stability_test_alone_is_flagged() -> None:
     assert result.stability_note() is None
     result.probes = [_probe_at(1.0, stable=True, meets_slos=True)]
     assert result.stability_note() is None
+
+
+def test_a_plan_on_a_sweep_file_takes_a_set_on_a_swept_path(tmp_path: Path) -> None:
+    """block_size.yaml sweeps engine.block_size; a plan reads its base scenario (and seeds), so
+    --set engine.block_size=64 is the plan's block size, not refused as the sweep refuses it."""
+    sweep_file = Path(__file__).resolve().parents[2] / "scenarios" / "block_size.yaml"
+    scenario, _, seeds = plan_base(sweep_file, ["engine.block_size=64"])
+    assert (scenario.engine.block_size, seeds) == (64, (1, 2, 3))

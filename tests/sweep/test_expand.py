@@ -92,8 +92,14 @@ def test_extends_and_set_apply_to_the_base(tmp_path):
     assert [run.scenario.duration_s for run in plan.runs] == [3.0, 3.0]
     assert [run.scenario.engine.num_gpu_blocks for run in plan.runs] == [64, 256]
     assert plan.base_dir == tmp_path.resolve()
+    overrides = ["duration_s=3.0", "engine.num_gpu_blocks=512"]
     with pytest.raises(InputError, match="engine.num_gpu_blocks is swept by sweep.grid"):
-        load_sweep(sweep_file, ["duration_s=3.0", "engine.num_gpu_blocks=512"])
+        load_sweep(sweep_file, overrides)
+    # A plan reads the base alone, where the override takes effect.
+    assert load_sweep(sweep_file, overrides, base_only=True).base_data["engine"] == {
+        "num_gpu_blocks": 512,
+        "max_model_len": 1008,
+    }
 
 
 def test_resolved_yaml_loads_back_to_the_same_runs(tmp_path):

@@ -120,13 +120,14 @@ def test_runs_that_rejected_requests_are_named(tmp_path, capsys):
     ("assignment", "swept_by"),
     [
         ("engine.block_size=64", "engine.block_size is swept by sweep.grid"),
-        ("engine={block_size: 64}", "engine.block_size is swept by sweep.grid"),
+        ("engine.block_size.x=64", "engine.block_size is swept by sweep.grid"),
         ("seed=7", "seed is swept by sweep.seeds"),
     ],
 )
 def test_set_on_a_swept_path_is_refused(tmp_path, capsys, assignment, swept_by):
-    """FOUR_RUNS sweeps engine.block_size and the seed: a --set on either (or on the mapping
-    holding one) would be replaced in every run, so it is refused, exit 2, one line."""
+    """FOUR_RUNS sweeps engine.block_size and the seed: a --set on either (or inside one)
+    would be replaced in every run, so it is refused, exit 2, one line. (A --set of the whole
+    engine mapping is left alone: its other keys take effect.)"""
     sweep_file = write_sweep(tmp_path, FOUR_RUNS)
     common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"), "--dry-run")
     status, out, err = prefixsim(capsys, *common, "--set", assignment)
@@ -168,3 +169,16 @@ def test_a_folder_of_other_files_is_not_swept_into(tmp_path, capsys):
     )
     assert [path.name for path in folder.iterdir()] == ["report.md"]
     assert (folder / "report.md").read_text() == "notes\n"
+
+
+def test_a_sweep_folder_stopped_before_its_first_file_is_taken_again(tmp_path, capsys):
+    """A sweep stopped while writing sweep.resolved.yaml leaves only that write's temporary
+    file: the folder is still the sweep's own (nothing of a user's is in it), so it is used."""
+    sweep_file = write_sweep(tmp_path, "sweep:\n  seeds: [1]\n")
+    folder = tmp_path / "results" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / ".sweep.resolved.yaml.abc123.tmp").write_text("sweep:")
+    common = ("sweep", str(sweep_file), "--results", str(tmp_path / "results"), "--no-progress")
+    status, _, err = prefixsim(capsys, *common)
+    assert status == 0, err
+    assert (folder / "sweep.resolved.yaml").is_file()

@@ -28,14 +28,15 @@ Number = TypeVar("Number", int, float)
 TIME_COLUMNS = ("step_ms", "ttft_ms", "itl_ms")
 STEP_LIST_COLUMNS = ("num_prefill_tokens_per_seq", "cached_tokens_per_seq", "decode_context_lens")
 STEP_TOTAL_COLUMNS = ("T", "S", "K", "B_dec")
-REQUEST_COLUMNS = ("input_tokens", "cached_tokens", "max_num_batched_tokens")
-DECODE_COLUMNS = ("batch", "mean_context")
 READ_COLUMNS = (
     *TIME_COLUMNS,
     *STEP_LIST_COLUMNS,
     *STEP_TOTAL_COLUMNS,
-    *REQUEST_COLUMNS,
-    *DECODE_COLUMNS,
+    "input_tokens",
+    "cached_tokens",
+    "max_num_batched_tokens",
+    "batch",
+    "mean_context",
 )
 MAX_CSV_BYTES = 64 * 2**20
 
@@ -102,10 +103,11 @@ def _check_header(header: list[str], source: str) -> None:
             f"the header repeats column {repeated[0]!r}; each column once", source=source, line=1
         )
     for name in names:
-        close = difflib.get_close_matches(name, READ_COLUMNS, n=1, cutoff=0.8)
+        missing_times = [column for column in TIME_COLUMNS if column not in names]
+        close = difflib.get_close_matches(name, missing_times, n=1, cutoff=0.8)
         if name not in READ_COLUMNS and close:
-            # A misspelt column would read as empty in every row: refuse it by name. Columns of
-            # other names (notes, sources) are kept out of the fit, as before.
+            # A misspelt time column leaves every row without its time: refuse it by name.
+            # Columns of other names (notes, output_tokens) are kept out of the fit, as before.
             raise InputError(
                 f"column {name!r} is not one calibrate reads (did you mean {close[0]!r}?)",
                 source=source,

@@ -8,6 +8,7 @@ import pytest
 from sim.cli import main
 from sim.costmodel import BatchShape, OutOfRangeWarning, load_cost_model
 from sim.costmodel.calibrate import calibrate
+from sim.costmodel.measurements import read_measurements
 from sim.costmodel.profiles import load_profile, save_profile
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h100_llama8b_measurements.csv"
@@ -114,3 +115,14 @@ def test_a_misspelt_column_is_named_not_read_as_empty(tmp_path: Path, capsys) ->
     assert capsys.readouterr().err == (
         f"error: {bad}:1: column 'ttft_mss' is not one calibrate reads (did you mean 'ttft_ms'?)\n"
     )
+
+
+def test_columns_near_a_read_one_but_not_a_missing_time_are_kept_out(tmp_path: Path) -> None:
+    """output_tokens (close to input_tokens, which the header has) and mean_context_len are
+    notes to calibrate, as before: the three TTFT rows read."""
+    path = tmp_path / "notes.csv"
+    path.write_text(
+        "ttft_ms,input_tokens,cached_tokens,output_tokens,mean_context_len\n"
+        "20,1024,0,5,9\n21,2048,0,5,9\n22,4096,0,5,9\n"
+    )
+    assert [measurement.kind for measurement in read_measurements(path)] == ["request"] * 3

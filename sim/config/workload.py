@@ -46,16 +46,16 @@ from workloads.api import (
 )
 
 
-def accepted_by_workloads(settings: Any) -> None:
-    """Build `settings` into its workloads object, so the workloads checks run at load time; a
-    problem the workloads config names as one of these settings' fields (`Config.field: ...`)
-    is reported at that field, so its line is shown."""
+def accepted_by_workloads(settings: Any, owner: str) -> None:
+    """Build `settings` into its workloads object (of class `owner`), so the workloads checks
+    run at load time; a problem that object names as one of these settings' fields
+    (`Owner.field: ...`, or `field: ...`) is reported at that field, so its line is shown."""
     try:
         settings.build()
     except WorkloadError as error:
-        owner_field, separator, message = str(error).partition(": ")
-        field = owner_field.rpartition(".")[2]
-        if separator and field in type(settings).model_fields:
+        named, separator, message = str(error).partition(": ")
+        named_owner, _, field = named.rpartition(".")
+        if separator and named_owner in ("", owner) and field in type(settings).model_fields:
             raise field_problem(field, message) from None
         raise ValueError(str(error)) from None
 
@@ -67,7 +67,7 @@ class _TaggedDistSettings(StrictModel):
 
     @model_validator(mode="after")
     def _accepted(self) -> _TaggedDistSettings:
-        accepted_by_workloads(self)
+        accepted_by_workloads(self, type(self).__name__.removesuffix("Dist"))
         return self
 
 
@@ -222,7 +222,7 @@ class GeneratorSourceSettings(StrictModel):
 
     @model_validator(mode="after")
     def _accepted(self) -> GeneratorSourceSettings:
-        accepted_by_workloads(self)
+        accepted_by_workloads(self, self.generator.config.__name__)
         return self
 
     def build(self) -> Any:
@@ -297,7 +297,7 @@ class MixSource(StrictModel):
 
     @model_validator(mode="after")
     def _accepted(self) -> MixSource:
-        accepted_by_workloads(self)
+        accepted_by_workloads(self, MixConfig.__name__)
         return self
 
     def build(self) -> MixConfig:

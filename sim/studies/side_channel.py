@@ -19,7 +19,7 @@ classified "the victim sent it". Accuracy is the share of probes classified corr
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,7 +246,7 @@ class TrialOutcome:
     fell_behind: bool  # the engine fell behind the trial's arrivals (`fell_behind`)
 
 
-def fell_behind(records: Iterable[RequestRecord]) -> bool:
+def fell_behind(records: Collection[RequestRecord]) -> bool:
     """Whether the engine fell behind a trial's arrivals: the TTFT of its requests, binned by
     arrival time, grows over the trial as an overloaded run's does (sim.metrics.stability's
     test). Then queueing, not the cache, sets the probes' TTFT."""

@@ -21,7 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sim.config import check_scenario_limits
 from sim.errors import InputError
-from sim.fileio import atomic_write_text, check_output_dir, remove_leftovers, writing
+from sim.fileio import (
+    TEMP_SUFFIX,
+    atomic_write_text,
+    check_output_dir,
+    remove_leftovers,
+    writing,
+)
 from sim.runner import engine_start, start_key
 from sim.sweep.execute import KILL_RUN_ENV, RunJob, RunOutcome
 from sim.sweep.expand import SweepPlan, SweepRun
@@ -137,7 +143,7 @@ def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:
     if (
         sweep_dir.is_dir()
         and not (sweep_dir / RESOLVED_NAME).is_file()
-        and any(sweep_dir.iterdir())
+        and any(not _is_temp_file(entry) for entry in sweep_dir.iterdir())
     ):
         raise InputError(
             f"holds files but is not an earlier sweep (no {RESOLVED_NAME}); a sweep writes its "
@@ -146,11 +152,20 @@ def _prepare_sweep_dir(plan: SweepPlan, sweep_dir: Path) -> None:
             source=str(sweep_dir),
         )
     with writing(sweep_dir):
-        (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
     # What a killed sweep left: temp manifests, partial run directories.
     remove_leftovers(sweep_dir)
-    remove_leftovers(sweep_dir / "runs")
+    # The resolved file first: it marks the folder as this sweep's, so a sweep stopped right
+    # after it finds its folder again.
     atomic_write_text(sweep_dir / RESOLVED_NAME, plan.resolved_yaml())
+    with writing(sweep_dir):
+        (sweep_dir / "runs").mkdir(exist_ok=True)
+    remove_leftovers(sweep_dir / "runs")
+
+
+def _is_temp_file(entry: Path) -> bool:
+    """A write's temporary file (the resolved file's, a sweep stopped while writing it)."""
+    return entry.name.startswith(".") and entry.name.endswith(TEMP_SUFFIX)
 
 
 @dataclass(slots=True)

@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic_core import PydanticCustomError
 
 from sim.cli import main
-from sim.config import DeploymentSettings, EngineSettings, Scenario, load_scenario
+from sim.config import DeploymentSettings, EngineSettings, Scenario, StrictModel, load_scenario
+from sim.config.workload import accepted_by_workloads
 from sim.errors import InputError
+from workloads.api import WorkloadError
 
 BASE = """\
 name: base-chat
@@ -268,3 +271,30 @@ def test_a_sweep_file_given_as_a_scenario_says_so(tmp_path: Path) -> None:
         f"{path}:9: sweep: this is a sweep file (a scenario per run); give one scenario, or run "
         "the sweep with `prefixsim sweep`"
     )
+
+
+class _Source(StrictModel):
+    """Settings with a `name` field whose workloads object refuses itself with `problem`."""
+
+    name: str = "x"
+    problem: str = ""
+
+    def build(self) -> None:
+        raise WorkloadError(self.problem)
+
+
+@pytest.mark.parametrize(
+    ("problem", "at_field"),
+    [
+        ("ChatConfig.name: 'a/b' is not allowed", True),  # the object's own field
+        ("name: 'a/b' is not allowed", True),  # a message naming the field alone
+        ("TenantSpec.name: '' is not allowed", False),  # a nested object's field of that name
+    ],
+)
+def test_a_workloads_problem_is_placed_at_a_field_of_its_own_object_only(
+    problem: str, at_field: bool
+) -> None:
+    settings = _Source.model_construct(problem=problem)
+    with pytest.raises(Exception) as raised:
+        accepted_by_workloads(settings, "ChatConfig")
+    assert isinstance(raised.value, PydanticCustomError) is at_field

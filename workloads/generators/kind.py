@@ -177,7 +177,9 @@ def _lowest(distribution: Distribution) -> float:
 
 
 def _highest_count(distribution: Distribution) -> float:
-    """The largest count a distribution draws (as `sample_counts` rounds and clips)."""
+    """The largest count a distribution can draw (as `sample_counts` rounds and clips): a
+    bound, not a likelihood, so an unbounded one (a lognormal without `high`, an exponential)
+    passes however small its draws mostly are."""
     if isinstance(distribution, Fixed):
         return round(distribution.value)
     if isinstance(distribution, Uniform):

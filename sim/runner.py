@@ -175,6 +175,13 @@ def scenario_offload(scenario: DeploymentConfig) -> OffloadSpec | None:
         world_size=deployment.tp,
         block_size=engine.block_size,
     )
+    if sizing.num_chunks > MAX_NUM_GPU_BLOCKS:
+        most_gib = MAX_NUM_GPU_BLOCKS * sizing.chunk_bytes / GIB
+        raise InputError(
+            f"engine.kv_offloading_size {engine.kv_offloading_size:g} GiB is "
+            f"{sizing.num_chunks:,} chunks of {sizing.chunk_bytes:,} bytes, more than the "
+            f"{MAX_NUM_GPU_BLOCKS:,} a simulated CPU tier holds; give at most {most_gib:,.0f} GiB"
+        )
     if sizing.num_chunks == 0:
         gpus = "its GPU" if deployment.tp == 1 else f"all {deployment.tp} GPUs"
         raise InputError(

@@ -44,6 +44,11 @@ else:
     SchedulingPolicy = Literal[POLICIES]
 
 
+
+# More host memory than any machine has (1 PiB): a size past it is a typo, and its byte count
+# would not fit the sizing's integers.
+MAX_OFFLOADING_GIB = 2**20
+
 class RegistrySchema:
     """A field's JSON Schema, built from the GPU/model registries each time a schema is made (so
     a new registry entry shows up without touching this module)."""
@@ -168,6 +173,7 @@ class EngineSettings(StrictModel):
     kv_offloading_size: float | None = Field(
         None,
         ge=0,
+        le=MAX_OFFLOADING_GIB,
         description="GiB of host memory for vLLM's CPU KV offload tier, all GPUs of a replica "
         "together (--kv-offloading-size); null or 0: off",
     )

@@ -82,6 +82,14 @@ workload:
             ["--set", "engine.kv_offloading_size=0.000001"],
             "engine.kv_offloading_size 1e-06 GiB holds no chunk of 2,097,152 bytes",
         ),
+        # 100,000 GiB of 2 MiB chunks: more chunks than a simulated tier may hold (1e300 GiB
+        # ended in an OverflowError traceback; the field's own bound is 1 PiB).
+        (
+            BASE_YAML,
+            ["--set", "engine.kv_offloading_size=100000.0"],
+            "engine.kv_offloading_size 100000 GiB is 51,200,000 chunks of 2,097,152 bytes, more "
+            "than the 30,000,000 a simulated CPU tier holds; give at most 58,594 GiB",
+        ),
         # Llama-2-7B's max_model_len, unset, is its whole 4,096-token context; every prompt
         # holds 5,004 or more: only shorter prompts help.
         (
@@ -91,7 +99,7 @@ workload:
             "the prompts (engine.max_model_len 4,096 is the model's whole context already)",
         ),
     ],
-    ids=["offload_tier_too_small", "prompts_past_the_whole_context"],
+    ids=["offload_tier_too_small", "offload_tier_too_large", "prompts_past_the_whole_context"],
 )
 def test_validate_refuses_what_the_run_would(
     tmp_path: Path, text: str, args: list[str], message: str

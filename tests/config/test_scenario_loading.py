@@ -298,3 +298,14 @@ def test_a_workloads_problem_is_placed_at_a_field_of_its_own_object_only(
     with pytest.raises(Exception) as raised:
         accepted_by_workloads(settings, "ChatConfig")
     assert isinstance(raised.value, PydanticCustomError) is at_field
+
+
+def test_an_offload_size_past_any_host_is_refused_by_its_bound(tmp_path: Path) -> None:
+    """1e300 GiB: its byte count overflowed the tier's sizing (a traceback); refused at load."""
+    path = write(tmp_path, "base.yaml", BASE)
+    with pytest.raises(InputError) as raised:
+        load_scenario(path, ["engine.kv_offloading_size=1.0e+300"])
+    assert str(raised.value) == (
+        "--set engine.kv_offloading_size=1.0e+300: engine.kv_offloading_size: 1e+300 is not "
+        "allowed: Input should be less than or equal to 1048576"
+    )

@@ -37,7 +37,10 @@ SUMMARY_FIELDS = (
 def stability_line(summary: dict) -> str:
     """'steady state reached', or a loud warning with the reason the run is unstable."""
     if summary.get("stable"):
-        return "steady state reached: queue and TTFT flat over the window, drained promptly"
+        return (
+            "steady state reached: request rate, queue and TTFT without significant growth "
+            "over the window"
+        )
     return (
         "WARNING: UNSTABLE - no steady state, so these numbers describe this run's length, "
         f"not the deployment: {summary.get('unstable_reason')}"

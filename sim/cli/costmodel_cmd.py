@@ -26,7 +26,13 @@ from sim.costmodel.validation import (
     validate_shipped_profiles,
 )
 from sim.errors import InputError
-from sim.fileio import atomic_write_bytes, check_output_dir, check_output_file, make_dirs
+from sim.fileio import (
+    atomic_write_bytes,
+    check_output_dir,
+    check_output_file,
+    make_dirs,
+    remove_created,
+)
 
 costmodel_app = typer.Typer(
     help="Step-time profiles: validate the shipped ones, regenerate them from kernel data.",
@@ -104,9 +110,13 @@ def validate_command(
     leave-one-source-out, and the kernel-table comparison labelled as what it is."""
     from sim.calibration.serving_validation import served_exclusions, serving_measurements
 
-    check_output_dir(out)
-    report = validate_shipped_profiles(serving_measurements(), served_exclusions())
-    make_dirs(out)
+    # Made before the work (a minute and more): a place that cannot be written fails now.
+    created = make_dirs(out)
+    try:
+        report = validate_shipped_profiles(serving_measurements(), served_exclusions())
+    except BaseException:
+        remove_created(created)
+        raise
     from sim.report.costmodel_figures import validation_figure
     from sim.report.plotting import save_figure
 

@@ -19,6 +19,7 @@ from sim.costmodel.profiles import (
 from sim.costmodel.shapes import training_shapes
 from sim.costmodel.specs import GpuSpec, ModelSpec, get_gpu, get_model, known_gpus
 from sim.errors import InputError
+from sim.fileio import check_output_file
 
 KERNEL_DATA_DIR = Path(__file__).parent / "data" / "aiconfigurator"
 # cost_model.md §5.3's 37 (gpu, model, tp) profiles plus the Splitwise validation setups.
@@ -122,10 +123,18 @@ def derive_profile(
 def write_derived_profiles(
     out_dir: Path = SHIPPED_PROFILE_DIR, data_dir: Path = KERNEL_DATA_DIR
 ) -> list[Path]:
-    """Derive every shipped combination and save it as `<out_dir>/<gpu>/<model>/tp<N>.yaml`."""
-    paths = []
-    for gpu_key, model_key, tp in SHIPPED_COMBINATIONS:
-        path = out_dir / gpu_key / model_key / f"tp{tp}.yaml"
-        save_profile(derive_profile(gpu_key, model_key, tp, data_dir), path)
-        paths.append(path)
-    return paths
+    """Derive every shipped combination and save it as `<out_dir>/<gpu>/<model>/tp<N>.yaml`.
+    Every place is checked before the first profile is written, so a file in the way leaves
+    the folder as it was, not half refitted."""
+    derived = [
+        (
+            out_dir / gpu_key / model_key / f"tp{tp}.yaml",
+            derive_profile(gpu_key, model_key, tp, data_dir),
+        )
+        for gpu_key, model_key, tp in SHIPPED_COMBINATIONS
+    ]
+    for path, _ in derived:
+        check_output_file(path)
+    for path, profile in derived:
+        save_profile(profile, path)
+    return [path for path, _ in derived]

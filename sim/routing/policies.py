@@ -21,6 +21,7 @@ rather than switching on thresholds.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -84,6 +85,10 @@ class LeastLoadedRouter:
         """Least loaded keeps no session state."""
 
 
+class SessionlessRequestWarning(UserWarning):
+    """A session-affinity router met a request without a session."""
+
+
 class SessionAffinityRouter:
     """A session's first turn goes to the least loaded replica; its later turns follow it there.
 
@@ -100,11 +105,23 @@ class SessionAffinityRouter:
 
     def __init__(self) -> None:
         self.pins: dict[str, int] = {}
+        self._warned_sessionless = False
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         """The session's replica, pinning a new session to the least loaded one."""
         session_id = request.session_id
         if session_id is None:
+            if not self._warned_sessionless:
+                # Said once a run: a workload without sessions (RAG, Mooncake or Azure traces)
+                # otherwise runs as least_loaded under this policy's name.
+                self._warned_sessionless = True
+                warnings.warn(
+                    f"deployment.router.policy session_affinity: request "
+                    f"{request.request_id!r} has no session, so it (and any other) is routed "
+                    "as least_loaded would route it",
+                    SessionlessRequestWarning,
+                    stacklevel=2,
+                )
             return least_loaded_by_tokens(replicas)
         index = self.pins.get(session_id)
         if index is None:

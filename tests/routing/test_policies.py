@@ -16,6 +16,7 @@ from sim.routing.policies import (
     PrefixAwareRouter,
     RoundRobinRouter,
     SessionAffinityRouter,
+    SessionlessRequestWarning,
 )
 
 
@@ -66,8 +67,13 @@ def test_session_affinity_pins_a_session_to_its_first_replica() -> None:
 
 
 def test_session_affinity_routes_sessionless_requests_by_load_and_forgets_ended_sessions() -> None:
+    """A request without a session goes where least_loaded would send it, and the run is told
+    once (a workload without sessions would otherwise run as least_loaded under this name)."""
     router = SessionAffinityRouter()
-    assert router.choose(request("x"), replicas((2, 20, 0), (1, 10, 0))) == 1
+    with pytest.warns(SessionlessRequestWarning, match="request 'x' has no session") as caught:
+        assert router.choose(request("x"), replicas((2, 20, 0), (1, 10, 0))) == 1
+        assert router.choose(request("y"), replicas((2, 20, 0), (1, 10, 0))) == 1
+    assert len(caught) == 1
     assert router.pins == {}
     router.choose(request("a1", session_id="a"), replicas((0, 0, 0), (1, 10, 0)))
     router.on_session_end("a")

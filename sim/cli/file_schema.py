@@ -88,7 +88,7 @@ FIELD_DESCRIPTIONS = {
     "MixPart.weight": "share of arrivals",
     "MixPart.source": "the source",
     "TraceSource.kind": "replay a recorded trace",
-    "TraceSource.path": "trace file, relative to the scenario file",
+    "TraceSource.path": "trace file, relative to the file that names it",
     "TraceSource.format": f"the trace's format, one of: {trace_format_summaries()}",
     "TraceSource.speedup": "divide the trace's timestamps by this",
     "TraceSource.max_requests": "read at most this many requests",

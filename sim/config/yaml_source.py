@@ -4,12 +4,15 @@ writing resolved configs back as YAML."""
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sim.costmodel import is_config_path
 from sim.errors import InputError
 
 # libyaml's emitter where PyYAML was built with it: the same text as the pure-Python one on every
@@ -261,7 +264,33 @@ def load_source(path: Path, _chain: tuple[Path, ...] = ()) -> ScenarioSource:
             line=line,
         )
     base = load_source(base_path, chain)
+    if base_path.parent != path.resolve().parent:
+        rebase_relative_paths(base.data, base_path.parent, path.resolve().parent)
     return ScenarioSource(deep_merge(base.data, data), path, {**base.locations, **locations})
+
+
+# The fields holding a file path, relative to the file that sets them: (dotted path, whether a
+# value there is a path rather than a name).
+_PATH_FIELDS: tuple[tuple[tuple[str, ...], Callable[[str, dict[str, Any]], bool]], ...] = (
+    (("cost_model",), lambda value, _: value.endswith((".yaml", ".yml"))),
+    (("deployment", "model"), lambda value, _: is_config_path(value)),
+    (("workload", "source", "path"), lambda _, holder: holder.get("kind") == "trace"),
+)
+
+
+def rebase_relative_paths(data: dict[str, Any], from_dir: Path, to_dir: Path) -> None:
+    """Rewrite the relative file paths a base file set (relative to `from_dir`, its folder) to
+    be relative to `to_dir`, the folder of the file extending it, against which a scenario's
+    paths are resolved."""
+    for keys, is_path in _PATH_FIELDS:
+        holder: Any = data
+        for key in keys[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict):
+            continue
+        value = holder.get(keys[-1])
+        if isinstance(value, str) and is_path(value, holder) and not Path(value).is_absolute():
+            holder[keys[-1]] = os.path.relpath(from_dir / value, to_dir)
 
 
 def _override_value(raw_value: str, assignment: str) -> Any:

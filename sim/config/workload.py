@@ -400,6 +400,18 @@ class WorkloadSettings(StrictModel):
                 raise field_problem(
                     "arrivals", "a trace brings its own arrival times; remove 'arrivals'"
                 )
+            if self.num_arrivals is not None and self.source.max_requests is not None:
+                raise field_problem(
+                    "num_arrivals",
+                    "a trace takes its count from source.max_requests when that is set; give "
+                    "one of the two",
+                )
+            if self.tokens != TokenSettings():
+                raise field_problem(
+                    "tokens",
+                    "a trace's prompts are its block hashes, not text, so no token setting "
+                    "applies; remove 'tokens'",
+                )
         elif self.arrivals is None:
             raise field_problem(
                 "arrivals",

@@ -114,6 +114,16 @@ SCENARIO_CASES = (
         ("workload.arrivals: a trace brings its own arrival times; remove 'arrivals'",),
     ),
     BadFile(
+        "trace_with_two_counts.yaml",
+        5,
+        ("workload.num_arrivals: a trace takes its count from source.max_requests",),
+    ),
+    BadFile(
+        "trace_with_tokens.yaml",
+        5,
+        ("workload.tokens: a trace's prompts are its block hashes, not text",),
+    ),
+    BadFile(
         "bad_distribution_tag.yaml",
         7,
         (

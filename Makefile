@@ -52,8 +52,8 @@ bench: $(STAMP) $(DYNAMO_VENV)/.installed
 	DYNAMO_PYTHON=$(DYNAMO_VENV)/bin/python $(PYTHON) -m sim.bench $(BENCH)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check sim workloads tests
-	$(VENV)/bin/ruff format --check sim workloads tests
+	$(VENV)/bin/ruff check sim workloads tests notebooks
+	$(VENV)/bin/ruff format --check sim workloads tests notebooks
 
 clean:
 	rm -rf $(VENV) results/*/

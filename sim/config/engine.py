@@ -44,10 +44,10 @@ else:
     SchedulingPolicy = Literal[POLICIES]
 
 
-
 # More host memory than any machine has (1 PiB): a size past it is a typo, and its byte count
 # would not fit the sizing's integers.
 MAX_OFFLOADING_GIB = 2**20
+
 
 class RegistrySchema:
     """A field's JSON Schema, built from the GPU/model registries each time a schema is made (so

@@ -199,6 +199,13 @@ def _dynamo_line(**request_overrides: object) -> str:
         ),
         (_dynamo_line(request_received_ms="soon"), r"request_received_ms: 'soon' is not a number"),
         ('{"timestamp": 1, "event": []}', r"event: expected an object, got list"),
+        # A later schema's fields may mean other things: refused, not read as v1.
+        (
+            '{"timestamp": 1, "event": {"schema": "dynamo.request.trace.v2", '
+            '"event_type": "request_end"}}',
+            r"event.schema 'dynamo.request.trace.v2' is not the trace schema this reader knows "
+            r"\(dynamo.request.trace.v1\)",
+        ),
     ],
 )
 def test_malformed_dynamo_events(tmp_path, line: str, message: str) -> None:

@@ -56,6 +56,10 @@ class DynamoRecord:
     timings_ms: dict[str, float]
 
 
+# The schema of the traces this reader was written for (the events name it).
+DYNAMO_SCHEMA = "dynamo.request.trace.v1"
+
+
 def iter_dynamo_records(
     path: str | os.PathLike[str], *, trace_block_size: int = DYNAMO_BLOCK_SIZE
 ) -> Iterator[DynamoRecord]:
@@ -69,6 +73,14 @@ def _records(source: str, trace_block_size: int) -> Iterator[DynamoRecord]:
     found = False
     for line, record in iter_json_objects(source):
         event = RecordReader(record, source, line).mapping("event")
+        schema = event.record.get("schema", DYNAMO_SCHEMA)
+        if schema != DYNAMO_SCHEMA:
+            raise WorkloadError(
+                f"event.schema {schema!r} is not the trace schema this reader knows "
+                f"({DYNAMO_SCHEMA}): its fields may mean other things",
+                source=source,
+                line=line,
+            )
         if event.text("event_type") != "request_end":
             continue
         found = True

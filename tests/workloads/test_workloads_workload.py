@@ -10,6 +10,7 @@ from workloads.api import (
     AgentConfig,
     ChatConfig,
     CommonSlots,
+    Exponential,
     Fixed,
     LogNormal,
     PiecewiseRateArrivals,
@@ -147,6 +148,12 @@ def test_invalid_configuration_names_the_field_and_what_is_allowed(make, message
             "LogNormal",
         ),
         (lambda: RagConfig(question_tokens=Fixed(0.4)), "RagConfig.question_tokens", "Fixed"),
+        # Unbounded, but above 0.5 (rounding to 1) with chance exp(-5000) = 0 in floats.
+        (
+            lambda: ChatConfig(answer_tokens=Exponential(mean=0.0001)),
+            "ChatConfig.answer_tokens",
+            "Exponential",
+        ),
     ],
 )
 def test_a_count_that_never_reaches_one_is_refused(make, field: str, distribution: str) -> None:
@@ -156,7 +163,23 @@ def test_a_count_that_never_reaches_one_is_refused(make, field: str, distributio
         make()
 
 
+def test_a_count_that_almost_never_reaches_one_is_refused_with_its_chance() -> None:
+    """A lognormal of median 0.2 tokens, sigma 0.1: above 0.5 with chance
+    Phi(-ln(2.5) / 0.1) = 2.5e-20, under the 1e-6 floor."""
+    with pytest.raises(
+        WorkloadError,
+        match=r"^ChatConfig.user_message_tokens: LogNormal\(.*\) draws with chance 3e-20 only a "
+        r"count of 1 or more",
+    ):
+        ChatConfig(user_message_tokens=LogNormal(median=0.2, sigma=0.1))
+
+
 def test_counts_reaching_one_sometimes_and_zero_durations_are_accepted() -> None:
-    """Uniform(0, 4) turns (a 0 drawn becomes 1) and zero think or tool seconds are valid."""
-    ChatConfig(turns_per_session=Uniform(0, 4), think_time_s=Fixed(0))
+    """Uniform(0, 4) turns (a 0 drawn becomes 1), a lognormal of median 0.3 tokens and sigma 1
+    (above 0.5 with chance 0.30) and zero think or tool seconds are valid."""
+    ChatConfig(
+        turns_per_session=Uniform(0, 4),
+        answer_tokens=LogNormal(median=0.3, sigma=1.0),
+        think_time_s=Fixed(0),
+    )
     AgentConfig(tool_latency_s=Fixed(0))

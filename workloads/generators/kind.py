@@ -29,6 +29,8 @@ _BOUNDS = "bounds"
 _SLOT = "slot"
 _COPIES = "copies"
 _DURATION = "duration"
+# A count distribution drawing 1 or more less often than this is refused (require_distributions).
+MIN_CHANCE_OF_A_COUNT = 1e-6
 MAX_CONTEXT = "history is truncated to this many tokens"
 
 
@@ -135,18 +137,21 @@ def distribution_fields(config: Any) -> list[str]:
 
 def require_distributions(config: Any) -> None:
     """Every distribution field of `config` holds a distribution, and each that draws counts
-    can draw one of at least 1: a generator raises smaller draws to 1, so a distribution that
-    never reaches 1 (`fixed 0`) would be all ones without a word."""
+    draws one of at least 1 with some chance (MIN_CHANCE_OF_A_COUNT): a generator raises smaller
+    draws to 1, so one that (almost) never reaches 1 (`fixed 0`) would be all ones without a
+    word."""
     owner = type(config).__name__
     fields = dataclasses.fields(config)
     durations = {field.name for field in fields if field.metadata.get(_DURATION)}
     for name in distribution_fields(config):
         distribution = getattr(config, name)
         require_distribution(owner, name, distribution)
-        if name not in durations and _highest_count(distribution) < 1:
+        chance = 1.0 if name in durations else _chance_of_a_count(distribution)
+        if chance < MIN_CHANCE_OF_A_COUNT:
+            never = "never draws" if chance == 0 else f"draws with chance {chance:.1g} only"
             raise WorkloadError(
-                f"{owner}.{name}: {distribution!r} never draws a count of 1 or more, and every "
-                "draw would be raised to 1; use values of at least 1"
+                f"{owner}.{name}: {distribution!r} {never} a count of 1 or more, and every "
+                "smaller draw would be raised to 1; use values of at least 1"
             )
 
 
@@ -176,14 +181,20 @@ def _lowest(distribution: Distribution) -> float:
     return getattr(distribution, "low", 0.0)
 
 
-def _highest_count(distribution: Distribution) -> float:
-    """The largest count a distribution can draw (as `sample_counts` rounds and clips): a
-    bound, not a likelihood, so an unbounded one (a lognormal without `high`, an exponential)
-    passes however small its draws mostly are."""
+def _chance_of_a_count(distribution: Distribution) -> float:
+    """The chance that a count drawn from `distribution` (clipped, then rounded half to even,
+    as `sample_counts` does) is at least 1, i.e. that the value drawn is above 0.5."""
     if isinstance(distribution, Fixed):
-        return round(distribution.value)
+        return 1.0 if round(distribution.value) >= 1 else 0.0
     if isinstance(distribution, Uniform):
-        return math.floor(distribution.high)
+        return 1.0 if math.floor(distribution.high) >= 1 else 0.0
     if isinstance(distribution, LogNormal):
-        return math.inf if math.isinf(distribution.high) else round(distribution.high)
-    return math.inf
+        if distribution.high <= 0.5:  # every clipped draw rounds to 0
+            return 0.0
+        if distribution.low > 0.5:
+            return 1.0
+        if distribution.sigma == 0:
+            return 1.0 if distribution.median > 0.5 else 0.0
+        z = (math.log(0.5) - math.log(distribution.median)) / distribution.sigma
+        return 0.5 * math.erfc(z / math.sqrt(2))
+    return math.exp(-0.5 / distribution.mean)

@@ -22,6 +22,7 @@ console = Console(stderr=True)
 SUMMARY_FIELDS = (
     ("num_requests", "requests measured", "{:,}"),
     ("hit_rate", "prefix-cache hit rate (tokens)", "{:.1%}"),
+    ("external_hit_rate", "CPU-tier hit rate (its queries)", "{:.1%}"),
     ("ttft_p50_s", "TTFT p50", "{:.3f} s"),
     ("ttft_p99_s", "TTFT p99", "{:.3f} s"),
     ("tpot_p99_s", "TPOT p99", "{:.4f} s"),

@@ -330,6 +330,9 @@ class SummaryRecorder(NullRecorder):
                     self.num_hits + self.num_external_hits, self.num_queries
                 ),
                 "hit_rate_cpu": _ratio(self.num_external_hits, self.num_queries),
+                # The tier over its own queries (vLLM's external_prefix_cache_hits / _queries):
+                # defined with GPU prefix caching off too, where the GPU queries are none.
+                "external_hit_rate": _ratio(self.num_external_hits, self.num_external_queries),
                 "num_external_queries": self.num_external_queries,
                 "num_external_hits": self.num_external_hits,
                 "num_host_cached_tokens": self.num_host_cached_tokens,

@@ -60,6 +60,9 @@ def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path, async_schedu
     assert summary["hit_rate_gpu_and_cpu"] == pytest.approx(
         (summary["num_hits"] + summary["num_external_hits"]) / summary["num_queries"], abs=1e-9
     )
+    assert summary["external_hit_rate"] == pytest.approx(
+        summary["num_external_hits"] / summary["num_external_queries"], abs=1e-9
+    )
     requests = pq.read_table(run_dir / "requests.parquet").to_pylist()
     measured = [row for row in requests if row["arrival_at"] >= 5]
     assert (
@@ -78,3 +81,19 @@ def test_cpu_hits_reach_requests_summary_and_events(tmp_path: Path, async_schedu
 def test_offload_too_small_for_one_chunk_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds no chunk of 2,097,152 bytes"):
         run(tmp_path, "tiny", ["engine.kv_offloading_size=0.001"])
+
+
+def test_the_cpu_tier_hit_rate_stands_without_gpu_prefix_caching(tmp_path: Path) -> None:
+    """GPU prefix caching off: vLLM counts no GPU queries, so the two rates over them are none,
+    but the tier still answers; its own rate (hits over its queries) says how well."""
+    run_dir = run(
+        tmp_path,
+        "off-gpu-caching",
+        ["engine.kv_offloading_size=1", "engine.enable_prefix_caching=false"],
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["num_queries"], summary["hit_rate_cpu"]) == (0, None)
+    assert summary["num_external_hits"] > 0
+    assert summary["external_hit_rate"] == pytest.approx(
+        summary["num_external_hits"] / summary["num_external_queries"], abs=1e-9
+    )

@@ -316,23 +316,23 @@ def test_a_workloads_problem_is_placed_at_a_field_of_its_own_object_only(
 
 
 def test_a_base_files_relative_paths_are_its_own(tmp_path: Path) -> None:
-    """shared/base.yaml names trace.jsonl beside it; runs/child.yaml extends it from another
+    """common/base.yaml names trace.jsonl beside it; runs/child.yaml extends it from another
     folder. The trace is the base's (it was looked for beside the child, and the error named
     the base's line for a file the base never meant)."""
-    shared, runs = tmp_path / "shared", tmp_path / "runs"
-    shared.mkdir()
+    common, runs = tmp_path / "common", tmp_path / "runs"
+    common.mkdir()
     runs.mkdir()
     line = '{"timestamp": 0, "input_length": 20, "output_length": 4, "hash_ids": [1]}\n'
-    (shared / "trace.jsonl").write_text(line)
+    (common / "trace.jsonl").write_text(line)
     write(
-        shared,
+        common,
         "base.yaml",
         "name: base\nengine: {num_gpu_blocks: 400, max_model_len: 4096}\n"
         "workload:\n  source: {kind: trace, path: trace.jsonl, format: mooncake}\n",
     )
-    child = write(runs, "child.yaml", "extends: ../shared/base.yaml\nname: child\n")
+    child = write(runs, "child.yaml", "extends: ../common/base.yaml\nname: child\n")
     loaded = load_scenario(child)
-    assert loaded.scenario.workload.source.path == "../shared/trace.jsonl"
+    assert loaded.scenario.workload.source.path == "../common/trace.jsonl"
     assert (loaded.base_dir / loaded.scenario.workload.source.path).resolve() == (
-        shared / "trace.jsonl"
+        common / "trace.jsonl"
     ).resolve()

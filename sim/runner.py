@@ -510,16 +510,16 @@ def check_measured(
 
 
 def check_skipped(
-    num_skipped: int, num_requests: int, capacity_tokens: int, grow_cache: str
+    num_skipped: int, num_requests: int, num_gpu_blocks: int, block_size: int, grow_cache: str
 ) -> str | None:
-    """Requests a cache-only replay skipped, each longer than the `capacity_tokens` the cache
-    holds: more than MAX_REJECTED_FRACTION of them fail the replay (InputError, as a run that
-    rejected them fails), fewer give the warning to show; None when none was skipped."""
+    """Requests a cache-only replay skipped, each longer than a pool of `num_gpu_blocks` holds:
+    more than MAX_REJECTED_FRACTION of them fail the replay (InputError, as a run that rejected
+    them fails), fewer give the warning to show; None when none was skipped."""
     if not num_skipped:
         return None
     note = (
         f"{num_skipped:,} of {num_requests:,} requests were skipped, each longer than the "
-        f"{capacity_tokens:,} tokens the cache holds"
+        f"{pool_capacity_tokens(num_gpu_blocks, block_size):,} tokens the cache holds"
     )
     if num_skipped > MAX_REJECTED_FRACTION * num_requests:
         raise InputError(f"replay failed: {note}; {grow_cache}")

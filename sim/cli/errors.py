@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,6 +18,15 @@ from typer.core import TyperGroup
 from sim.errors import InputError, one_line_warnings
 from sim.interrupts import Interrupted, signals_raise_interrupted
 from workloads.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def print_loud(console: Console, text: str) -> None:
+    """`text` in bold red on `console`, as written (brackets are not markup) and unwrapped: a
+    result that is not what it looks like."""
+    console.print(text, style="bold red", soft_wrap=True, markup=False)
 
 
 def print_error(message: str) -> None:

@@ -9,10 +9,10 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.config import check_pool_size, check_scenario_limits, load_scenario
 from sim.errors import InputError
 from sim.fileio import check_output_dir
-from sim.kvcache import pool_capacity_tokens
 from sim.runner import check_skipped, scheduler_config
 from workloads.api import WorkloadError
 
@@ -60,7 +60,8 @@ def eviction_command(
     warning = check_skipped(
         report.num_skipped,
         report.num_requests + report.num_skipped,
-        pool_capacity_tokens(num_gpu_blocks, block_size),
+        num_gpu_blocks,
+        block_size,
         "give the cache more room with --kv-tokens",
     )
     markdown = report.to_markdown()
@@ -68,5 +69,5 @@ def eviction_command(
     console = Console(stderr=True)
     console.print(markdown)
     if warning is not None:
-        console.print(f"WARNING: {warning}", style="bold red", soft_wrap=True, markup=False)
+        print_loud(console, f"WARNING: {warning}")
     print(out / "eviction.md")

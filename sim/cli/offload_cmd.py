@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.config import load_scenario
 from sim.fileio import check_output_dir
 
@@ -58,5 +59,5 @@ def offload_command(
     console.print(markdown)
     warning = result.unstable_warning()
     if warning is not None:
-        console.print(f"[bold red]{warning}[/]")
+        print_loud(console, warning)
     print(out / "offload.md")

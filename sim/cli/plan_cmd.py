@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.errors import InputError
 from sim.fileio import atomic_write_text, make_dirs, remove_created, remove_leftovers
 from sim.runner import preflight
@@ -196,5 +197,5 @@ def plan_command(
     print(answer_line(result))
     note = result.stability_note()
     if note is not None:
-        console.print(note, style="bold red", soft_wrap=True, markup=False)
+        print_loud(console, note)
     console.print(f"plan.json and plan.png in {out_dir}")

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.cli.sweep_cmd import MAX_RUNS_HELP
 from sim.config import DEFAULT_MAX_RUNS, load_scenario, load_source
 from sim.errors import InputError
@@ -62,7 +63,7 @@ def print_summary(summary: dict, run_dir: Path) -> None:
     rejected = rejection_note(summary)
     if rejected is not None:
         warning = f"WARNING: {rejected}. The latencies and rates measure only the admitted ones."
-        console.print(warning, style="bold red", soft_wrap=True, markup=False)
+        print_loud(console, warning)
     console.print(f"results in {run_dir}")
 
 

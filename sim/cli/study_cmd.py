@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.fileio import check_output_dir
 from sim.studies.layout import LayoutReport, advise_layout
 from sim.studies.layout_config import LayoutStudySettings
@@ -140,5 +141,5 @@ def side_channel_command(
     console.print(side_channel_table(report))
     warning = report.overload_warning()
     if warning is not None:
-        console.print(warning, style="bold red", soft_wrap=True, markup=False)
+        print_loud(console, warning)
     _print_written(write_side_channel_files(report, out_dir))

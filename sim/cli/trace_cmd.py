@@ -24,6 +24,7 @@ from rich.progress import (
 from rich.text import Text
 
 from sim.cli.app import app
+from sim.cli.errors import print_loud
 from sim.cli.run_cmd import print_summary
 from sim.config import (
     KERNEL_BLOCK_MULTIPLE,
@@ -37,7 +38,6 @@ from sim.config import (
 )
 from sim.errors import InputError
 from sim.fileio import check_output_dir, check_replaceable
-from sim.kvcache import pool_capacity_tokens
 from sim.metrics import SUMMARY_FILE
 from sim.replay.trace_replay import replay_cache_only
 from sim.runner import (
@@ -186,14 +186,15 @@ def replay_command(
                     num_gpu_blocks=None if infinite else num_gpu_blocks,
                 )
             if result.num_gpu_blocks is not None:
-                capacity_tokens = pool_capacity_tokens(result.num_gpu_blocks, block_size)
                 warning = check_skipped(
-                    result.num_skipped, result.num_requests, capacity_tokens, _GROW_CACHE
+                    result.num_skipped,
+                    result.num_requests,
+                    result.num_gpu_blocks,
+                    block_size,
+                    _GROW_CACHE,
                 )
                 if warning is not None:
-                    Console(stderr=True).print(
-                        f"WARNING: {warning}", style="bold red", soft_wrap=True, markup=False
-                    )
+                    print_loud(Console(stderr=True), f"WARNING: {warning}")
             summary = result.summary()
         else:
             max_model_len = None
